@@ -1,0 +1,156 @@
+// Pointwise math written once for both backends. Each functor takes and
+// returns the compute type (float, or double for f64 tensors); the CPU and CUDA
+// launchers load/store the tensor's element type around it.
+//
+// NOTE [gelu]: GELU is the tanh approximation used by GPT-2 and llm.c:
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/macros.h"
+
+namespace octet {
+
+enum class UnaryOp : uint8_t {
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kRelu,
+  kGelu,
+  kSigmoid,
+  kAbs,
+  kSquare,
+  kAddScalar,  // x + alpha
+  kMulScalar,  // x * alpha
+  kPowScalar,  // x ^ alpha
+  kRSubScalar, // alpha - x
+  kCount
+};
+
+enum class BinaryOp : uint8_t {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMaximum,
+  kMinimum,
+  // Backward helpers: (dy, saved) -> dx.
+  kGeluBackward,   // dy * gelu'(x)
+  kReluBackward,   // dy * (x > 0)
+  kTanhBackward,   // dy * (1 - y^2), saved = y
+  kSigmoidBackward,// dy * y (1 - y), saved = y
+  kPowBackward,    // dy * alpha * x^(alpha-1)  (alpha passed separately)
+  kCount
+};
+
+enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe, kCount };
+
+const char* Name(UnaryOp op);
+const char* Name(BinaryOp op);
+const char* Name(CompareOp op);
+
+namespace functors {
+
+#if !defined(__CUDA_ARCH__)
+using std::exp;
+using std::log;
+using std::pow;
+using std::sqrt;
+using std::tanh;
+#endif
+
+template <typename T>
+OCTET_HOST_DEVICE inline T Gelu(T x) {
+  const T k = T(0.7978845608028654);  // sqrt(2/pi)
+  const T c = T(0.044715);
+  return T(0.5) * x * (T(1) + tanh(k * (x + c * x * x * x)));
+}
+
+template <typename T>
+OCTET_HOST_DEVICE inline T GeluGrad(T x) {
+  const T k = T(0.7978845608028654);
+  const T c = T(0.044715);
+  const T u = k * (x + c * x * x * x);
+  const T t = tanh(u);
+  const T du = k * (T(1) + T(3) * c * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+
+template <typename T>
+OCTET_HOST_DEVICE inline T Unary(UnaryOp op, T x, T alpha) {
+  switch (op) {
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kExp: return exp(x);
+    case UnaryOp::kLog: return log(x);
+    case UnaryOp::kSqrt: return sqrt(x);
+    case UnaryOp::kRsqrt: return T(1) / sqrt(x);
+    case UnaryOp::kTanh: return tanh(x);
+    case UnaryOp::kRelu: return x > T(0) ? x : T(0);
+    case UnaryOp::kGelu: return Gelu(x);
+    case UnaryOp::kSigmoid: return T(1) / (T(1) + exp(-x));
+    case UnaryOp::kAbs: return x < T(0) ? -x : x;
+    case UnaryOp::kSquare: return x * x;
+    case UnaryOp::kAddScalar: return x + alpha;
+    case UnaryOp::kMulScalar: return x * alpha;
+    case UnaryOp::kPowScalar: return pow(x, alpha);
+    case UnaryOp::kRSubScalar: return alpha - x;
+    default: return x;
+  }
+}
+
+// Each unary op as its own functor so launchers can instantiate one tight loop
+// per op (the switch above is for generic/slow paths and device code).
+template <UnaryOp Op>
+struct UnaryFn {
+  template <typename T>
+  OCTET_HOST_DEVICE T operator()(T x, T alpha) const {
+    return Unary(Op, x, alpha);
+  }
+};
+
+template <typename T>
+OCTET_HOST_DEVICE inline T Binary(BinaryOp op, T a, T b, T alpha) {
+  switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kMaximum: return (a > b || a != a) ? a : b;
+    case BinaryOp::kMinimum: return (a < b || a != a) ? a : b;
+    case BinaryOp::kGeluBackward: return a * GeluGrad(b);
+    case BinaryOp::kReluBackward: return b > T(0) ? a : T(0);
+    case BinaryOp::kTanhBackward: return a * (T(1) - b * b);
+    case BinaryOp::kSigmoidBackward: return a * b * (T(1) - b);
+    case BinaryOp::kPowBackward: return a * alpha * pow(b, alpha - T(1));
+    default: return a;
+  }
+}
+
+template <BinaryOp Op>
+struct BinaryFn {
+  template <typename T>
+  OCTET_HOST_DEVICE T operator()(T a, T b, T alpha) const {
+    return Binary(Op, a, b, alpha);
+  }
+};
+
+template <typename T>
+OCTET_HOST_DEVICE inline bool Compare(CompareOp op, T a, T b) {
+  switch (op) {
+    case CompareOp::kEq: return a == b;
+    case CompareOp::kNe: return a != b;
+    case CompareOp::kLt: return a < b;
+    case CompareOp::kLe: return a <= b;
+    case CompareOp::kGt: return a > b;
+    case CompareOp::kGe: return a >= b;
+    default: return false;
+  }
+}
+
+}  // namespace functors
+}  // namespace octet

@@ -1,0 +1,37 @@
+// Helpers shared by the tests: tensor comparison against float64 references,
+// seeded random inputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace octet::testing {
+
+// Random values in [lo, hi) from a fixed-seed std::mt19937_64 (independent of
+// octet's own RNG so tests don't test the RNG with itself).
+std::vector<double> RandomValues(int64_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);
+Tensor RandomTensor(const Shape& shape, uint64_t seed, DType dtype = DType::kFloat64, double lo = -1.0,
+                    double hi = 1.0);
+
+// Asserts every element of `actual` is within atol + rtol*|expected|.
+::testing::AssertionResult AllClose(const Tensor& actual, const std::vector<double>& expected, double rtol,
+                                    double atol);
+::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& expected, double rtol, double atol);
+
+// Runs fn and returns the octet::Error message it throws ("" if none).
+template <typename F>
+std::string ErrorOf(F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace octet::testing
