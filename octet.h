@@ -10,6 +10,7 @@
 #include "core/random.h"
 #include "core/scaling.h"
 #include "core/tensor.h"
+#include "ops/op_checks.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/random.h"

@@ -68,7 +68,8 @@ template <typename T>
 OCTET_HOST_DEVICE inline T Gelu(T x) {
   const T k = T(0.7978845608028654);  // sqrt(2/pi)
   const T c = T(0.044715);
-  return T(0.5) * x * (T(1) + tanh(k * (x + c * x * x * x)));
+  // 0.5 x (1 + tanh(u)) written as x * sigmoid(2u): no cancellation for x << 0.
+  return x / (T(1) + exp(T(-2) * k * (x + c * x * x * x)));
 }
 
 template <typename T>

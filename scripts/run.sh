@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds octet, and runs the main job on the CPU.
+# Extra arguments are passed to the program.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+build_dir=${BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CUDA=OFF -DOCTET_BUILD_TESTS=OFF \
+  -DOCTET_BUILD_BENCHMARKS=OFF -DOCTET_BUILD_EXAMPLES=ON
+cmake --build "$build_dir" -j "$(nproc)" --target octet_demo
+exec "$build_dir/examples/octet_demo" "$@"

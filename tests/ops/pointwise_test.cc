@@ -1,0 +1,255 @@
+// Pointwise ops: values against float64 references, gradcheck, broadcasting,
+// non-contiguous inputs, reduced-precision dtypes and error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "autograd/gradcheck.h"
+#include "autograd/grad_mode.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+#include "tests/test_util.h"
+
+namespace octet {
+namespace {
+
+using ::octet::testing::AllClose;
+using ::octet::testing::ErrorOf;
+using ::octet::testing::RandomTensor;
+using ::octet::testing::RandomValues;
+
+// Tolerances per dtype, stated once: relative to the f64 reference.
+double Rtol(DType d) {
+  switch (d) {
+    case DType::kFloat64: return 1e-12;
+    case DType::kFloat32: return 2e-6;
+    case DType::kBFloat16: return 1.6e-2;  // 8 bits of mantissa, input and output rounding
+    case DType::kFloat16: return 2e-3;
+    default: return 0;
+  }
+}
+
+struct UnaryCase {
+  const char* name;
+  std::function<Tensor(const Tensor&)> op;
+  std::function<double(double)> ref;
+  double lo, hi;  // input domain
+};
+
+std::vector<UnaryCase> UnaryCases() {
+  const double k = std::sqrt(2.0 / M_PI);
+  return {
+      {"neg", [](const Tensor& x) { return Neg(x); }, [](double x) { return -x; }, -3, 3},
+      {"exp", [](const Tensor& x) { return Exp(x); }, [](double x) { return std::exp(x); }, -3, 3},
+      {"log", [](const Tensor& x) { return Log(x); }, [](double x) { return std::log(x); }, 0.1, 5},
+      {"sqrt", [](const Tensor& x) { return Sqrt(x); }, [](double x) { return std::sqrt(x); }, 0.1, 5},
+      {"rsqrt", [](const Tensor& x) { return Rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 5},
+      {"tanh", [](const Tensor& x) { return Tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3},
+      {"relu", [](const Tensor& x) { return Relu(x); }, [](double x) { return x > 0 ? x : 0; }, -3, 3},
+      {"gelu", [](const Tensor& x) { return Gelu(x); },
+       [k](double x) { return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x))); }, -4, 4},
+      {"sigmoid", [](const Tensor& x) { return Sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); }, -4,
+       4},
+      {"abs", [](const Tensor& x) { return Abs(x); }, [](double x) { return std::abs(x); }, -3, 3},
+      {"square", [](const Tensor& x) { return Square(x); }, [](double x) { return x * x; }, -3, 3},
+      {"pow2.5", [](const Tensor& x) { return Pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3},
+      {"add_scalar", [](const Tensor& x) { return x + 1.25; }, [](double x) { return x + 1.25; }, -3, 3},
+      {"mul_scalar", [](const Tensor& x) { return x * -0.75; }, [](double x) { return x * -0.75; }, -3, 3},
+  };
+}
+
+class UnaryTest : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(UnaryTest, MatchesFloat64Reference) {
+  const UnaryCase c = UnaryCases()[std::get<0>(GetParam())];
+  const DType dtype = std::get<1>(GetParam());
+  // Reference on the values actually stored in the input dtype.
+  Tensor x = RandomTensor({5, 37}, 7, dtype, c.lo, c.hi);
+  std::vector<double> expected;
+  for (double v : x.ToDoubles()) expected.push_back(c.ref(v));
+  Tensor y = c.op(x);
+  EXPECT_EQ(y.dtype(), dtype);
+  // Absolute slack for results near zero that come from O(1) intermediates.
+  EXPECT_TRUE(AllClose(y, expected, Rtol(dtype), Rtol(dtype) * 0.1)) << c.name << " " << Name(dtype);
+  // Non-contiguous input: transposed view gives the transposed result.
+  Tensor yt = c.op(x.T());
+  EXPECT_TRUE(AllClose(yt, y.T().Contiguous(), 0, 0)) << c.name;
+}
+
+class UnaryGradTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(UnaryGradTest, PassesGradcheck) {
+  const UnaryCase c = UnaryCases()[GetParam()];
+  Tensor x = RandomTensor({3, 4}, 11, DType::kFloat64, c.lo, c.hi).requires_grad_();
+  if (std::string(c.name) == "abs" || std::string(c.name) == "relu") {
+    // Keep away from the kink at 0 where finite differences are meaningless.
+    NoGradGuard g;
+    Tensor shifted = AddScalar(Mul(x, x), 0.05);
+    x = Mul(shifted, FromVector(RandomValues(12, 3), {3, 4}, {.dtype = DType::kFloat64})).detach();
+    x.requires_grad_();
+  }
+  GradcheckResult r = Gradcheck([&](const TensorList& in) { return c.op(in[0]); }, {x});
+  EXPECT_TRUE(r.ok) << c.name << ": " << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, UnaryTest,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(UnaryCases().size())),
+                                            ::testing::Values(DType::kFloat64, DType::kFloat32, DType::kBFloat16,
+                                                              DType::kFloat16)),
+                         [](const auto& info) {
+                           std::string n = UnaryCases()[std::get<0>(info.param)].name;
+                           for (char& ch : n)
+                             if (ch == '.') ch = '_';
+                           return n + "_" + Name(std::get<1>(info.param));
+                         });
+
+INSTANTIATE_TEST_SUITE_P(Ops, UnaryGradTest, ::testing::Range(0, static_cast<int>(UnaryCases().size())),
+                         [](const auto& info) {
+                           std::string n = UnaryCases()[info.param].name;
+                           for (char& ch : n)
+                             if (ch == '.') ch = '_';
+                           return n;
+                         });
+
+struct BinaryCase {
+  const char* name;
+  std::function<Tensor(const Tensor&, const Tensor&)> op;
+  std::function<double(double, double)> ref;
+};
+
+std::vector<BinaryCase> BinaryCases() {
+  return {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return Maximum(a, b); },
+       [](double a, double b) { return std::max(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return Minimum(a, b); },
+       [](double a, double b) { return std::min(a, b); }},
+  };
+}
+
+// Broadcast pairs: (a shape, b shape).
+const std::vector<std::pair<Shape, Shape>> kBroadcastPairs = {
+    {{4, 5}, {4, 5}}, {{4, 5}, {5}}, {{4, 1}, {1, 5}}, {{2, 3, 4}, {3, 1}}, {{3, 1, 5}, {4, 1}}, {{}, {2, 3}}};
+
+class BinaryTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(BinaryTest, BroadcastsAndMatchesReference) {
+  const BinaryCase c = BinaryCases()[GetParam()];
+  for (const auto& [sa, sb] : kBroadcastPairs) {
+    Tensor a = RandomTensor(sa, 1, DType::kFloat64, 0.5, 2.0);
+    Tensor b = RandomTensor(sb, 2, DType::kFloat64, 0.5, 2.0);
+    Tensor y = c.op(a, b);
+    const Shape out = BroadcastShapes(sa, sb, "test");
+    ASSERT_EQ(y.shape(), out);
+    // Reference: index both inputs with broadcasting by hand.
+    std::vector<double> expected(Numel(out));
+    const std::vector<double> av = a.ToDoubles(), bv = b.ToDoubles();
+    for (int64_t i = 0; i < Numel(out); ++i) {
+      int64_t rem = i, ia = 0, ib = 0, sta = 1, stb = 1;
+      for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+        const int64_t idx = rem % out[d];
+        rem /= out[d];
+        const int64_t da = d - (static_cast<int64_t>(out.size()) - static_cast<int64_t>(sa.size()));
+        const int64_t db = d - (static_cast<int64_t>(out.size()) - static_cast<int64_t>(sb.size()));
+        if (da >= 0) {
+          if (sa[da] != 1) ia += idx * sta;
+          sta *= sa[da];
+        }
+        if (db >= 0) {
+          if (sb[db] != 1) ib += idx * stb;
+          stb *= sb[db];
+        }
+      }
+      expected[i] = c.ref(av[ia], bv[ib]);
+    }
+    EXPECT_TRUE(AllClose(y, expected, 1e-15, 0)) << c.name << " " << ShapeStr(sa) << " x " << ShapeStr(sb);
+    // Gradcheck through the broadcast (sum back to the input shapes).
+    Tensor ag = a.detach().requires_grad_(), bg = b.detach().requires_grad_();
+    GradcheckResult r = Gradcheck([&](const TensorList& in) { return c.op(in[0], in[1]); }, {ag, bg});
+    EXPECT_TRUE(r.ok) << c.name << " " << ShapeStr(sa) << " x " << ShapeStr(sb) << ": " << r.message;
+  }
+}
+
+TEST_P(BinaryTest, NonContiguousAndBf16) {
+  const BinaryCase c = BinaryCases()[GetParam()];
+  Tensor a = RandomTensor({6, 8}, 5, DType::kFloat32, 0.5, 2.0);
+  Tensor b = RandomTensor({8, 6}, 6, DType::kFloat32, 0.5, 2.0);
+  Tensor y = c.op(a.Slice(0, 0, 6, 2), b.T().Slice(0, 1, 6, 2));  // both strided [3, 8]
+  Tensor y_ref = c.op(a.Slice(0, 0, 6, 2).Contiguous(), b.T().Slice(0, 1, 6, 2).Contiguous());
+  EXPECT_TRUE(AllClose(y, y_ref, 0, 0));
+  Tensor ab = a.To(DType::kBFloat16), bb = b.To(DType::kBFloat16);
+  std::vector<double> expected;
+  const std::vector<double> av = ab.ToDoubles(), bv = bb.ToDoubles();
+  for (size_t i = 0; i < av.size(); ++i) expected.push_back(c.ref(av[i], bv[i]));
+  EXPECT_TRUE(AllClose(c.op(ab, bb.Reshape({6, 8})), expected, Rtol(DType::kBFloat16), 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, BinaryTest, ::testing::Range(0, static_cast<int>(BinaryCases().size())),
+                         [](const auto& info) { return std::string(BinaryCases()[info.param].name); });
+
+TEST(Pointwise, MaximumSplitsGradientOnTies) {
+  Tensor a = FromVector(std::vector<double>{1, 2, 3}, {3}, {.dtype = DType::kFloat64, .requires_grad = true});
+  Tensor b = FromVector(std::vector<double>{1, 5, 0}, {3}, {.dtype = DType::kFloat64, .requires_grad = true});
+  Sum(Maximum(a, b)).Backward();
+  EXPECT_TRUE(AllClose(a.grad(), std::vector<double>{0.5, 0, 1}, 0, 0));
+  EXPECT_TRUE(AllClose(b.grad(), std::vector<double>{0.5, 1, 0}, 0, 0));
+}
+
+TEST(Pointwise, WhereAndMaskedFill) {
+  Tensor cond = CompareScalar(CompareOp::kGt, FromVector(std::vector<double>{-1, 2, 0, 3}, {4}), 0.5);
+  Tensor a = FromVector(std::vector<double>{1, 2, 3, 4}, {4}, {.dtype = DType::kFloat64, .requires_grad = true});
+  Tensor b = FromVector(std::vector<double>{9}, {1}, {.dtype = DType::kFloat64, .requires_grad = true});
+  Tensor y = Where(cond, a, b);
+  EXPECT_TRUE(AllClose(y, std::vector<double>{9, 2, 9, 4}, 0, 0));
+  Sum(y).Backward();
+  EXPECT_TRUE(AllClose(a.grad(), std::vector<double>{0, 1, 0, 1}, 0, 0));
+  EXPECT_TRUE(AllClose(b.grad(), std::vector<double>{2}, 0, 0));
+  Tensor m = MaskedFill(FromVector(std::vector<double>{1, 2, 3, 4}, {4}), cond, -1e9);
+  EXPECT_TRUE(AllClose(m, std::vector<double>{1, -1e9, 3, -1e9}, 0, 0));
+  GradcheckResult r = Gradcheck([&](const TensorList& in) { return Where(cond, in[0], in[1]); },
+                                {a.detach().requires_grad_(), b.detach().requires_grad_()});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(Pointwise, ComparisonsReturnBool) {
+  Tensor a = FromVector(std::vector<double>{1, 2, 3}, {3});
+  Tensor b = FromVector(std::vector<double>{2, 2, 2}, {3});
+  Tensor lt = Lt(a, b);
+  EXPECT_EQ(lt.dtype(), DType::kBool);
+  EXPECT_TRUE(AllClose(lt, std::vector<double>{1, 0, 0}, 0, 0));
+  EXPECT_TRUE(AllClose(Eq(a, b), std::vector<double>{0, 1, 0}, 0, 0));
+  EXPECT_TRUE(AllClose(Gt(a, b), std::vector<double>{0, 0, 1}, 0, 0));
+}
+
+TEST(Pointwise, InPlaceAddBumpsVersion) {
+  Tensor x = Zeros({3});
+  const uint64_t v0 = x.storage()->version();
+  AddInPlace(x, Ones({3}), 2.0);
+  EXPECT_TRUE(AllClose(x, std::vector<double>{2, 2, 2}, 0, 0));
+  EXPECT_GT(x.storage()->version(), v0);
+}
+
+TEST(Pointwise, BadInputsNameOpShapesAndDtypes) {
+  Tensor a = Zeros({2, 3});
+  Tensor b = Zeros({4});
+  std::string msg = ErrorOf([&] { Add(a, b); });
+  EXPECT_NE(msg.find("add: shapes [2, 3] and [4] cannot be broadcast together"), std::string::npos) << msg;
+  msg = ErrorOf([&] { Mul(a, Zeros({2, 3}, {.dtype = DType::kBFloat16})); });
+  EXPECT_NE(msg.find("mul: dtype mismatch: float32[2, 3] vs bfloat16[2, 3]"), std::string::npos) << msg;
+  Tensor q = a.To(DType::kFloat8E4M3);
+  msg = ErrorOf([&] { Gelu(q); });
+  EXPECT_NE(msg.find("gelu: argument 'x' is fp8_e4m3[2, 3]; gelu ignores FP8 scales"), std::string::npos) << msg;
+  msg = ErrorOf([&] { Add(q, q); });
+  EXPECT_NE(msg.find("add: argument 'a' is fp8_e4m3[2, 3]"), std::string::npos) << msg;
+  msg = ErrorOf([&] { Exp(Zeros({2}, {.dtype = DType::kInt64})); });
+  EXPECT_NE(msg.find("exp: argument 'x' is int64[2]; expected float32, float64, bfloat16 or float16"),
+            std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace octet
