@@ -76,35 +76,38 @@ struct StridedIter {
     }
   }
 
+  // Splits the whole iteration space (not just the outer dims) across threads,
+  // so a single long contiguous run is parallel too.
   template <typename Inner>
   void Run(Inner&& inner, int64_t grain = kParallelGrain) const {
     const int64_t rank = static_cast<int64_t>(shape.size());
     const int64_t inner_n = shape.back();
-    int64_t outer_n = 1;
-    for (int64_t d = 0; d + 1 < rank; ++d) outer_n *= shape[d];
-    if (inner_n == 0 || outer_n == 0) return;
+    const int64_t total = Numel(shape);
+    if (total == 0) return;
     std::array<int64_t, N> inner_stride;
     for (int k = 0; k < N; ++k) inner_stride[k] = byte_strides[k].back();
-    const int64_t outer_grain = std::max<int64_t>(1, grain / inner_n);
-    ParallelFor(outer_n, outer_grain, [&](int64_t begin, int64_t end) {
-      // Unravel `begin` once, then step the counter.
-      Shape idx(std::max<int64_t>(rank - 1, 0), 0);
+    ParallelFor(total, grain, [&](int64_t begin, int64_t end) {
+      // Unravel `begin` once, then walk runs along the innermost dim.
+      Shape idx(rank, 0);
       int64_t rem = begin;
-      for (int64_t d = rank - 2; d >= 0; --d) {
+      for (int64_t d = rank - 1; d >= 0; --d) {
         idx[d] = rem % shape[d];
         rem /= shape[d];
       }
       std::array<char*, N> p;
-      for (int64_t o = begin; o < end; ++o) {
+      for (int64_t pos = begin; pos < end;) {
+        const int64_t run = std::min(inner_n - idx[rank - 1], end - pos);
         for (int k = 0; k < N; ++k) {
           char* q = base[k];
-          for (int64_t d = 0; d + 1 < rank; ++d) q += idx[d] * byte_strides[k][d];
+          for (int64_t d = 0; d < rank; ++d) q += idx[d] * byte_strides[k][d];
           p[k] = q;
         }
-        inner(p, inner_stride, inner_n);
-        for (int64_t d = rank - 2; d >= 0; --d) {
-          if (++idx[d] < shape[d]) break;
+        inner(p, inner_stride, run);
+        pos += run;
+        idx[rank - 1] += run;
+        for (int64_t d = rank - 1; d > 0 && idx[d] >= shape[d]; --d) {
           idx[d] = 0;
+          ++idx[d - 1];
         }
       }
     });
