@@ -72,7 +72,7 @@ struct bfloat16 {
   // Rounds to nearest even (see FloatToBf16Bits).
   OCTET_HOST_DEVICE explicit bfloat16(float x) : bits(FloatToBf16Bits(x)) {}
 
-  static constexpr bfloat16 FromBits(uint16_t b) {
+  OCTET_HOST_DEVICE static constexpr bfloat16 FromBits(uint16_t b) {
     bfloat16 r{};
     r.bits = b;
     return r;
@@ -85,10 +85,10 @@ struct bfloat16 {
 
   // Equality compares bits: NaN == NaN with the same bits, +0 != -0. Compare
   // float(a) == float(b) for IEEE semantics.
-  friend constexpr bool operator==(bfloat16 a, bfloat16 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator==(bfloat16 a, bfloat16 b) {
     return a.bits == b.bits;
   }
-  friend constexpr bool operator!=(bfloat16 a, bfloat16 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator!=(bfloat16 a, bfloat16 b) {
     return a.bits != b.bits;
   }
 };

@@ -7,10 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
-#include <string>
 
 #include "core/bfloat16.h"
+#include "core/error.h"
 #include "core/float16.h"
 #include "core/float8.h"
 
@@ -42,20 +41,12 @@ Fp8Kind Fp8KindOf(DType dtype, const char* op) {
     case DType::kFloat8E5M2:
       return kE5M2;
     default:
-      // dtype.cc's names may not be linked in every target using this file,
-      // so the dtype is reported by its enum value.
-      throw std::invalid_argument(
-          std::string(op) +
-          ": expected an fp8 dtype (kFloat8E4M3 or kFloat8E5M2), got DType #" +
-          std::to_string(static_cast<int>(dtype)));
+      OCTET_FAIL(op, ": expected an fp8 dtype (fp8_e4m3 or fp8_e5m2), got ", dtype);
   }
 }
 
 void CheckLength(int64_t n, const char* op) {
-  if (n < 0) {
-    throw std::invalid_argument(std::string(op) + ": negative length " +
-                                std::to_string(n));
-  }
+  OCTET_CHECK(n >= 0, op, ": negative length ", n);
 }
 
 float AmaxFromAbsBits(uint32_t abs_bits) {

@@ -17,7 +17,7 @@
 // switch paths with the octet::internal functions at the end of this file.
 //
 // Errors: a negative n, or a dtype that is not kFloat8E4M3 / kFloat8E5M2 where
-// an fp8 dtype is expected, throws std::invalid_argument.
+// an fp8 dtype is expected, throws octet::Error (core/error.h).
 #pragma once
 
 #include <cstdint>
@@ -88,9 +88,10 @@ ConverterIsa DetectedConverterIsa();
 ConverterIsa ActiveConverterIsa();
 
 // For tests and benchmarks: use at most the features in `isa` (intersected
-// with DetectedConverterIsa(), so asking for more than the CPU has is safe).
-// Not thread-safe with respect to concurrent converter calls' choice of path
-// (each call reads the setting once).
+// with DetectedConverterIsa(), so asking for more than the CPU has is safe;
+// OCTET_DISABLE_AVX512 does not apply).
+// Meant for single-threaded test setup: a converter call running at the same
+// time uses either the old or the new setting (each call reads it once).
 void SetConverterIsaForTesting(const ConverterIsa& isa);
 
 // true: force the scalar loops. false: back to the default choice (the

@@ -95,7 +95,7 @@ struct float16 {
   // Rounds to nearest even; overflow gives +-inf (see FloatToF16Bits).
   OCTET_HOST_DEVICE explicit float16(float x) : bits(FloatToF16Bits(x)) {}
 
-  static constexpr float16 FromBits(uint16_t b) {
+  OCTET_HOST_DEVICE static constexpr float16 FromBits(uint16_t b) {
     float16 r{};
     r.bits = b;
     return r;
@@ -106,10 +106,10 @@ struct float16 {
   static constexpr float kMaxFinite = 65504.0f;
 
   // Equality compares bits: NaN == NaN with the same bits, +0 != -0.
-  friend constexpr bool operator==(float16 a, float16 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator==(float16 a, float16 b) {
     return a.bits == b.bits;
   }
-  friend constexpr bool operator!=(float16 a, float16 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator!=(float16 a, float16 b) {
     return a.bits != b.bits;
   }
 };

@@ -189,7 +189,7 @@ struct float8_e4m3 {
   OCTET_HOST_DEVICE explicit float8_e4m3(float x)
       : bits(FloatToE4M3Bits(x, Fp8Saturation::kSatFinite)) {}
 
-  static constexpr float8_e4m3 FromBits(uint8_t b) {
+  OCTET_HOST_DEVICE static constexpr float8_e4m3 FromBits(uint8_t b) {
     float8_e4m3 r{};
     r.bits = b;
     return r;
@@ -201,10 +201,10 @@ struct float8_e4m3 {
 
   // Equality compares bits: NaN == NaN with the same bits, +0 != -0. Compare
   // float(a) == float(b) for IEEE semantics.
-  friend constexpr bool operator==(float8_e4m3 a, float8_e4m3 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator==(float8_e4m3 a, float8_e4m3 b) {
     return a.bits == b.bits;
   }
-  friend constexpr bool operator!=(float8_e4m3 a, float8_e4m3 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator!=(float8_e4m3 a, float8_e4m3 b) {
     return a.bits != b.bits;
   }
 };
@@ -218,7 +218,7 @@ struct float8_e5m2 {
   OCTET_HOST_DEVICE explicit float8_e5m2(float x)
       : bits(FloatToE5M2Bits(x, Fp8Saturation::kSatFinite)) {}
 
-  static constexpr float8_e5m2 FromBits(uint8_t b) {
+  OCTET_HOST_DEVICE static constexpr float8_e5m2 FromBits(uint8_t b) {
     float8_e5m2 r{};
     r.bits = b;
     return r;
@@ -228,10 +228,10 @@ struct float8_e5m2 {
 
   static constexpr float kMaxFinite = 57344.0f;
 
-  friend constexpr bool operator==(float8_e5m2 a, float8_e5m2 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator==(float8_e5m2 a, float8_e5m2 b) {
     return a.bits == b.bits;
   }
-  friend constexpr bool operator!=(float8_e5m2 a, float8_e5m2 b) {
+  OCTET_HOST_DEVICE friend constexpr bool operator!=(float8_e5m2 a, float8_e5m2 b) {
     return a.bits != b.bits;
   }
 };
