@@ -1,0 +1,180 @@
+// Memory-bound row ops at GPT-2-small sizes: LayerNorm and the fused residual
+// add + LayerNorm forward+backward on (B*T, C) = (4096, 768), and the fused
+// softmax + cross-entropy forward+backward on (2048, V = 4096) logits
+// (V = 50304 would take ~400 MB of logits per run, too big for CI). Each
+// fused op runs next to the same computation done by unfused ops through
+// autograd (the "peer"), so the output reads as a ratio. bytes_per_second
+// counts the compulsory traffic of the fused op (every input read once, every
+// output written once) for both, so it is comparable within a pair.
+// The CPU allocator hands out fresh pages for buffers this large, so page
+// faults are part of every figure (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=
+// 33554432:glibc.malloc.trim_threshold=1073741824 shows the ops without them).
+//   octet_norm_bench --benchmark_filter=LayerNorm
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "core/tensor.h"
+#include "ops/norm.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+
+namespace octet {
+namespace {
+
+constexpr int64_t kRows = 4096, kC = 768;         // LayerNorm: (B*T, C)
+constexpr int64_t kCeRows = 2048, kVocab = 4096;  // cross-entropy: (B*T, V)
+
+Tensor Random(const Shape& shape, DType dtype, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(Numel(shape));
+  for (auto& x : v) x = dist(rng);
+  return FromVector(v, shape, {.dtype = dtype});
+}
+
+DType DTypeArg(const benchmark::State& state) { return state.range(0) == 0 ? DType::kFloat32 : DType::kBFloat16; }
+
+// Reads x, dy; writes y, dx (dweight, dbias are O(C)).
+void SetLayerNormBytes(benchmark::State& state, DType d) {
+  state.SetBytesProcessed(state.iterations() * 4 * kRows * kC * SizeOf(d));
+  state.SetLabel(Name(d));
+}
+
+void BM_LayerNormFwdBwd(benchmark::State& state) {
+  const DType d = DTypeArg(state);
+  Tensor x = Random({kRows, kC}, d, 1).requires_grad_();
+  Tensor w = Random({kC}, d, 2).requires_grad_(), b = Random({kC}, d, 3).requires_grad_();
+  const Tensor dy = Random({kRows, kC}, d, 4);
+  for (auto _ : state) {
+    LayerNorm(x, w, b).Backward(dy);
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+  }
+  SetLayerNormBytes(state, d);
+}
+
+void BM_LayerNormFwdBwdComposite(benchmark::State& state) {
+  const DType d = DTypeArg(state);
+  Tensor x = Random({kRows, kC}, d, 1).requires_grad_();
+  Tensor w = Random({kC}, d, 2).requires_grad_(), b = Random({kC}, d, 3).requires_grad_();
+  const Tensor dy = Random({kRows, kC}, d, 4);
+  for (auto _ : state) {
+    const Tensor xc = x - Mean(x, {-1}, true);
+    const Tensor y = xc * Rsqrt(Mean(Square(xc), {-1}, true) + 1e-5) * w + b;
+    y.Backward(dy);
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+  }
+  SetLayerNormBytes(state, d);
+}
+
+void BM_LayerNormFwd(benchmark::State& state) {
+  const DType d = DTypeArg(state);
+  const Tensor x = Random({kRows, kC}, d, 1), w = Random({kC}, d, 2), b = Random({kC}, d, 3);
+  for (auto _ : state) benchmark::DoNotOptimize(LayerNorm(x, w, b));
+  state.SetBytesProcessed(state.iterations() * 2 * kRows * kC * SizeOf(d));
+  state.SetLabel(Name(d));
+}
+
+// Residual add + LayerNorm, fused vs Add then LayerNorm. Reads x, residual,
+// dy, dsum; writes sum, y, dx (which serves both inputs).
+void AddLayerNormCase(benchmark::State& state, bool fused) {
+  const DType d = DTypeArg(state);
+  Tensor x = Random({kRows, kC}, d, 1).requires_grad_(), r = Random({kRows, kC}, d, 6).requires_grad_();
+  Tensor w = Random({kC}, d, 2).requires_grad_(), b = Random({kC}, d, 3).requires_grad_();
+  const Tensor dy = Random({kRows, kC}, d, 4), dsum = Random({kRows, kC}, d, 7);
+  for (auto _ : state) {
+    Tensor h, y;
+    if (fused) {
+      AddLayerNormResult o = AddLayerNorm(x, r, w, b);
+      h = o.sum;
+      y = o.out;
+    } else {
+      h = x + r;
+      y = LayerNorm(h, w, b);
+    }
+    autograd::Backward({h, y}, {dsum, dy});
+    for (Tensor* t : {&x, &r, &w, &b}) t->zero_grad();
+  }
+  state.SetBytesProcessed(state.iterations() * 7 * kRows * kC * SizeOf(d));
+  state.SetLabel(Name(d));
+}
+void BM_AddLayerNormFwdBwd(benchmark::State& state) { AddLayerNormCase(state, true); }
+void BM_AddLayerNormFwdBwdUnfused(benchmark::State& state) { AddLayerNormCase(state, false); }
+
+void AddLayerNormFwdCase(benchmark::State& state, bool fused) {
+  const DType d = DTypeArg(state);
+  const Tensor x = Random({kRows, kC}, d, 1), r = Random({kRows, kC}, d, 6);
+  const Tensor w = Random({kC}, d, 2), b = Random({kC}, d, 3);
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(AddLayerNorm(x, r, w, b));
+    } else {
+      const Tensor h = x + r;
+      benchmark::DoNotOptimize(LayerNorm(h, w, b));
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * 4 * kRows * kC * SizeOf(d));
+  state.SetLabel(Name(d));
+}
+void BM_AddLayerNormFwd(benchmark::State& state) { AddLayerNormFwdCase(state, true); }
+void BM_AddLayerNormFwdUnfused(benchmark::State& state) { AddLayerNormFwdCase(state, false); }
+
+// Reads the logits twice (forward, backward), writes dlogits.
+void SetCrossEntropyBytes(benchmark::State& state, DType d) {
+  state.SetBytesProcessed(state.iterations() * 3 * kCeRows * kVocab * SizeOf(d));
+  state.SetLabel(Name(d));
+}
+
+std::vector<int64_t> TargetValues() {
+  std::vector<int64_t> t(kCeRows);
+  for (int64_t i = 0; i < kCeRows; ++i) t[i] = (i * 7919) % kVocab;
+  return t;
+}
+
+void BM_CrossEntropyFwdBwd(benchmark::State& state) {
+  const DType d = DTypeArg(state);
+  Tensor logits = Random({kCeRows, kVocab}, d, 5).requires_grad_();
+  const Tensor targets = FromVector(TargetValues(), {kCeRows});
+  for (auto _ : state) {
+    CrossEntropy(logits, targets).Backward();
+    logits.zero_grad();
+  }
+  SetCrossEntropyBytes(state, d);
+}
+
+void BM_CrossEntropyFwdBwdComposite(benchmark::State& state) {
+  const DType d = DTypeArg(state);
+  Tensor logits = Random({kCeRows, kVocab}, d, 5).requires_grad_();
+  const std::vector<int64_t> t = TargetValues();
+  std::vector<float> onehot(kCeRows * kVocab, 0.0f);
+  for (int64_t i = 0; i < kCeRows; ++i) onehot[i * kVocab + t[i]] = -1.0f / kCeRows;
+  const Tensor weight = FromVector(onehot, {kCeRows, kVocab}, {.dtype = d});
+  for (auto _ : state) {
+    Sum(LogSoftmax(logits) * weight).Backward();
+    logits.zero_grad();
+  }
+  SetCrossEntropyBytes(state, d);
+}
+
+void DTypes(benchmark::internal::Benchmark* b) { b->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime(); }
+
+BENCHMARK(BM_LayerNormFwd)->Apply(DTypes);
+BENCHMARK(BM_LayerNormFwdBwd)->Apply(DTypes);
+BENCHMARK(BM_LayerNormFwdBwdComposite)->Apply(DTypes);
+BENCHMARK(BM_AddLayerNormFwd)->Apply(DTypes);
+BENCHMARK(BM_AddLayerNormFwdUnfused)->Apply(DTypes);
+BENCHMARK(BM_AddLayerNormFwdBwd)->Apply(DTypes);
+BENCHMARK(BM_AddLayerNormFwdBwdUnfused)->Apply(DTypes);
+BENCHMARK(BM_CrossEntropyFwdBwd)->Apply(DTypes);
+BENCHMARK(BM_CrossEntropyFwdBwdComposite)->Apply(DTypes);
+
+}  // namespace
+}  // namespace octet

@@ -1,0 +1,37 @@
+// Kernel signatures of the embedding family (internal: shared by
+// ops/embedding.cc and the backends). Letters: N looked-up positions (indices
+// flattened), V rows of the table, C the embedding width. Every tensor
+// argument is contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/registry.h"
+
+namespace octet {
+
+// What the forward kernel found: bad_position >= 0 means indices[bad_position]
+// = bad_value is outside [0, V) and nothing was written.
+struct EmbeddingFwdResult {
+  int64_t bad_position = -1;
+  int64_t bad_value = 0;
+};
+
+// Gathers out[i] = weight[indices[i]]. Every index is checked before any row
+// is copied.
+using EmbeddingFwdFn = EmbeddingFwdResult(const Tensor& weight,   // (V,C)
+                                          const Tensor& indices,  // (N) int64/int32
+                                          const Tensor& out);     // (N,C) out, weight's dtype
+
+// dweight[v] = sum over i with indices[i] == v of dout[i], in increasing i;
+// rows never indexed are set to 0 (the kernel writes all of dweight).
+// Indices were validated by the forward kernel.
+using EmbeddingBwdFn = void(const Tensor& dout,      // (N,C)
+                            const Tensor& indices,   // (N) int64/int32
+                            const Tensor& dweight);  // (V,C) out
+
+OCTET_DECLARE_KERNEL(embedding_fwd, EmbeddingFwdFn);
+OCTET_DECLARE_KERNEL(embedding_bwd, EmbeddingBwdFn);
+
+}  // namespace octet

@@ -1,0 +1,225 @@
+// Training-state checkpoints: layout, round trip, a bit-identical resume of
+// a small AdamW run (fp8/fp16 state, bf16 parameters, RNG-driven noise),
+// errors, failed saves leaving the previous checkpoint in place.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/random.h"
+#include "core/scaling.h"
+#include "nn/checkpoint.h"
+#include "optim/adamw.h"
+#include "tests/test_util.h"
+
+namespace octet::nn {
+namespace {
+
+namespace fs = std::filesystem;
+using ::octet::testing::RandomValues;
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("octet_checkpoint_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Bytes(const Tensor& t) {
+  const Tensor c = t.Contiguous();
+  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
+}
+
+TEST_F(CheckpointTest, LayoutAndRoundTrip) {
+  TrainingState s;
+  s.step = 100;
+  Tensor fp8 = FromVector(std::vector<double>{1, -2, 3, 4}, {2, 2}, {.dtype = DType::kFloat8E4M3})
+                   .WithScaleMeta(MakePerTensorScale(64.0f, 0.0625f));
+  s.model = {{"wte", FromVector(RandomValues(6, 1), {3, 2}, {.dtype = DType::kBFloat16})},
+             {"fc.weight_fp8", fp8},
+             {"ln.bias", Zeros({2})}};
+  s.optimizer.tensors = {{"adamw.m.wte", Full({3, 2}, 0.5)}};
+  s.optimizer.scalars = {{"type", "adamw"}, {"step", "100"}};
+  s.extra = {{"amax_history.fc", FromVector(RandomValues(16, 2, 0, 5), {16})}};
+  s.rng_seed = 42;
+  s.rng_offset = 123456789012345ull;
+  s.metadata = {{"data.shard", "3"}, {"data.offset", "17"}};
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+
+  EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000100\n");
+  EXPECT_TRUE(fs::exists(dir_ / "step_00000100" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir_ / "step_00000100" / "train_state.safetensors"));
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) ++entries, (void)e;
+  EXPECT_EQ(entries, 2);  // LATEST + the step directory; no temporaries left
+
+  for (const std::string& from : {dir_.string(), (dir_ / "step_00000100").string()}) {
+    absl::StatusOr<TrainingState> l = LoadTrainingState(from);
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_EQ(l->step, 100);
+    EXPECT_EQ(l->rng_seed, 42u);
+    EXPECT_EQ(l->rng_offset, 123456789012345ull);
+    EXPECT_EQ(l->metadata, s.metadata);
+    EXPECT_EQ(l->optimizer.scalars, s.optimizer.scalars);
+    ASSERT_EQ(l->model.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(l->model[i].first, s.model[i].first);
+      EXPECT_EQ(Bytes(l->model[i].second), Bytes(s.model[i].second));
+      EXPECT_EQ(l->model[i].second.dtype(), s.model[i].second.dtype());
+    }
+    EXPECT_EQ(ScaleInvValue(l->model[1].second), 1.0f / 64.0f);
+    ASSERT_EQ(l->optimizer.tensors.size(), 1u);
+    EXPECT_EQ(l->optimizer.tensors[0].first, "adamw.m.wte");
+    ASSERT_EQ(l->extra.size(), 1u);
+    EXPECT_EQ(l->extra[0].first, "amax_history.fc");
+    EXPECT_EQ(Bytes(l->extra[0].second), Bytes(s.extra[0].second));
+  }
+
+  // A later step moves LATEST; the older one stays loadable by step.
+  s.step = 200;
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000200\n");
+  EXPECT_EQ(LoadTrainingState(dir_.string())->step, 200);
+  EXPECT_EQ(LoadTrainingState(dir_.string(), 100)->step, 100);
+  // Saving the same step again replaces it.
+  s.metadata["data.offset"] = "18";
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  EXPECT_EQ(LoadTrainingState(dir_.string())->metadata.at("data.offset"), "18");
+}
+
+// A toy training run: bf16 weights, AdamW with fp8/fp16 state; the gradient is
+// a function of the weights plus noise from octet's default generator.
+struct ToyRun {
+  Tensor w = FromVector(RandomValues(64, 9), {8, 8}, {.dtype = DType::kBFloat16, .requires_grad = true});
+  Tensor b = FromVector(RandomValues(8, 10), {8}, {.requires_grad = true});
+  optim::AdamW opt{{{"w", w}, {"b", b}},
+                   {.lr = 1e-2, .beta2 = 0.95, .weight_decay = 0.1, .state_dtype = optim::StateDType::kFp8Fp16}};
+
+  void Step() {
+    const Tensor nw = Randn({8, 8}, 0.0, 0.1), nb = Randn({8}, 0.0, 0.1);
+    std::vector<double> gw = w.ToDoubles(), gb = b.ToDoubles();
+    const std::vector<double> vw = nw.ToDoubles(), vb = nb.ToDoubles();
+    for (size_t i = 0; i < gw.size(); ++i) gw[i] = 2 * gw[i] - 0.5 + vw[i];
+    for (size_t i = 0; i < gb.size(); ++i) gb[i] = gb[i] + vb[i];
+    w.set_grad(FromVector(gw, w.shape(), {.dtype = DType::kBFloat16}));
+    b.set_grad(FromVector(gb, b.shape()));
+    opt.Step();
+  }
+  TrainingState State() const {
+    TrainingState s;
+    s.step = opt.step_count();
+    s.model = {{"w", w}, {"b", b}};
+    s.optimizer = opt.StateDict();
+    s.rng_seed = DefaultGenerator().seed();
+    s.rng_offset = DefaultGenerator().offset();
+    return s;
+  }
+};
+
+TEST_F(CheckpointTest, ResumedRunIsBitIdentical) {
+  ManualSeed(1234);
+  ToyRun a;
+  for (int i = 0; i < 5; ++i) a.Step();
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), a.State()).ok());
+  for (int i = 0; i < 5; ++i) a.Step();
+
+  ManualSeed(999);  // a different process state before the resume
+  ToyRun r;
+  absl::StatusOr<TrainingState> l = LoadTrainingState(dir_.string());
+  ASSERT_TRUE(l.ok()) << l.status();
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, t] : l->model) {
+      Tensor dst = name == "w" ? r.w : r.b;
+      std::memcpy(dst.raw_data(), t.raw_data(), t.nbytes());
+    }
+  }
+  ASSERT_TRUE(r.opt.LoadStateDict(l->optimizer).ok());
+  DefaultGenerator().SetState(l->rng_seed, l->rng_offset);
+  EXPECT_EQ(r.opt.step_count(), 5);
+  for (int i = 0; i < 5; ++i) r.Step();
+
+  EXPECT_EQ(Bytes(r.w), Bytes(a.w));
+  EXPECT_EQ(Bytes(r.b), Bytes(a.b));
+  EXPECT_EQ(Bytes(r.opt.state(0).master), Bytes(a.opt.state(0).master));
+  EXPECT_EQ(Bytes(r.opt.state(0).m), Bytes(a.opt.state(0).m));
+  EXPECT_EQ(Bytes(r.opt.state(0).v), Bytes(a.opt.state(0).v));
+  EXPECT_EQ(ScaleInvValue(r.opt.state(0).m), ScaleInvValue(a.opt.state(0).m));
+}
+
+TEST_F(CheckpointTest, Errors) {
+  // Not a checkpoint directory.
+  absl::StatusOr<TrainingState> l = LoadTrainingState((dir_ / "none").string());
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("no LATEST file"), std::string::npos) << l.status();
+
+  TrainingState s;
+  s.step = 7;
+  s.model = {{"w", Full({4}, 1.0)}};
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+
+  // LATEST naming something else.
+  std::ofstream(dir_ / "LATEST") << "../../etc\n";
+  l = LoadTrainingState(dir_.string());
+  EXPECT_NE(l.status().message().find("expected a step directory name"), std::string::npos) << l.status();
+  std::ofstream(dir_ / "LATEST") << "step_00000007\n";
+
+  // A corrupt file inside: the safetensors error names it.
+  const fs::path model = dir_ / "step_00000007" / "model.safetensors";
+  fs::resize_file(model, fs::file_size(model) - 1);
+  l = LoadTrainingState(dir_.string());
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find(model.string()), std::string::npos) << l.status();
+  EXPECT_NE(l.status().message().find("truncated"), std::string::npos) << l.status();
+
+  // Model and train state of different steps.
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  s.step = 8;
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  fs::copy_file(dir_ / "step_00000008" / "model.safetensors", model, fs::copy_options::overwrite_existing);
+  l = LoadTrainingState(dir_.string(), 7);
+  EXPECT_NE(l.status().message().find("model.safetensors is of step 8 but train_state.safetensors is of step 7"),
+            std::string::npos)
+      << l.status();
+
+  // Missing step.
+  l = LoadTrainingState(dir_.string(), 9);
+  EXPECT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("step_00000009"), std::string::npos) << l.status();
+}
+
+TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
+  TrainingState s;
+  s.step = 1;
+  s.model = {{"w", Full({4}, 1.0)}};
+  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  s.step = 2;
+  s.model = {{"w", Full({4}, 2.0)}, {"__metadata__", Full({1}, 0.0)}};  // refused by the writer
+  const absl::Status st = SaveTrainingState(dir_.string(), s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("__metadata__"), std::string::npos) << st;
+  EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000001\n");
+  EXPECT_FALSE(fs::exists(dir_ / "step_00000002"));
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) ++entries, (void)e;
+  EXPECT_EQ(entries, 2);  // the temporary directory was removed
+  EXPECT_EQ(LoadTrainingState(dir_.string())->step, 1);
+}
+
+}  // namespace
+}  // namespace octet::nn

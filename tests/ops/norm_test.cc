@@ -1,0 +1,332 @@
+// LayerNorm and RMSNorm: forward and backward against float64 references
+// written here, gradcheck for every input, non-contiguous inputs, thread-count
+// independence of the parameter gradients, and error messages.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/grad_mode.h"
+#include "ops/norm.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+#include "tests/test_util.h"
+
+namespace octet {
+namespace {
+
+using ::octet::testing::AllClose;
+using ::octet::testing::ErrorOf;
+using ::octet::testing::RandomTensor;
+
+// Tolerances per dtype, stated once. The references run in f64 on the values
+// actually stored in the input dtype, so the error is the kernel's compute
+// precision (f32 for bf16/f16) plus the rounding of the output. atol is
+// relative to the largest magnitude of the expected tensor.
+struct Tol {
+  double rtol, atol;
+};
+Tol TolFor(DType d) {
+  switch (d) {
+    case DType::kFloat64: return {1e-12, 1e-12};
+    case DType::kFloat32: return {2e-5, 2e-6};
+    case DType::kBFloat16: return {8e-3, 4e-3};  // one bf16 rounding of the output (2^-9 relative)
+    case DType::kFloat16: return {1e-3, 5e-4};
+    default: return {0, 0};
+  }
+}
+
+::testing::AssertionResult Close(const Tensor& actual, const std::vector<double>& expected, DType d) {
+  double scale = 1e-30;
+  for (double e : expected) scale = std::max(scale, std::abs(e));
+  const Tol t = TolFor(d);
+  return AllClose(actual, expected, t.rtol, t.atol * scale);
+}
+
+// f64 reference of LayerNorm (center = true) and RMSNorm (center = false)
+// over rows of length c, with its gradients for output gradient dy. w/b empty
+// mean "no affine part".
+struct NormRef {
+  std::vector<double> y, dx, dw, db;
+};
+NormRef RefNorm(bool center, const std::vector<double>& x, const std::vector<double>& w,
+                const std::vector<double>& b, const std::vector<double>& dy, int64_t c, double eps) {
+  const int64_t n = static_cast<int64_t>(x.size()) / c;
+  NormRef r{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<double>(c, 0.0),
+            std::vector<double>(c, 0.0)};
+  for (int64_t i = 0; i < n; ++i) {
+    const double* xr = &x[i * c];
+    double mu = 0, var = 0;
+    if (center) {
+      for (int64_t j = 0; j < c; ++j) mu += xr[j];
+      mu /= c;
+    }
+    for (int64_t j = 0; j < c; ++j) var += (xr[j] - mu) * (xr[j] - mu);
+    var /= c;
+    const double rs = 1.0 / std::sqrt(var + eps);
+    double mean_g = 0, mean_gx = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double xh = (xr[j] - mu) * rs;
+      const double wj = w.empty() ? 1.0 : w[j];
+      r.y[i * c + j] = xh * wj + (b.empty() ? 0.0 : b[j]);
+      const double g = dy[i * c + j] * wj;
+      mean_g += g / c;
+      mean_gx += g * xh / c;
+      r.dw[j] += dy[i * c + j] * xh;
+      r.db[j] += dy[i * c + j];
+    }
+    if (!center) mean_g = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double xh = (xr[j] - mu) * rs;
+      const double g = dy[i * c + j] * (w.empty() ? 1.0 : w[j]);
+      r.dx[i * c + j] = rs * (g - mean_g - xh * mean_gx);
+    }
+  }
+  return r;
+}
+
+std::vector<double> ValuesOrEmpty(const Tensor& t) { return t.defined() ? t.ToDoubles() : std::vector<double>{}; }
+
+// ---- values for every dtype ----------------------------------------------------
+
+class NormValueTest : public ::testing::TestWithParam<std::tuple<DType, bool, bool>> {};
+
+TEST_P(NormValueTest, ForwardAndBackwardMatchFloat64Reference) {
+  const auto [dtype, center, affine] = GetParam();
+  const int64_t c = 40;
+  const double eps = center ? 1e-5 : 1e-6;
+  Tensor x = RandomTensor({2, 3, c}, 1, dtype, -2.0, 3.0).requires_grad_();
+  Tensor w, b;
+  if (affine) {
+    w = RandomTensor({c}, 2, dtype, 0.5, 1.5).requires_grad_();
+    if (center) b = RandomTensor({c}, 3, dtype, -0.5, 0.5).requires_grad_();
+  }
+  const Tensor dy = RandomTensor({2, 3, c}, 4, dtype);
+  Tensor y = center ? LayerNorm(x, w, b, eps) : RmsNorm(x, w, eps);
+  ASSERT_EQ(y.dtype(), dtype);
+  ASSERT_EQ(y.shape(), x.shape());
+  y.Backward(dy);
+  const NormRef ref = RefNorm(center, x.ToDoubles(), ValuesOrEmpty(w), ValuesOrEmpty(b), dy.ToDoubles(), c, eps);
+  EXPECT_TRUE(Close(y, ref.y, dtype)) << "y";
+  EXPECT_TRUE(Close(x.grad(), ref.dx, dtype)) << "dx";
+  if (w.defined()) EXPECT_TRUE(Close(w.grad(), ref.dw, dtype)) << "dweight";
+  if (b.defined()) EXPECT_TRUE(Close(b.grad(), ref.db, dtype)) << "dbias";
+}
+
+INSTANTIATE_TEST_SUITE_P(Norm, NormValueTest,
+                         ::testing::Combine(::testing::Values(DType::kFloat64, DType::kFloat32, DType::kBFloat16,
+                                                              DType::kFloat16),
+                                            ::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(Name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_layer_norm" : "_rms_norm") +
+                                  (std::get<2>(info.param) ? "_affine" : "_plain");
+                         });
+
+// ---- gradcheck -------------------------------------------------------------
+
+TEST(NormGrad, LayerNormPassesGradcheckForXWeightAndBias) {
+  for (const Shape& shape : {Shape{3, 7}, Shape{2, 2, 5}, Shape{6}}) {
+    const int64_t c = shape.back();
+    Tensor x = RandomTensor(shape, 10, DType::kFloat64, -2, 2).requires_grad_();
+    Tensor w = RandomTensor({c}, 11, DType::kFloat64, 0.5, 1.5).requires_grad_();
+    Tensor b = RandomTensor({c}, 12, DType::kFloat64, -1, 1).requires_grad_();
+    GradcheckResult r =
+        Gradcheck([](const TensorList& in) { return LayerNorm(in[0], in[1], in[2], 1e-5); }, {x, w, b});
+    EXPECT_TRUE(r.ok) << ShapeStr(shape) << ": " << r.message;
+  }
+}
+
+TEST(NormGrad, LayerNormWithoutAffinePassesGradcheck) {
+  Tensor x = RandomTensor({4, 9}, 13, DType::kFloat64, -2, 2).requires_grad_();
+  GradcheckResult r = Gradcheck([](const TensorList& in) { return LayerNorm(in[0], Tensor(), Tensor()); }, {x});
+  EXPECT_TRUE(r.ok) << r.message;
+  Tensor w = RandomTensor({9}, 14, DType::kFloat64, 0.5, 1.5).requires_grad_();
+  r = Gradcheck([](const TensorList& in) { return LayerNorm(in[0], in[1], Tensor()); }, {x, w});
+  EXPECT_TRUE(r.ok) << "weight only: " << r.message;
+}
+
+TEST(NormGrad, RmsNormPassesGradcheckForXAndWeight) {
+  Tensor x = RandomTensor({3, 2, 8}, 15, DType::kFloat64, -2, 2).requires_grad_();
+  Tensor w = RandomTensor({8}, 16, DType::kFloat64, 0.5, 1.5).requires_grad_();
+  GradcheckResult r = Gradcheck([](const TensorList& in) { return RmsNorm(in[0], in[1]); }, {x, w});
+  EXPECT_TRUE(r.ok) << r.message;
+  r = Gradcheck([](const TensorList& in) { return RmsNorm(in[0], Tensor()); }, {x});
+  EXPECT_TRUE(r.ok) << "no weight: " << r.message;
+}
+
+TEST(NormGrad, GradcheckThroughTransposedAndSlicedInputs) {
+  Tensor xt = RandomTensor({6, 4}, 17, DType::kFloat64, -2, 2).requires_grad_();  // used as (4, 6)
+  Tensor w = RandomTensor({6}, 18, DType::kFloat64, 0.5, 1.5).requires_grad_();
+  Tensor b = RandomTensor({6}, 19, DType::kFloat64, -1, 1).requires_grad_();
+  GradcheckResult r =
+      Gradcheck([](const TensorList& in) { return LayerNorm(in[0].T(), in[1], in[2]); }, {xt, w, b});
+  EXPECT_TRUE(r.ok) << "transposed: " << r.message;
+  Tensor xs = RandomTensor({3, 10}, 20, DType::kFloat64, -2, 2).requires_grad_();
+  Tensor w5 = RandomTensor({5}, 21, DType::kFloat64, 0.5, 1.5).requires_grad_();
+  r = Gradcheck([](const TensorList& in) { return RmsNorm(in[0].Slice(1, 1, 10, 2), in[1]); }, {xs, w5});
+  EXPECT_TRUE(r.ok) << "sliced: " << r.message;
+}
+
+// ---- layout, precision, determinism ----------------------------------------
+
+TEST(Norm, NonContiguousInputGivesTheContiguousResult) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor base = RandomTensor({24, 10}, 22, d, -2, 2);
+    const Tensor x = base.T();  // (10, 24), strides (1, 10)
+    ASSERT_FALSE(x.is_contiguous());
+    const Tensor w = RandomTensor({24}, 23, d, 0.5, 1.5), b = RandomTensor({24}, 24, d);
+    EXPECT_TRUE(AllClose(LayerNorm(x, w, b), LayerNorm(x.Contiguous(), w, b), 0, 0)) << Name(d);
+    EXPECT_TRUE(AllClose(RmsNorm(x, w), RmsNorm(x.Contiguous(), w), 0, 0)) << Name(d);
+    // A strided weight (every other element of a longer vector).
+    const Tensor w2 = RandomTensor({48}, 25, d, 0.5, 1.5).Slice(0, 0, 48, 2);
+    EXPECT_TRUE(AllClose(LayerNorm(x, w2, b), LayerNorm(x, w2.Contiguous(), b), 0, 0)) << Name(d);
+  }
+}
+
+TEST(Norm, VarianceIsAccurateWhenTheMeanIsLarge) {
+  // Rows 1000 +- 1: var = 1 exactly, so y = +-1/sqrt(1 + eps). The one-pass
+  // E[x^2] - E[x]^2 formula in f32 loses every digit here.
+  std::vector<double> xv(2 * 64), expected(2 * 64);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    xv[i] = 1000.0 + ((i % 2) ? 1.0 : -1.0);
+    expected[i] = ((i % 2) ? 1.0 : -1.0) / std::sqrt(1.0 + 1e-5);
+  }
+  const Tensor x = FromVector(xv, {2, 64}, {.dtype = DType::kFloat32});
+  EXPECT_TRUE(AllClose(LayerNorm(x, Tensor(), Tensor()), expected, 1e-6, 1e-6));
+}
+
+TEST(Norm, ParameterGradientsDoNotDependOnTheThreadCount) {
+  // 512 x 96 is above the parallel grain, so two threads really split it.
+  const Tensor x0 = RandomTensor({512, 96}, 26, DType::kFloat32, -2, 2);
+  const Tensor dy = RandomTensor({512, 96}, 27, DType::kFloat32);
+  auto grads = [&](int threads) {
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor x = x0.Clone().requires_grad_();
+    Tensor w = Ones({96}).requires_grad_(), b = Zeros({96}).requires_grad_();
+    LayerNorm(x, w, b).Backward(dy);
+    omp_set_num_threads(prev);
+    return TensorList{x.grad(), w.grad(), b.grad()};
+  };
+  const TensorList one = grads(1), two = grads(2);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(AllClose(one[i], two[i], 0, 0)) << "gradient " << i;
+}
+
+TEST(Norm, OnlyRequestedGradientsAreComputed) {
+  const Tensor x = RandomTensor({5, 8}, 28, DType::kFloat64, -2, 2);
+  Tensor w = RandomTensor({8}, 29, DType::kFloat64, 0.5, 1.5).requires_grad_();
+  const Tensor b = RandomTensor({8}, 30, DType::kFloat64);
+  const Tensor dy = RandomTensor({5, 8}, 31, DType::kFloat64);
+  LayerNorm(x, w, b).Backward(dy);
+  const NormRef ref = RefNorm(true, x.ToDoubles(), w.ToDoubles(), b.ToDoubles(), dy.ToDoubles(), 8, 1e-5);
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(AllClose(w.grad(), ref.dw, 1e-12, 1e-12));
+}
+
+TEST(Norm, EmptyBatchGivesZeroParameterGradients) {
+  Tensor x = Zeros({0, 4}, {.dtype = DType::kFloat64}).requires_grad_();
+  Tensor w = Ones({4}, {.dtype = DType::kFloat64}).requires_grad_();
+  Tensor b = Zeros({4}, {.dtype = DType::kFloat64}).requires_grad_();
+  Tensor y = LayerNorm(x, w, b);
+  EXPECT_EQ(y.shape(), (Shape{0, 4}));
+  y.Backward(Zeros({0, 4}, {.dtype = DType::kFloat64}));
+  EXPECT_TRUE(AllClose(w.grad(), std::vector<double>(4, 0.0), 0, 0));
+  EXPECT_TRUE(AllClose(b.grad(), std::vector<double>(4, 0.0), 0, 0));
+}
+
+// ---- AddLayerNorm ----------------------------------------------------------
+
+TEST(AddLayerNorm, OutputsEqualAddThenLayerNormBitwise) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+    const Tensor x = RandomTensor({3, 5, 48}, 40, d, -2, 2), r = RandomTensor({3, 5, 48}, 41, d, -2, 2);
+    const Tensor w = RandomTensor({48}, 42, d, 0.5, 1.5), b = RandomTensor({48}, 43, d);
+    const AddLayerNormResult res = AddLayerNorm(x, r, w, b);
+    const Tensor h = x + r;
+    EXPECT_TRUE(AllClose(res.sum, h, 0, 0)) << Name(d);
+    EXPECT_TRUE(AllClose(res.out, LayerNorm(h, w, b), 0, 0)) << Name(d);
+  }
+}
+
+TEST(AddLayerNorm, PassesGradcheckThroughBothOutputs) {
+  Tensor x = RandomTensor({4, 6}, 44, DType::kFloat64, -2, 2).requires_grad_();
+  Tensor r = RandomTensor({4, 6}, 45, DType::kFloat64, -2, 2).requires_grad_();
+  Tensor w = RandomTensor({6}, 46, DType::kFloat64, 0.5, 1.5).requires_grad_();
+  Tensor b = RandomTensor({6}, 47, DType::kFloat64).requires_grad_();
+  // out + sum^2: both outputs carry a gradient, dsum depends on sum.
+  GradcheckResult res = Gradcheck(
+      [](const TensorList& in) {
+        const AddLayerNormResult o = AddLayerNorm(in[0], in[1], in[2], in[3]);
+        return o.out + o.sum * o.sum;
+      },
+      {x, r, w, b});
+  EXPECT_TRUE(res.ok) << res.message;
+  // Only the normalised output used (dsum arrives as zeros), residual transposed.
+  Tensor rt = RandomTensor({6, 4}, 48, DType::kFloat64, -2, 2).requires_grad_();
+  res = Gradcheck([](const TensorList& in) { return AddLayerNorm(in[0], in[1].T(), in[2], Tensor()).out; },
+                  {x, rt, w});
+  EXPECT_TRUE(res.ok) << "out only: " << res.message;
+}
+
+TEST(AddLayerNorm, GradientsMatchTheUnfusedOpsInFloat32) {
+  const Tensor x0 = RandomTensor({64, 96}, 49, DType::kFloat32, -2, 2), r0 = RandomTensor({64, 96}, 50, DType::kFloat32);
+  const Tensor dy = RandomTensor({64, 96}, 51, DType::kFloat32);
+  const Tensor dsum = RandomTensor({64, 96}, 52, DType::kFloat32);
+  auto run = [&](bool fused) {
+    Tensor x = x0.Clone().requires_grad_(), r = r0.Clone().requires_grad_();
+    Tensor w = Ones({96}).requires_grad_(), b = Zeros({96}).requires_grad_();
+    Tensor h, y;
+    if (fused) {
+      const AddLayerNormResult o = AddLayerNorm(x, r, w, b);
+      h = o.sum;
+      y = o.out;
+    } else {
+      h = x + r;
+      y = LayerNorm(h, w, b);
+    }
+    Sum(y * dy + h * dsum).Backward();
+    return TensorList{x.grad(), r.grad(), w.grad(), b.grad()};
+  };
+  const TensorList fused = run(true), plain = run(false);
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(AllClose(fused[i], plain[i], 1e-5, 1e-5)) << i;
+}
+
+// ---- errors ----------------------------------------------------------------
+
+TEST(NormErrors, BadArgumentsNameTheOpAndTheTensors) {
+  const Tensor x = RandomTensor({4, 8}, 32, DType::kFloat32);
+  const Tensor w = Ones({8});
+  std::string e = ErrorOf([&] { LayerNorm(x, Ones({7}), Tensor()); });
+  EXPECT_NE(e.find("layer_norm: weight must have shape [C] = [8]"), std::string::npos) << e;
+  EXPECT_NE(e.find("float32[7]"), std::string::npos) << e;
+  e = ErrorOf([&] { LayerNorm(x, w, Zeros({4, 8})); });
+  EXPECT_NE(e.find("layer_norm: bias must have shape [C] = [8]"), std::string::npos) << e;
+  e = ErrorOf([&] { RmsNorm(x, Ones({8}, {.dtype = DType::kFloat64})); });
+  EXPECT_NE(e.find("rms_norm: dtype mismatch"), std::string::npos) << e;
+  e = ErrorOf([&] { LayerNorm(x.To(DType::kFloat8E4M3), w, Tensor()); });
+  EXPECT_NE(e.find("layer_norm: argument 'x' is fp8_e4m3[4, 8]"), std::string::npos) << e;
+  EXPECT_NE(e.find("FP8 inputs are rejected"), std::string::npos) << e;
+  e = ErrorOf([&] { RmsNorm(x, w.To(DType::kFloat8E5M2)); });
+  EXPECT_NE(e.find("rms_norm: argument 'weight' is fp8_e5m2[8]"), std::string::npos) << e;
+  e = ErrorOf([&] { LayerNorm(Zeros({4, 8}, {.dtype = DType::kInt32}), Tensor(), Tensor()); });
+  EXPECT_NE(e.find("layer_norm: argument 'x' is int32[4, 8]"), std::string::npos) << e;
+  e = ErrorOf([&] { LayerNorm(Scalar(1.0), Tensor(), Tensor()); });
+  EXPECT_NE(e.find("layer_norm: x must have at least one dim"), std::string::npos) << e;
+  e = ErrorOf([&] { RmsNorm(Zeros({3, 0}), Tensor()); });
+  EXPECT_NE(e.find("rms_norm: the normalised (last) dim of x is empty"), std::string::npos) << e;
+  e = ErrorOf([&] { LayerNorm(x, w, Tensor(), -1.0); });
+  EXPECT_NE(e.find("layer_norm: eps must be >= 0"), std::string::npos) << e;
+  e = ErrorOf([&] { AddLayerNorm(x, Zeros({8}), w, Tensor()); });
+  EXPECT_NE(e.find("add_layer_norm: residual float32[8] must have the shape of x float32[4, 8]"), std::string::npos)
+      << e;
+  e = ErrorOf([&] { AddLayerNorm(x, x.To(DType::kBFloat16), w, Tensor()); });
+  EXPECT_NE(e.find("add_layer_norm: dtype mismatch"), std::string::npos) << e;
+  e = ErrorOf([&] { AddLayerNorm(x, x.To(DType::kFloat8E4M3), w, Tensor()); });
+  EXPECT_NE(e.find("add_layer_norm: argument 'residual' is fp8_e4m3[4, 8]"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace octet

@@ -1,0 +1,86 @@
+// Dynamic loss scaler: unscaling, inf/NaN detection, the skip / grow /
+// back-off sequence, state dict.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "optim/loss_scaler.h"
+#include "tests/test_util.h"
+
+namespace octet::optim {
+namespace {
+
+using ::octet::testing::AllClose;
+using ::octet::testing::ErrorOf;
+
+Tensor WithGrad(const std::vector<double>& g, DType dtype = DType::kFloat32) {
+  Tensor p = Zeros({static_cast<int64_t>(g.size())}, {.dtype = dtype, .requires_grad = true});
+  p.set_grad(FromVector(g, p.shape(), {.dtype = dtype}));
+  return p;
+}
+
+TEST(LossScaler, UnscaleDividesByTheScaleAndDetectsInf) {
+  DynamicLossScaler s({.init_scale = 1024.0});
+  Tensor a = WithGrad({1024.0, -512.0}), b = WithGrad({2048.0}, DType::kFloat16);
+  EXPECT_FALSE(s.Unscale({{"a", a}, {"b", b}}));
+  EXPECT_TRUE(AllClose(a.grad(), {1.0, -0.5}, 0, 0));
+  EXPECT_TRUE(AllClose(b.grad(), {2.0}, 0, 0));
+  Tensor c = WithGrad({1.0, std::numeric_limits<double>::infinity()}, DType::kFloat16);
+  EXPECT_TRUE(s.Unscale({{"c", c}}));
+  Tensor d = WithGrad({std::nan("")});
+  EXPECT_TRUE(s.Unscale({{"d", d}}));
+}
+
+TEST(LossScaler, ScaleLossMultiplies) {
+  DynamicLossScaler s({.init_scale = 8.0});
+  EXPECT_DOUBLE_EQ(s.ScaleLoss(Scalar(1.5)).Item(), 12.0);
+}
+
+TEST(LossScaler, SkipGrowBackoffSequence) {
+  DynamicLossScaler s({.init_scale = 256.0, .growth_factor = 2.0, .backoff_factor = 0.5, .growth_interval = 3});
+  // (found_inf, expected scale after Update, expected skipped count)
+  const struct {
+    bool inf;
+    double scale;
+    int64_t skipped;
+  } seq[] = {{false, 256, 0}, {false, 256, 0}, {false, 512, 0},  // 3 good steps: grow
+             {true, 256, 1},                                       // overflow: back off, skip
+             {false, 256, 1}, {false, 256, 1}, {true, 128, 2},     // tracker reset by the overflow
+             {false, 128, 2}, {false, 128, 2}, {false, 256, 2}};
+  for (const auto& e : seq) {
+    s.Update(e.inf);
+    EXPECT_EQ(s.scale(), e.scale);
+    EXPECT_EQ(s.skipped_steps(), e.skipped);
+  }
+  EXPECT_EQ(s.growth_tracker(), 0);
+}
+
+TEST(LossScaler, ScaleStaysWithinBounds) {
+  DynamicLossScaler s({.init_scale = 2.0, .growth_interval = 1, .min_scale = 1.0, .max_scale = 4.0});
+  for (int i = 0; i < 5; ++i) s.Update(true);
+  EXPECT_EQ(s.scale(), 1.0);
+  for (int i = 0; i < 5; ++i) s.Update(false);
+  EXPECT_EQ(s.scale(), 4.0);
+}
+
+TEST(LossScaler, StateDictRoundTripAndErrors) {
+  DynamicLossScaler s({.init_scale = 64.0, .growth_interval = 10});
+  s.Update(true);
+  s.Update(false);
+  DynamicLossScaler t;
+  ASSERT_TRUE(t.LoadStateDict(s.StateDict()).ok());
+  EXPECT_EQ(t.scale(), 32.0);
+  EXPECT_EQ(t.growth_tracker(), 1);
+  EXPECT_EQ(t.skipped_steps(), 1);
+  auto bad = s.StateDict();
+  bad["loss_scaler.scale"] = "-1";
+  const absl::Status st = t.LoadStateDict(bad);
+  EXPECT_NE(st.message().find("'loss_scaler.scale' is missing or not a positive number"), std::string::npos);
+  EXPECT_EQ(t.scale(), 32.0);  // unchanged
+  EXPECT_NE(ErrorOf([] { DynamicLossScaler x({.backoff_factor = 1.5}); }).find("backoff_factor must be in (0, 1)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace octet::optim
