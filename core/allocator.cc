@@ -4,21 +4,64 @@
 #include <cstring>
 #include <new>
 
+#include "core/caching_allocator.h"
 #include "core/error.h"
 
 namespace octet {
 namespace {
 
+// NOTE [cpu caching]: glibc returns large blocks to the kernel on free (mmap
+// or heap trim), so every large temporary of a training step comes back as
+// fresh pages and pays a page fault per 4 KiB on first touch — measured at
+// ~6000 faults and 13.4 ms for one (4096,768) f32 AddLayerNorm forward, vs
+// 1.5-2 ms with the blocks kept. Blocks of kCpuCacheMin bytes or more are
+// therefore served by the same caching bookkeeping as CUDA memory (one
+// "stream", events that are always complete). Untouched parts of a cached
+// segment are never resident, so RSS still tracks what is used.
+// OCTET_CPU_CACHING=0 turns it off; EmptyCpuCache() returns cached blocks.
+constexpr size_t kCpuCacheMin = size_t{1} << 20;
+
+void* AlignedAlloc(size_t nbytes) {
+  const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  return std::aligned_alloc(kCpuAlignment, rounded);
+}
+
+class CpuBackend final : public CachingAllocatorBackend {
+ public:
+  void* RawAlloc(size_t nbytes) override { return AlignedAlloc(nbytes); }
+  void RawFree(void* ptr, size_t) override { std::free(ptr); }
+  EventId RecordEvent(StreamId) override { return kNoEvent; }
+  bool EventCompleted(EventId) override { return true; }
+  void DestroyEvent(EventId) override {}
+  void Synchronize() override {}
+};
+
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() {
+    const char* env = std::getenv("OCTET_CPU_CACHING");
+    if (env == nullptr || std::strcmp(env, "0") != 0) {
+      // Leaked on purpose: tensors may be freed during static destruction.
+      cache_ = new CachingAllocator(new CpuBackend, {.device_name = "cpu"});
+    }
+  }
+
   void* Allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
-    const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* p = std::aligned_alloc(kCpuAlignment, rounded);
+    void* p = (cache_ && nbytes >= kCpuCacheMin) ? cache_->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
     OCTET_CHECK(p != nullptr, "CPU out of memory: failed to allocate ", nbytes, " bytes");
     return p;
   }
-  void Free(void* ptr, size_t, Device) override { std::free(ptr); }
+  void Free(void* ptr, size_t nbytes, Device) override {
+    if (cache_ && nbytes >= kCpuCacheMin)
+      cache_->Free(ptr);
+    else
+      std::free(ptr);
+  }
+  CachingAllocator* cache() const { return cache_; }
+
+ private:
+  CachingAllocator* cache_ = nullptr;
 };
 
 void CpuCopyBytes(void* dst, Device, const void* src, Device, size_t nbytes) {
@@ -32,8 +75,8 @@ struct Registry {
 };
 
 Registry& GetRegistry() {
-  static Registry registry;
-  return registry;
+  static Registry* registry = new Registry;  // never destroyed, see NOTE [cpu caching]
+  return *registry;
 }
 
 }  // namespace
@@ -58,6 +101,22 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   OCTET_CHECK(fn != nullptr, "cannot copy ", src_device, " -> ", dst_device, ": no backend for ", t,
               " in this build");
   fn(dst, dst_device, src, src_device, nbytes);
+}
+
+void EmptyCpuCache() {
+  if (CachingAllocator* c = GetRegistry().cpu.cache()) c->EmptyCache();
+}
+
+CpuMemoryStats GetCpuMemoryStats() {
+  CpuMemoryStats s;
+  if (CachingAllocator* c = GetRegistry().cpu.cache()) {
+    const CachingAllocatorStats st = c->Stats();
+    s.cached_allocated_bytes = st.allocated_bytes;
+    s.cached_reserved_bytes = st.reserved_bytes;
+    s.peak_cached_allocated_bytes = st.peak_allocated_bytes;
+    s.caching_enabled = true;
+  }
+  return s;
 }
 
 std::string ToString(Device d) { return d.is_cpu() ? "cpu" : "cuda:" + std::to_string(d.index); }

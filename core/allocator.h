@@ -31,4 +31,16 @@ using CopyBytesFn = void (*)(void* dst, Device dst_device, const void* src, Devi
 void RegisterCopyBytes(DeviceType type, CopyBytesFn fn);
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 
+// Large CPU blocks (>= 1 MiB) are cached for reuse (NOTE [cpu caching] in
+// allocator.cc; OCTET_CPU_CACHING=0 disables it). EmptyCpuCache returns the
+// cached, unused blocks to the system.
+void EmptyCpuCache();
+struct CpuMemoryStats {
+  bool caching_enabled = false;
+  size_t cached_allocated_bytes = 0;  // large blocks in use
+  size_t cached_reserved_bytes = 0;   // large blocks in use or cached
+  size_t peak_cached_allocated_bytes = 0;
+};
+CpuMemoryStats GetCpuMemoryStats();
+
 }  // namespace octet

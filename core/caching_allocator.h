@@ -1,0 +1,140 @@
+// A stream-ordered caching allocator: the bookkeeping behind octet's CUDA
+// memory (ops/cuda/cuda_allocator.cc wires it to cudaMalloc/cudaFree and CUDA
+// events). It is plain host C++ with the device behind an abstract backend,
+// so every rule below is unit-tested on the CPU with a fake backend
+// (tests/core/caching_allocator_test.cc).
+//
+// NOTE [caching allocator]: the design follows PyTorch's
+// CUDACachingAllocator (see /work/shared/CUDA_NOTES.md §4):
+//  - Sizes round up to a multiple of 512 bytes (kMinBlockSize).
+//  - Requests <= 1 MiB come from the small pool, backed by 2 MiB segments;
+//    larger ones from the large pool: 1-10 MiB requests get a 20 MiB segment,
+//    >= 10 MiB requests a segment rounded up to 2 MiB.
+//  - Free blocks are kept in a set ordered by (stream, size, address); a
+//    request takes the best fit (smallest block >= size) on its own stream.
+//  - A block larger than the request is split when the remainder is >= 512 B
+//    (small pool) or > 1 MiB (large pool, and only below max_split_size);
+//    blocks of max_split_size or more are never split and serve only
+//    requests >= max_split_size that waste less than 20 MiB.
+//  - Freed blocks merge with free neighbours of the same segment.
+//  - Stream order: a block belongs to the stream it was allocated on and is
+//    reused only by that stream, so reuse needs no synchronisation. A block
+//    used on other streams must be declared with RecordStream; on Free an
+//    event is recorded on each of those streams and the block returns to the
+//    pool only once every event has completed (checked at the next Allocate).
+//  - Out of memory: release every cached segment (after a device
+//    synchronisation) and retry once; then throw an octet::Error that says
+//    how much was asked for, allocated and reserved.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace octet {
+
+// The device side of a CachingAllocator. Streams and events are opaque
+// integers (the CUDA backend stores cudaStream_t / cudaEvent_t in them).
+class CachingAllocatorBackend {
+ public:
+  using StreamId = uintptr_t;
+  using EventId = uintptr_t;
+  // An event that needs no waiting (RecordEvent may return it).
+  static constexpr EventId kNoEvent = 0;
+
+  virtual ~CachingAllocatorBackend() = default;
+  // A fresh segment of `nbytes` device memory, or nullptr when the device is
+  // out of memory. Other failures throw octet::Error.
+  virtual void* RawAlloc(size_t nbytes) = 0;
+  // Returns a segment obtained from RawAlloc. Must not throw.
+  virtual void RawFree(void* ptr, size_t nbytes) = 0;
+  // Records an event on `stream` (after the work queued so far) and returns
+  // it, or kNoEvent when it has waited for that work itself. Must not throw
+  // (it runs inside Free, i.e. inside destructors).
+  virtual EventId RecordEvent(StreamId stream) = 0;
+  // True once the work before `event` has completed.
+  virtual bool EventCompleted(EventId event) = 0;
+  virtual void DestroyEvent(EventId event) = 0;
+  // Waits for all work on the device; afterwards every recorded event has
+  // completed.
+  virtual void Synchronize() = 0;
+  // Extra text for out-of-memory errors (e.g. the device's free/total memory).
+  virtual std::string MemoryReport() { return ""; }
+};
+
+struct CachingAllocatorStats {
+  size_t allocated_bytes = 0;       // in blocks handed out (rounded sizes)
+  size_t requested_bytes = 0;       // as asked for by the callers
+  size_t reserved_bytes = 0;        // in segments held from the backend
+  size_t peak_allocated_bytes = 0;
+  size_t peak_reserved_bytes = 0;
+  size_t cached_bytes = 0;          // free bytes in the pools (reserved - allocated - pending)
+  uint64_t num_allocs = 0;          // successful Allocate calls with nbytes > 0
+  uint64_t num_frees = 0;
+  uint64_t cache_hits = 0;          // allocations served without a new segment
+  uint64_t num_segment_allocs = 0;  // RawAlloc calls that succeeded
+  uint64_t num_segment_frees = 0;
+  uint64_t num_alloc_retries = 0;   // times the cache was flushed to retry an allocation
+  uint64_t num_ooms = 0;            // Allocate calls that threw out of memory
+  uint64_t num_pending_frees = 0;   // freed blocks waiting for cross-stream events
+};
+
+class CachingAllocator {
+ public:
+  using StreamId = CachingAllocatorBackend::StreamId;
+
+  static constexpr size_t kMinBlockSize = 512;               // rounding granularity
+  static constexpr size_t kSmallSize = size_t{1} << 20;      // largest small-pool request
+  static constexpr size_t kSmallBuffer = size_t{2} << 20;    // small-pool segment size
+  static constexpr size_t kLargeBuffer = size_t{20} << 20;   // segment for 1-10 MiB requests
+  static constexpr size_t kMinLargeAlloc = size_t{10} << 20; // from here: own segment
+  static constexpr size_t kRoundLarge = size_t{2} << 20;     // rounding of own segments
+
+  struct Options {
+    // Name used in error messages, e.g. "cuda:0".
+    std::string device_name = "device";
+    // Blocks at least this large are never split (default: no limit).
+    size_t max_split_size = SIZE_MAX;
+  };
+
+  // `backend` must outlive the allocator.
+  CachingAllocator(CachingAllocatorBackend* backend, Options options);
+  // Returns every cached segment to the backend. Blocks still allocated are
+  // leaked (their owners may outlive the allocator at process exit).
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // nbytes of memory for use on `stream` (nullptr for 0 bytes). Throws
+  // octet::Error when the backend has no memory left even after the cache has
+  // been released.
+  void* Allocate(size_t nbytes, StreamId stream);
+  // Returns a pointer from Allocate (nullptr is ignored). Throws on a pointer
+  // this allocator did not hand out.
+  void Free(void* ptr);
+  // Declares that the block holding `ptr` is also used on `stream`: its
+  // memory is not reused until the work queued on `stream` before the Free
+  // has completed. A no-op for the allocation stream itself.
+  void RecordStream(void* ptr, StreamId stream);
+  // Releases every cached (free, unsplit) segment to the backend, after
+  // waiting for pending cross-stream frees.
+  void EmptyCache();
+
+  CachingAllocatorStats Stats() const;
+  void ResetPeakStats();
+
+  // The rounded size Allocate would use for a request (for tests/diagnostics).
+  static size_t RoundSize(size_t nbytes);
+  // The segment size Allocate would request from the backend.
+  static size_t SegmentSize(size_t rounded);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "20.00 MiB" style rendering of a byte count.
+std::string FormatBytes(size_t nbytes);
+
+}  // namespace octet
