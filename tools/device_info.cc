@@ -1,0 +1,98 @@
+// octet-device-info: what the CUDA backend sees on this machine — the CUDA
+// devices, their compute capability and FP8 GEMM paths (NOTE [fp8
+// capabilities]), and the versions of the CUDA runtime, driver, cuBLASLt,
+// cuDNN and NCCL. Without a GPU (or without a CUDA build) it says so and
+// exits 0; it exits 1 only when a query that should work fails.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "ops/cuda/fp8_capabilities.h"
+
+#if OCTET_WITH_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include "core/caching_allocator.h"
+#include "ops/cuda/device_context.h"
+#endif
+
+namespace {
+
+// "13.1.0" from major*10000 + minor*100 + patch (cuBLASLt, cuDNN 9, NCCL >= 2.9).
+[[maybe_unused]] std::string Version10000(long v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+// "13.0" from major*1000 + minor*10 (CUDA runtime and driver).
+[[maybe_unused]] std::string Version1000(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+#if OCTET_WITH_CUDA
+
+int Run() {
+  int runtime = 0, driver = 0;
+  const cudaError_t rt_err = cudaRuntimeGetVersion(&runtime);
+  const cudaError_t drv_err = cudaDriverGetVersion(&driver);
+  const size_t cublaslt = cublasLtGetVersion();
+  const size_t cudnn = cudnnGetVersion();
+  int nccl = 0;
+  const ncclResult_t nccl_err = ncclGetVersion(&nccl);
+
+  std::printf("octet CUDA backend: built\n");
+  std::printf("libraries:\n");
+  std::printf("  CUDA runtime  %s\n", rt_err == cudaSuccess ? Version1000(runtime).c_str() : cudaGetErrorName(rt_err));
+  if (drv_err != cudaSuccess)
+    std::printf("  CUDA driver   %s\n", cudaGetErrorName(drv_err));
+  else if (driver == 0)
+    std::printf("  CUDA driver   none installed\n");
+  else
+    std::printf("  CUDA driver   %s (supports CUDA up to this version)\n", Version1000(driver).c_str());
+  std::printf("  cuBLASLt      %s (%zu)\n", Version10000(static_cast<long>(cublaslt)).c_str(), cublaslt);
+  std::printf("  cuDNN         %s (%zu)\n", Version10000(static_cast<long>(cudnn)).c_str(), cudnn);
+  if (nccl_err == ncclSuccess)
+    std::printf("  NCCL          %s (%d)\n", Version10000(nccl).c_str(), nccl);
+  else
+    std::printf("  NCCL          %s\n", ncclGetErrorString(nccl_err));
+
+  const int n = octet::cuda::DeviceCount();
+  if (n == 0) {
+    std::printf("devices: no CUDA device (%s); octet runs on the CPU only\n",
+                octet::cuda::UnavailableReason().c_str());
+    return 0;
+  }
+  std::printf("devices: %d\n", n);
+  for (int d = 0; d < n; ++d) {
+    const octet::cuda::DeviceProps& p = octet::cuda::Props(d);
+    const octet::cuda::Fp8GemmCaps caps = octet::cuda::Fp8CapsFor(p.major, p.minor, static_cast<int>(cublaslt));
+    std::printf("  cuda:%d  %s  compute capability %d.%d (sm_%d%d)  %d SMs  %s\n", d, p.name.c_str(), p.major,
+                p.minor, p.major, p.minor, p.sm_count, octet::FormatBytes(p.total_mem).c_str());
+    std::printf("          %s\n", octet::cuda::Describe(caps).c_str());
+    if (p.major == 9 && !caps.block_scaling)
+      std::printf("          (block scaling needs cuBLASLt >= %s)\n",
+                  Version10000(octet::cuda::kCublasLtBlockScalingVersion).c_str());
+  }
+  return 0;
+}
+
+#else
+
+int Run() {
+  std::printf("octet CUDA backend: not built (configure with -DOCTET_CUDA=ON on a machine with nvcc)\n");
+  std::printf("devices: no CUDA device; octet runs on the CPU only\n");
+  return 0;
+}
+
+#endif
+
+}  // namespace
+
+int main() {
+  try {
+    return Run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "octet-device-info: %s\n", e.what());
+    return 1;
+  }
+}
