@@ -22,9 +22,12 @@ struct LaterFirst {
 
 Tensor ZerosFor(const TensorMeta& m) { return Zeros(m.shape, {.dtype = m.dtype, .device = m.device}); }
 
+// The gradient of an FP8 tensor is carried in a float dtype (NOTE
+// [straight-through FP8 casts] in ops/cast.h), never in FP8.
 void CheckGrad(const Node& node, size_t i, const Tensor& g) {
   const TensorMeta& m = node.input_meta[i];
-  OCTET_CHECK(g.shape() == m.shape && g.dtype() == m.dtype, "backward of ", node.name(), " returned gradient ",
+  const bool dtype_ok = g.dtype() == m.dtype || (IsFp8(m.dtype) && IsUnscaledFloat(g.dtype()));
+  OCTET_CHECK(g.shape() == m.shape && dtype_ok, "backward of ", node.name(), " returned gradient ",
               Describe(g), " for input ", i, " which is ", Name(m.dtype), ShapeStr(m.shape));
 }
 

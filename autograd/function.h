@@ -54,6 +54,9 @@ class Ctx {
   std::vector<double> doubles;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
+  // Any other state an op needs in backward (e.g. the FP8 scaling state of an
+  // nn::Linear); shared so the graph keeps it alive.
+  std::shared_ptr<void> state;
 
   void Release();
 

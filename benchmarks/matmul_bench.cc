@@ -1,0 +1,187 @@
+// CPU GEMM throughput next to the machine's measured peak, in one run.
+//
+//   OMP_NUM_THREADS=2 octet_matmul_bench --benchmark_counters_tabular=true
+//
+// Peak microbenchmarks (both threads, via OpenMP):
+//   Peak/fp32_fma   AVX-512 _mm512_fmadd_ps on 16 independent accumulators per
+//                   thread: 32 flop per instruction.
+//   Peak/bf16_dot   AVX-512 BF16 _mm512_dpbf16_ps (VDPBF16PS) on 16
+//                   independent accumulators: 64 flop per instruction.
+// GEMMs, (M, N, K) = (1024,768,768), (1024,3072,768), (1024,768,3072),
+// (2048,2048,2048), a (M,K) · b (K,N), both row-major:
+//   Matmul/f32      Matmul on float32 (oneDNN)
+//   Matmul/bf16     Matmul on bfloat16 (oneDNN, f32 accumulation, bf16 out)
+//   Matmul/fp8      ScaledMatmul E4M3 x E4M3 -> bf16, conversion FP8 -> BF16
+//                   included in every iteration
+//   Linear/bf16, Linear/fp8   the same with b = Wᵀ, a column-major view of a
+//                   weight W (N, K): the layout of a Linear layer's forward GEMM
+// Counters: GFLOP/s (2·M·N·K per GEMM, wall-clock) and frac_of_peak, the
+// GEMM rate over the relevant peak (FP32 FMA for f32, BF16 dot for bf16 and
+// fp8). The machine is shared, so the peak is re-measured briefly before
+// every GEMM benchmark and the highest peak seen so far is used: the
+// fraction is never flattered by a peak measured in a noisy moment.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+
+#include "core/tensor.h"
+#include "ops/cast.h"
+#include "ops/matmul.h"
+
+namespace octet {
+namespace {
+
+// Two threads unless the caller chose otherwise with OMP_NUM_THREADS.
+const bool kThreadsSet = [] {
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(2);
+  return true;
+}();
+
+constexpr int kAccumulators = 16;
+
+// flop/s of `iters` rounds of 16 independent FMAs on every thread.
+__attribute__((target("avx512f"))) double Fp32FmaRate(int64_t iters) {
+  const auto t0 = std::chrono::steady_clock::now();
+  float sink = 0.0f;
+  int threads = 1;
+#pragma omp parallel reduction(+ : sink)
+  {
+#pragma omp single
+    threads = omp_get_num_threads();
+    __m512 acc[kAccumulators];
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * (i + omp_get_thread_num()));
+    const __m512 mul = _mm512_set1_ps(0.9999f), add = _mm512_set1_ps(1e-4f);
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < kAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
+    sink += _mm512_reduce_add_ps(s);
+  }
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  benchmark::DoNotOptimize(sink);
+  return threads * static_cast<double>(iters) * kAccumulators * 32.0 / sec;
+}
+
+// flop/s of `iters` rounds of 16 independent VDPBF16PS on every thread
+// (16 lanes x 2 products x 2 flop).
+__attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate(int64_t iters) {
+  const auto t0 = std::chrono::steady_clock::now();
+  float sink = 0.0f;
+  int threads = 1;
+#pragma omp parallel reduction(+ : sink)
+  {
+#pragma omp single
+    threads = omp_get_num_threads();
+    __m512 acc[kAccumulators];
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * (i + omp_get_thread_num()));
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
+    const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3A80);  // ~1e-3
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < kAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
+    sink += _mm512_reduce_add_ps(s);
+  }
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  benchmark::DoNotOptimize(sink);
+  return threads * static_cast<double>(iters) * kAccumulators * 64.0 / sec;
+}
+
+enum class PeakKind { kFp32Fma = 0, kBf16Dot = 1 };
+
+double MeasurePeak(PeakKind kind, int64_t iters) {
+  return kind == PeakKind::kFp32Fma ? Fp32FmaRate(iters) : Bf16DotRate(iters);
+}
+
+// Highest peak measured so far (flop/s), refreshed with a short measurement.
+double BestPeak(PeakKind kind) {
+  static double best[2] = {0.0, 0.0};
+  double& b = best[static_cast<int>(kind)];
+  for (int r = 0; r < 3; ++r) b = std::max(b, MeasurePeak(kind, 2'000'000));  // ~20 ms each
+  return b;
+}
+
+void BM_Peak(benchmark::State& state) {
+  const PeakKind kind = static_cast<PeakKind>(state.range(0));
+  double rate = 0.0;
+  for (auto _ : state) rate = std::max(rate, MeasurePeak(kind, 10'000'000));
+  state.counters["GFLOP/s"] = std::max(rate, BestPeak(kind)) * 1e-9;
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetLabel(kind == PeakKind::kFp32Fma ? "fp32_fma" : "bf16_dot");
+}
+BENCHMARK(BM_Peak)->Name("Peak/fp32_fma")->Arg(0)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Peak)->Name("Peak/bf16_dot")->Arg(1)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+enum class GemmKind { kF32 = 0, kBf16 = 1, kFp8 = 2, kBf16Linear = 3, kFp8Linear = 4 };
+
+void BM_Matmul(benchmark::State& state) {
+  const GemmKind kind = static_cast<GemmKind>(state.range(0));
+  const int64_t M = state.range(1), N = state.range(2), K = state.range(3);
+  const PeakKind peak_kind = kind == GemmKind::kF32 ? PeakKind::kFp32Fma : PeakKind::kBf16Dot;
+  const double peak = BestPeak(peak_kind);
+  const bool linear = kind == GemmKind::kBf16Linear || kind == GemmKind::kFp8Linear;
+  const Tensor a32 = Full({M, K}, 0.0), b32 = linear ? Full({N, K}, 0.0) : Full({K, N}, 0.0);
+  // Values in [-1, 1): an arbitrary but fixed pattern (GEMM speed does not depend on values).
+  {
+    float* pa = a32.data<float>();
+    float* pb = b32.data<float>();
+    for (int64_t i = 0; i < M * K; ++i) pa[i] = static_cast<float>((i * 7919 % 2001) - 1000) * 1e-3f;
+    for (int64_t i = 0; i < K * N; ++i) pb[i] = static_cast<float>((i * 104729 % 2001) - 1000) * 1e-3f;
+  }
+  Tensor a, b;
+  switch (kind) {
+    case GemmKind::kF32: a = a32; b = b32; break;
+    case GemmKind::kBf16:
+    case GemmKind::kBf16Linear: a = a32.To(DType::kBFloat16); b = b32.To(DType::kBFloat16); break;
+    case GemmKind::kFp8:
+    case GemmKind::kFp8Linear:
+      a = Quantize(a32, DType::kFloat8E4M3, 448.0f);
+      b = Quantize(b32, DType::kFloat8E4M3, 448.0f);
+      break;
+  }
+  if (linear) b = b.T();  // (K, N) view of a Linear weight (N, K): column-major
+  auto run = [&] {
+    return IsFp8(a.dtype()) ? ScaledMatmul(a, b, DType::kBFloat16) : Matmul(a, b);
+  };
+  benchmark::DoNotOptimize(run());  // warm-up: primitive creation, page faults
+  int64_t gemms = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    Tensor c = run();
+    benchmark::DoNotOptimize(c.raw_data());
+    ++gemms;
+  }
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double flops = 2.0 * M * N * K * gemms / sec;
+  state.counters["GFLOP/s"] = flops * 1e-9;
+  state.counters["peak_GFLOP/s"] = peak * 1e-9;
+  state.counters["frac_of_peak"] = flops / peak;
+  static const char* const kLabels[] = {"f32", "bf16", "fp8_e4m3xe4m3", "bf16 b=Wt", "fp8_e4m3xe4m3 b=Wt"};
+  state.SetLabel(kLabels[static_cast<int>(kind)]);
+}
+
+void GemmShapes(benchmark::internal::Benchmark* b, GemmKind kind) {
+  for (const auto& s : {std::array<int64_t, 3>{1024, 768, 768}, std::array<int64_t, 3>{1024, 3072, 768},
+                        std::array<int64_t, 3>{1024, 768, 3072}, std::array<int64_t, 3>{2048, 2048, 2048}})
+    b->Args({static_cast<int64_t>(kind), s[0], s[1], s[2]});
+  b->ArgNames({"dtype", "M", "N", "K"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+}
+BENCHMARK(BM_Matmul)->Name("Matmul/f32")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kF32); });
+BENCHMARK(BM_Matmul)->Name("Matmul/bf16")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16); });
+BENCHMARK(BM_Matmul)->Name("Matmul/fp8")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8); });
+// The Linear layout (y = x·Wᵀ, W stored (N, K)): b is a column-major view.
+BENCHMARK(BM_Matmul)->Name("Linear/bf16")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16Linear); });
+BENCHMARK(BM_Matmul)->Name("Linear/fp8")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8Linear); });
+
+}  // namespace
+}  // namespace octet

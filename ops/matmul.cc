@@ -1,0 +1,214 @@
+#include "ops/matmul.h"
+
+#include "autograd/function.h"
+#include "core/scaling.h"
+#include "ops/matmul_kernels.h"
+#include "ops/op_checks.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace octet {
+
+OCTET_DEFINE_KERNEL(matmul_kernel, MatmulKernelFn);
+OCTET_DEFINE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
+
+namespace {
+
+std::string PairStr(const Tensor& a, const Tensor& b) { return "a " + Describe(a) + ", b " + Describe(b); }
+
+// Dtype and device checks shared by Matmul and Linear; arg names the operand.
+void CheckGemmOperand(const char* op, const Tensor& t, const char* arg, const std::string& both) {
+  CheckDefined(op, t, arg);
+  OCTET_CHECK(!IsFp8(t.dtype()), op, ": ", arg, " is ", Describe(t), " (", both,
+              "); FP8 operands carry scales that ", op,
+              " would ignore: use ScaledMatmul(a, b, out_dtype) or Dequantize first");
+  OCTET_CHECK(IsUnscaledFloat(t.dtype()), op, ": ", arg, " is ", Describe(t), " (", both,
+              "); expected float32, float64, bfloat16 or float16");
+}
+
+// The shape of a (..., M, K) x b (..., K, N), both of rank >= 2.
+Shape GemmOutShape(const char* op, const Tensor& a, const Tensor& b) {
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  const int64_t ka = sa.back(), kb = sb[sb.size() - 2];
+  OCTET_CHECK(ka == kb, op, ": inner dims do not match: ", PairStr(a, b), " (K = ", ka, " vs ", kb, ")");
+  const size_t ba = sa.size() - 2, bb = sb.size() - 2, rank = std::max(ba, bb);
+  Shape out(rank + 2);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - ba ? 1 : sa[i - (rank - ba)];
+    const int64_t db = i < rank - bb ? 1 : sb[i - (rank - bb)];
+    OCTET_CHECK(da == db || da == 1 || db == 1, op, ": batch dims do not broadcast: ", PairStr(a, b), " (batch dim ",
+                i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  out[rank] = sa[sa.size() - 2];
+  out[rank + 1] = sb.back();
+  return out;
+}
+
+// t viewed with leading size-1 dims up to `rank` (no autograd; keeps FP8 scale metadata).
+Tensor PadRank(const Tensor& t, int64_t rank) {
+  if (t.dim() == rank) return t.detach();
+  Shape shape(rank - t.dim(), 1), strides(rank - t.dim(), 1);
+  shape.insert(shape.end(), t.shape().begin(), t.shape().end());
+  strides.insert(strides.end(), t.strides().begin(), t.strides().end());
+  return MakeAlias(t.detach(), shape, strides, t.offset());
+}
+
+// t (..., C) as a 2-D (rows, C) tensor: a view unless the leading dims cannot
+// be flattened. Explicit sizes, so C == 0 works.
+Tensor Rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  return t.Reshape({rows, t.shape().back()});
+}
+
+// a (..., M, K) x b (..., K, N) without autograd; both rank >= 2, checked.
+Tensor GemmRaw(const Tensor& a, const Tensor& b) {
+  const Shape shape = GemmOutShape("matmul", a, b);
+  Tensor out = Empty(shape, {.dtype = a.dtype(), .device = a.device()});
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  matmul_kernel(a.device())(PadRank(a, rank), PadRank(b, rank), Tensor(), out);
+  return out;
+}
+
+struct MatmulOp : autograd::Op<MatmulOp> {
+  static constexpr const char* kName = "matmul";
+  // a (..., M, K), b (..., K, N), both rank >= 2 (Matmul promotes 1-D operands).
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& a, const Tensor& b) {
+    ctx.Save(a);
+    ctx.Save(b);
+    return GemmRaw(a, b);
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dc) {
+    const Tensor a = ctx.Saved(0), b = ctx.Saved(1);
+    Tensor da, db;
+    if (ctx.NeedsInputGrad(0)) {
+      // da = dc · bᵀ, summed over the batch dims a was broadcast along.
+      da = GemmRaw(dc, b.Transpose(-1, -2));
+      if (da.shape() != a.shape()) da = SumToShape(da, a.shape());
+    }
+    if (ctx.NeedsInputGrad(1)) {
+      if (b.dim() == 2 && a.dim() > 2) {
+        // A shared matrix: one GEMM over all batch rows instead of a batch of
+        // products summed afterwards. (R, K)ᵀ · (R, N), R = batch·M.
+        db = GemmRaw(Rows(a).T(), Rows(dc));
+      } else {
+        db = GemmRaw(a.Transpose(-1, -2), dc);
+        if (db.shape() != b.shape()) db = SumToShape(db, b.shape());
+      }
+    }
+    return {da, db};
+  }
+};
+
+void CheckLinearArgs(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  constexpr const char* op = "linear";
+  const std::string all = "x " + Describe(x) + ", weight " + Describe(weight) +
+                          (bias.defined() ? ", bias " + Describe(bias) : std::string());
+  CheckGemmOperand(op, x, "x", all);
+  CheckGemmOperand(op, weight, "weight", all);
+  OCTET_CHECK(x.dim() >= 1, op, ": x must have rank >= 1 (", all, ")");
+  OCTET_CHECK(weight.dim() == 2, op, ": weight must be 2-D (N, K) (", all, ")");
+  OCTET_CHECK(x.shape().back() == weight.size(1), op, ": the last dim of x (", x.shape().back(),
+              ") does not match weight's in_features (", weight.size(1), ") (", all, ")");
+  OCTET_CHECK(x.dtype() == weight.dtype(), op, ": dtype mismatch (", all, ")");
+  CheckSameDevice(op, x, weight);
+  if (bias.defined()) {
+    CheckGemmOperand(op, bias, "bias", all);
+    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias must have shape [",
+                weight.size(0), "] (", all, ")");
+    OCTET_CHECK(bias.dtype() == x.dtype(), op, ": dtype mismatch (", all, ")");
+    CheckSameDevice(op, x, bias);
+  }
+}
+
+struct LinearOp : autograd::Op<LinearOp> {
+  static constexpr const char* kName = "linear";
+  // x (..., K), weight (N, K), bias (N) or undefined -> (..., N).
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    CheckLinearArgs(x, weight, bias);
+    const int64_t n = weight.size(0);
+    const Tensor x2 = Rows(x);  // (R, K)
+    Tensor y2 = Empty({x2.size(0), n}, {.dtype = x.dtype(), .device = x.device()});
+    matmul_kernel(x.device())(x2.detach(), weight.detach().T(), bias.defined() ? bias.detach() : Tensor(), y2);
+    ctx.Save(x);
+    ctx.Save(weight);
+    Shape shape = x.shape();
+    shape.back() = n;
+    return y2.View(shape);
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    const Tensor x = ctx.Saved(0), weight = ctx.Saved(1);
+    const Tensor dy2 = Rows(dy);  // (R, N)
+    Tensor dx, dweight, dbias;
+    if (ctx.NeedsInputGrad(0)) dx = GemmRaw(dy2, weight).View(x.shape());  // (R, N)·(N, K)
+    if (ctx.NeedsInputGrad(1)) dweight = GemmRaw(dy2.T(), Rows(x));  // (N, R)·(R, K)
+    if (ctx.NeedsInputGrad(2)) dbias = Sum(dy2, {0});
+    return {dx, dweight, dbias};
+  }
+};
+
+}  // namespace
+
+Tensor Matmul(const Tensor& a, const Tensor& b) {
+  constexpr const char* op = "matmul";
+  CheckDefined(op, a, "a");
+  CheckDefined(op, b, "b");
+  const std::string both = PairStr(a, b);
+  CheckGemmOperand(op, a, "a", both);
+  CheckGemmOperand(op, b, "b", both);
+  OCTET_CHECK(a.dim() >= 1 && b.dim() >= 1, op, ": operands must have rank >= 1, got ", both);
+  OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch: ", both, " (convert one with To(dtype))");
+  CheckSameDevice(op, a, b);
+  const int64_t ka = a.shape().back(), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  OCTET_CHECK(ka == kb, op, ": inner dims do not match: ", both, " (K = ", ka, " vs ", kb, ")");
+  const Tensor a2 = a.dim() == 1 ? a.Unsqueeze(0) : a;
+  const Tensor b2 = b.dim() == 1 ? b.Unsqueeze(-1) : b;
+  Tensor c = MatmulOp::Apply(a2, b2);
+  if (a.dim() == 1) c = c.Squeeze(-2);
+  if (b.dim() == 1) c = c.Squeeze(-1);
+  return c;
+}
+
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  CheckDefined("linear", x, "x");
+  CheckDefined("linear", weight, "weight");
+  return LinearOp::Apply(x, weight, bias);
+}
+
+Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias) {
+  constexpr const char* op = "scaled_matmul";
+  CheckDefined(op, a_fp8, "a");
+  CheckDefined(op, b_fp8, "b");
+  const std::string both = PairStr(a_fp8, b_fp8);
+  OCTET_CHECK(IsFp8(a_fp8.dtype()) && IsFp8(b_fp8.dtype()), op, ": expects FP8 operands, got ", both,
+              " (Quantize them first, or use Matmul for unscaled dtypes)");
+  OCTET_CHECK(!(a_fp8.dtype() == DType::kFloat8E5M2 && b_fp8.dtype() == DType::kFloat8E5M2), op,
+              ": fp8_e5m2 x fp8_e5m2 is not supported (", both,
+              "); cuBLASLt has no E5M2 x E5M2 kernel either: quantize one operand to fp8_e4m3");
+  OCTET_CHECK(a_fp8.dim() >= 2 && b_fp8.dim() >= 2, op, ": operands must have rank >= 2, got ", both);
+  CheckSameDevice(op, a_fp8, b_fp8);
+  for (const Tensor* t : {&a_fp8, &b_fp8}) {
+    const ScaleMeta* meta = t->scale_meta();
+    OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, op, ": ", Describe(*t),
+                " has ", Name(meta->granularity), " scaling; only per-tensor scales are supported");
+  }
+  OCTET_CHECK(out_dtype == DType::kFloat32 || out_dtype == DType::kBFloat16, op, ": out_dtype must be float32 or "
+              "bfloat16, got ", Name(out_dtype), " (", both, ")");
+  const Shape shape = GemmOutShape(op, a_fp8, b_fp8);
+  if (bias.defined()) {
+    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == shape.back() &&
+                    (bias.dtype() == DType::kFloat32 || bias.dtype() == DType::kBFloat16),
+                op, ": bias must be float32 or bfloat16 of shape [", shape.back(), "], got ", Describe(bias), " (",
+                both, ")");
+    CheckSameDevice(op, a_fp8, bias);
+  }
+  Tensor out = Empty(shape, {.dtype = out_dtype, .device = a_fp8.device()});
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  scaled_matmul_kernel(a_fp8.device())(PadRank(a_fp8, rank), PadRank(b_fp8, rank),
+                                       bias.defined() ? bias.detach() : Tensor(), out);
+  return out;
+}
+
+}  // namespace octet

@@ -1,0 +1,58 @@
+// The matmul family: matrix products with NumPy semantics, the Linear layer
+// product, and the FP8 x FP8 scaled GEMM.
+//
+// Dtypes: float32 and bfloat16 run on oneDNN on the CPU (bf16 inputs, f32
+// accumulation, bf16 output); float64 on octet's own blocked kernel
+// (accumulation in f64, for gradcheck); float16 is computed in float32 and
+// rounded once. FP8 operands carry scales and only ScaledMatmul takes them.
+//
+// Strided inputs: transposed and sliced views (a unit stride in one of the
+// two matrix dims, the other at least the row length) are read in place;
+// other layouts are copied once. Broadcast batch dims (expanded, stride 0) are
+// never materialised.
+//
+// Errors (octet::Error naming the op and the shapes/dtypes): a rank-0
+// operand, mismatched inner dims, batch dims that do not broadcast, a dtype
+// mismatch (e.g. float32 x bfloat16), an FP8 operand outside ScaledMatmul,
+// integer operands, tensors on different devices, and (ScaledMatmul)
+// E5M2 x E5M2, non-FP8 operands, an out_dtype other than float32/bfloat16.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace octet {
+
+// NumPy matmul.
+//   a (..., M, K) x b (..., K, N) -> (broadcast(...), M, N); batch dims
+//   broadcast like pointwise ops.
+//   a 1-D (K): treated as (1, K), that dim removed from the result.
+//   b 1-D (K): treated as (K, 1), that dim removed from the result.
+//   a and b 1-D: the dot product, shape [].
+// Differentiable in a and b (da = dc·bᵀ, db = aᵀ·dc, summed over broadcast
+// batch dims).
+Tensor Matmul(const Tensor& a, const Tensor& b);
+
+// y = x · weightᵀ + bias, one GEMM with the bias fused.
+//   x (..., K), weight (N, K), bias (N) or undefined -> y (..., N).
+// x, weight, bias have one dtype (f32/f64/bf16/f16) and device.
+// Differentiable in x, weight and bias: dx = dy·weight and
+// dweight = dyᵀ·x are GEMMs, dbias a column sum of dy.
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// FP8 x FP8 GEMM with per-tensor scales, as cuBLASLt runs it (CUDA_NOTES §1):
+//   out = (a_fp8 · b_fp8) * (scale_inv_a * scale_inv_b) + bias
+// computed with exact products and float32 accumulation. On the CPU every
+// FP8 value is converted exactly to bfloat16 while packing and a oneDNN
+// bf16 GEMM with f32 accumulation runs on the result; the scale is applied to
+// the f32 accumulator, then bias (in f32), then the rounding to out_dtype.
+//   a_fp8 (..., M, K), b_fp8 (..., K, N): FP8 (E4M3 x E4M3, E4M3 x E5M2 or
+//   E5M2 x E4M3; E5M2 x E5M2 is rejected, as cuBLASLt has no kernel for it),
+//   any strides, NumPy batch broadcasting as Matmul (both at least 2-D).
+//   out_dtype: float32 or bfloat16. bias: (N) float32 or bfloat16, or
+//   undefined.
+// Not differentiable itself: the amp layer composes it with Quantize into
+// FP8 Linear forward/backward GEMMs (dgrad = dY(E5M2)·W(E4M3), wgrad =
+// dYᵀ·X), so the output never requires grad.
+Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias = Tensor());
+
+}  // namespace octet

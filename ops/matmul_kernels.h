@@ -1,0 +1,49 @@
+// Kernel signatures of the matmul family (internal: shared by ops/matmul.cc
+// and the backends).
+//
+// Both kernels compute a batched, broadcast GEMM in one call:
+//   out[b..., m, n] = sum_k a[b'..., m, k] * b[b"..., k, n]   (+ bias[n])
+// with a (Ba..., M, K), b (Bb..., K, N), out (B..., M, N), all of one rank
+// >= 2, where every batch dim of a and of b equals out's or is 1
+// (broadcast). a and b may have any strides (transposed and sliced views, 0
+// strides); the kernel copies whatever its GEMM library cannot read. out is
+// contiguous. M, N or K may be 0 (K == 0 gives bias or zeros).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/registry.h"
+
+namespace octet {
+
+// a, b, out: one dtype of f32/f64/bf16/f16; bias: (N) of out's dtype, or
+// undefined. Accumulation in f32 (f64 for f64); bias added before the final
+// rounding to out's dtype.
+using MatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+
+// FP8 x FP8 (not E5M2 x E5M2): out = (a·b) * (scale_inv_a * scale_inv_b)
+// (+ bias), the products exact and accumulated in f32, the way tensor cores
+// do it (CUDA_NOTES §1.1: alpha = scaleA·scaleB). a, b: FP8 with per-tensor
+// ScaleMeta (no metadata: scale_inv 1); out: f32 or bf16; bias: (N) f32 or
+// bf16, or undefined; it is added after the scaling, in f32.
+using ScaledMatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+
+OCTET_DECLARE_KERNEL(matmul_kernel, MatmulKernelFn);
+OCTET_DECLARE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
+
+namespace cpu {
+
+// The CPU backend's cache of oneDNN matmul primitives (NOTE [oneDNN
+// primitive cache] in ops/cpu/matmul_cpu.cc): lookups that found a primitive,
+// lookups that had to create one, and the number held now.
+struct MatmulCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t size = 0;
+};
+MatmulCacheStats GetMatmulCacheStats();
+void ClearMatmulCacheForTesting();
+
+}  // namespace cpu
+}  // namespace octet
