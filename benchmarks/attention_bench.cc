@@ -1,0 +1,179 @@
+// Fused causal attention on the CPU, forward and forward+backward, at GPT-2
+// small head shapes: (B,H,T,D) = (4,12,256,64) and (1,12,1024,64).
+//
+// The FLOP/s counter counts the causal half of the two T x T x D products of
+// the forward, 2*B*H*T^2*D*2/2, and 2.5x that for the backward (five
+// products: S, dP, dV, dK, dQ), so fwd+bwd counts 3.5x the forward. The
+// last argument selects the instruction set (NOTE [attention isa dispatch]):
+// 0 generic, 1 AVX2, 2 AVX-512 (clamped to what the CPU has; the label says
+// which ran).
+//
+// When ops/matmul.h exists, BM_UnfusedAttention* compute the same thing from
+// separate ops per head (Matmul, MulScalar, Add of a -inf mask, Softmax,
+// Matmul; backward through autograd), materialising the T x T scores, and
+// count the same FLOPs, so the FLOP/s ratio is the speed-up of fusion.
+//   octet_attention_bench --benchmark_filter=Forward
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/tensor.h"
+#include "ops/attention.h"
+#include "ops/attention_kernels.h"
+#if __has_include("ops/matmul.h")
+#include "ops/matmul.h"
+#include "ops/pointwise.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#define OCTET_BENCH_HAVE_MATMUL 1
+#endif
+
+namespace octet {
+namespace {
+
+Tensor RandomInput(const Shape& shape, DType dtype, uint64_t seed) {
+  std::vector<float> values(Numel(shape));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& v : values) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<int64_t>(s >> 40) % 2001 - 1000) / 1000.0f;
+  }
+  return FromVector(values, shape, {.dtype = dtype});
+}
+
+class IsaScope {
+ public:
+  explicit IsaScope(benchmark::State& state) {
+    internal::SetAttentionIsaForTesting(static_cast<internal::AttentionIsa>(state.range(5)));
+    state.SetLabel(internal::Name(internal::ActiveAttentionIsa()));
+  }
+  ~IsaScope() { internal::SetAttentionIsaForTesting(std::nullopt); }
+};
+
+Shape ShapeOf(const benchmark::State& state) {
+  return {state.range(0), state.range(1), state.range(2), state.range(3)};
+}
+DType DtypeOf(const benchmark::State& state) { return state.range(4) == 0 ? DType::kFloat32 : DType::kBFloat16; }
+
+double ForwardFlops(const Shape& s) { return 2.0 * s[0] * s[1] * s[2] * s[2] * s[3] * 2.0 / 2.0; }
+
+void BM_CausalAttentionForward(benchmark::State& state) {
+  IsaScope isa(state);
+  const Shape shape = ShapeOf(state);
+  const DType dtype = DtypeOf(state);
+  const Tensor q = RandomInput(shape, dtype, 1), k = RandomInput(shape, dtype, 2), v = RandomInput(shape, dtype, 3);
+  NoGradGuard no_grad;
+  for (auto _ : state) benchmark::DoNotOptimize(CausalAttention(q, k, v).raw_data());
+  state.counters["FLOP/s"] =
+      benchmark::Counter(ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void BM_CausalAttentionForwardBackward(benchmark::State& state) {
+  IsaScope isa(state);
+  const Shape shape = ShapeOf(state);
+  const DType dtype = DtypeOf(state);
+  Tensor q = RandomInput(shape, dtype, 1).requires_grad_(), k = RandomInput(shape, dtype, 2).requires_grad_(),
+         v = RandomInput(shape, dtype, 3).requires_grad_();
+  const Tensor dout = RandomInput(shape, dtype, 4);
+  for (auto _ : state) {
+    CausalAttention(q, k, v).Backward(dout);
+    benchmark::DoNotOptimize(q.grad().raw_data());
+    q.zero_grad();
+    k.zero_grad();
+    v.zero_grad();
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(3.5 * ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+#ifdef OCTET_BENCH_HAVE_MATMUL
+// The unfused reference: per (batch, head), softmax(q k^T * scale + mask) v.
+Tensor UnfusedAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+  const Shape& s = q.shape();  // (B,H,T,D)
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s[3]));
+  TensorList heads;
+  for (int64_t b = 0; b < s[0]; ++b) {
+    for (int64_t h = 0; h < s[1]; ++h) {
+      const Tensor qh = q.Select(0, b).Select(0, h), kh = k.Select(0, b).Select(0, h),
+                   vh = v.Select(0, b).Select(0, h);  // (T,D)
+      const Tensor p = Softmax(Add(MulScalar(Matmul(qh, kh.T()), scale), mask), -1);  // (T,T)
+      heads.push_back(Matmul(p, vh));
+    }
+  }
+  return Stack(heads, 0).View(s);
+}
+
+// (T,T): 0 on and below the diagonal, -inf above.
+Tensor CausalMask(int64_t t, DType dtype) {
+  std::vector<float> m(t * t, 0.0f);
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = -std::numeric_limits<float>::infinity();
+  return FromVector(m, {t, t}, {.dtype = dtype});
+}
+
+void BM_UnfusedAttentionForward(benchmark::State& state) {
+  const Shape shape = ShapeOf(state);
+  const DType dtype = DtypeOf(state);
+  const Tensor q = RandomInput(shape, dtype, 1), k = RandomInput(shape, dtype, 2), v = RandomInput(shape, dtype, 3);
+  const Tensor mask = CausalMask(shape[2], dtype);
+  NoGradGuard no_grad;
+  for (auto _ : state) benchmark::DoNotOptimize(UnfusedAttention(q, k, v, mask).raw_data());
+  state.counters["FLOP/s"] =
+      benchmark::Counter(ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void BM_UnfusedAttentionForwardBackward(benchmark::State& state) {
+  const Shape shape = ShapeOf(state);
+  const DType dtype = DtypeOf(state);
+  Tensor q = RandomInput(shape, dtype, 1).requires_grad_(), k = RandomInput(shape, dtype, 2).requires_grad_(),
+         v = RandomInput(shape, dtype, 3).requires_grad_();
+  const Tensor dout = RandomInput(shape, dtype, 4);
+  const Tensor mask = CausalMask(shape[2], dtype);
+  for (auto _ : state) {
+    UnfusedAttention(q, k, v, mask).Backward(dout);
+    benchmark::DoNotOptimize(q.grad().raw_data());
+    q.zero_grad();
+    k.zero_grad();
+    v.zero_grad();
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(3.5 * ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void UnfusedArgs(benchmark::internal::Benchmark* b) {
+  for (int dtype : {0, 1}) {
+    b->Args({4, 12, 256, 64, dtype});
+    b->Args({1, 12, 1024, 64, dtype});
+  }
+  b->ArgNames({"B", "H", "T", "D", "bf16"});
+  b->Unit(benchmark::kMillisecond);
+  b->UseRealTime();
+}
+
+BENCHMARK(BM_UnfusedAttentionForward)->Apply(UnfusedArgs);
+BENCHMARK(BM_UnfusedAttentionForwardBackward)->Apply(UnfusedArgs);
+#endif  // OCTET_BENCH_HAVE_MATMUL
+
+// B, H, T, D, dtype (0 f32, 1 bf16), isa.
+void Args(benchmark::internal::Benchmark* b) {
+  for (int isa : {2, 1, 0}) {
+    for (int dtype : {0, 1}) {
+      if (isa != 2 && dtype == 1) continue;
+      b->Args({4, 12, 256, 64, dtype, isa});
+      b->Args({1, 12, 1024, 64, dtype, isa});
+    }
+  }
+  b->ArgNames({"B", "H", "T", "D", "bf16", "isa"});
+  b->Unit(benchmark::kMillisecond);
+  b->UseRealTime();
+}
+
+BENCHMARK(BM_CausalAttentionForward)->Apply(Args);
+BENCHMARK(BM_CausalAttentionForwardBackward)->Apply(Args);
+
+}  // namespace
+}  // namespace octet

@@ -1,0 +1,366 @@
+// Causal attention: forward, log-sum-exp and gradients against float64
+// references written with plain loops (explicit softmax over each causal
+// row), gradcheck, every instruction-set path, strided (permuted-view) inputs,
+// determinism across thread counts and backward paths, errors.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/grad_mode.h"
+#include "ops/attention.h"
+#include "ops/attention_kernels.h"
+#include "tests/test_util.h"
+
+namespace octet {
+namespace {
+
+using ::octet::testing::AllClose;
+using ::octet::testing::ErrorOf;
+using ::octet::testing::RandomTensor;
+
+// (B,H,T,D) in row-major order, float64.
+struct Ref {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+// Explicit softmax over each causal row: p_j = exp(s_j - max) / sum, j <= t.
+// With dout: the gradients, through dP = dO V^T and dS = P o (dP - rowsum(P o dP)).
+Ref Reference(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+              const Shape& shape, double scale, const std::vector<double>* dout = nullptr) {
+  const int64_t bh = shape[0] * shape[1], t = shape[2], d = shape[3];
+  Ref r;
+  r.out.assign(q.size(), 0.0);
+  r.lse.assign(bh * t, 0.0);
+  if (dout) {
+    r.dq.assign(q.size(), 0.0);
+    r.dk.assign(q.size(), 0.0);
+    r.dv.assign(q.size(), 0.0);
+  }
+  std::vector<double> p(t), dp(t);
+  for (int64_t h = 0; h < bh; ++h) {
+    const int64_t base = h * t * d;
+    for (int64_t i = 0; i < t; ++i) {
+      double mx = -INFINITY;
+      for (int64_t j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int64_t c = 0; c < d; ++c) s += q[base + i * d + c] * k[base + j * d + c];
+        p[j] = s * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
+      for (int64_t j = 0; j <= i; ++j) p[j] /= sum;
+      r.lse[h * t + i] = mx + std::log(sum);
+      for (int64_t j = 0; j <= i; ++j)
+        for (int64_t c = 0; c < d; ++c) r.out[base + i * d + c] += p[j] * v[base + j * d + c];
+      if (!dout) continue;
+      double pdp = 0;
+      for (int64_t j = 0; j <= i; ++j) {
+        dp[j] = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          dp[j] += (*dout)[base + i * d + c] * v[base + j * d + c];
+          r.dv[base + j * d + c] += p[j] * (*dout)[base + i * d + c];
+        }
+        pdp += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j <= i; ++j) {
+        const double ds = p[j] * (dp[j] - pdp) * scale;
+        for (int64_t c = 0; c < d; ++c) {
+          r.dq[base + i * d + c] += ds * k[base + j * d + c];
+          r.dk[base + j * d + c] += ds * q[base + i * d + c];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Output tolerance per dtype (relative and absolute), stated in one place:
+// f64 is exact up to summation order; f32 computes in f32 with a polynomial
+// exp2 (rel. error < 1e-7); bf16/f16 inputs are exact in f32 and the error is
+// the rounding of the output (bf16: 8 significant bits, f16: 11) plus f32.
+double ForwardTol(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64: return 1e-12;
+    case DType::kFloat32: return 5e-6;
+    case DType::kBFloat16: return 5e-3;  // half an ulp of bf16 at 1 is 2e-3
+    default: return 1e-3;
+  }
+}
+// Gradients sum up to T terms, and for bf16/f16 D_i = rowsum(dO o O) uses
+// the rounded output.
+double BackwardTol(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64: return 1e-11;
+    case DType::kFloat32: return 2e-5;
+    case DType::kBFloat16: return 1.5e-2;
+    default: return 2e-3;
+  }
+}
+
+struct Inputs {
+  Tensor q, k, v;
+};
+
+Inputs MakeInputs(const Shape& shape, DType dtype, uint64_t seed, double range = 1.0) {
+  return {RandomTensor(shape, seed, dtype, -range, range), RandomTensor(shape, seed + 1, dtype, -range, range),
+          RandomTensor(shape, seed + 2, dtype, -range, range)};
+}
+
+double DefaultScale(const Shape& shape) { return 1.0 / std::sqrt(static_cast<double>(shape[3])); }
+
+// Shapes with T below, at and across the 64-row tile, T = 1, odd D, D past 64.
+const std::vector<Shape>& ForwardShapes() {
+  static const std::vector<Shape> shapes = {{1, 1, 1, 1},  {1, 1, 1, 64}, {2, 3, 17, 5},   {1, 2, 64, 64},
+                                            {1, 1, 65, 8}, {2, 1, 130, 33}, {1, 1, 200, 64}, {1, 1, 70, 80}};
+  return shapes;
+}
+
+class AttentionDtypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionDtypeTest, ForwardMatchesF64Reference) {
+  const DType dtype = GetParam();
+  for (const Shape& shape : ForwardShapes()) {
+    const Inputs in = MakeInputs(shape, dtype, 10);
+    const double scale = DefaultScale(shape);
+    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale);
+    const Tensor out = CausalAttention(in.q, in.k, in.v);
+    ASSERT_EQ(out.shape(), shape);
+    ASSERT_EQ(out.dtype(), dtype);
+    ASSERT_TRUE(out.is_contiguous());
+    const double tol = ForwardTol(dtype);
+    EXPECT_TRUE(AllClose(out, ref.out, tol, tol)) << ShapeStr(shape) << " " << Name(dtype);
+
+    // The saved log-sum-exp, through the raw kernel.
+    Tensor out2 = EmptyLike(out);
+    Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(dtype)});
+    causal_attention_fwd(kCPU)(in.q, in.k, in.v, scale, out2, lse);
+    EXPECT_EQ(lse.dtype(), dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32);
+    const double lse_tol = dtype == DType::kFloat64 ? 1e-12 : 1e-5;
+    EXPECT_TRUE(AllClose(lse, ref.lse, lse_tol, lse_tol)) << ShapeStr(shape) << " " << Name(dtype);
+  }
+}
+
+TEST_P(AttentionDtypeTest, BackwardMatchesF64Reference) {
+  const DType dtype = GetParam();
+  for (const Shape& shape : {Shape{1, 1, 1, 3}, Shape{2, 3, 17, 5}, Shape{1, 2, 130, 33}, Shape{2, 1, 70, 64}}) {
+    const Inputs in = MakeInputs(shape, dtype, 20);
+    const Tensor dout = RandomTensor(shape, 99, dtype);
+    const std::vector<double> dov = dout.ToDoubles();
+    const double scale = 0.3;
+    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale, &dov);
+    Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
+           v = in.v.detach().requires_grad_();
+    CausalAttention(q, k, v, scale).Backward(dout);
+    const double tol = BackwardTol(dtype);
+    EXPECT_TRUE(AllClose(q.grad(), ref.dq, tol, tol)) << "dq " << ShapeStr(shape) << " " << Name(dtype);
+    EXPECT_TRUE(AllClose(k.grad(), ref.dk, tol, tol)) << "dk " << ShapeStr(shape) << " " << Name(dtype);
+    EXPECT_TRUE(AllClose(v.grad(), ref.dv, tol, tol)) << "dv " << ShapeStr(shape) << " " << Name(dtype);
+    EXPECT_EQ(q.grad().dtype(), dtype);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionDtypeTest,
+                         ::testing::Values(DType::kFloat64, DType::kFloat32, DType::kBFloat16, DType::kFloat16),
+                         [](const auto& info) { return std::string(Name(info.param)); });
+
+// Every instruction-set path this CPU has (generic, AVX2, AVX-512) gives the
+// reference values, forward and backward, in f32 and f64.
+TEST(Attention, EveryIsaMatchesReference) {
+  const auto detected = internal::DetectedAttentionIsa();
+  for (int isa = 0; isa <= static_cast<int>(detected); ++isa) {
+    internal::SetAttentionIsaForTesting(static_cast<internal::AttentionIsa>(isa));
+    ASSERT_EQ(static_cast<int>(internal::ActiveAttentionIsa()), isa);
+    for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+      for (const Shape& shape : {Shape{1, 2, 67, 7}, Shape{1, 1, 130, 64}, Shape{2, 1, 9, 48}}) {
+        const Inputs in = MakeInputs(shape, dtype, 30);
+        const Tensor dout = RandomTensor(shape, 31, dtype);
+        const std::vector<double> dov = dout.ToDoubles();
+        const Ref ref =
+            Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, DefaultScale(shape), &dov);
+        Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
+               v = in.v.detach().requires_grad_();
+        const Tensor out = CausalAttention(q, k, v);
+        out.Backward(dout);
+        const std::string what = std::string(internal::Name(static_cast<internal::AttentionIsa>(isa))) + " " +
+                                 Name(dtype) + " " + ShapeStr(shape);
+        EXPECT_TRUE(AllClose(out, ref.out, ForwardTol(dtype), ForwardTol(dtype))) << what;
+        EXPECT_TRUE(AllClose(q.grad(), ref.dq, BackwardTol(dtype), BackwardTol(dtype))) << what;
+        EXPECT_TRUE(AllClose(k.grad(), ref.dk, BackwardTol(dtype), BackwardTol(dtype))) << what;
+        EXPECT_TRUE(AllClose(v.grad(), ref.dv, BackwardTol(dtype), BackwardTol(dtype))) << what;
+      }
+    }
+  }
+  internal::SetAttentionIsaForTesting(std::nullopt);
+}
+
+TEST(Attention, GradcheckF64) {
+  for (const Shape& shape : {Shape{1, 1, 1, 1}, Shape{1, 2, 5, 3}, Shape{2, 1, 7, 4}, Shape{1, 1, 66, 2}}) {
+    Inputs in = MakeInputs(shape, DType::kFloat64, 40);
+    TensorList inputs = {in.q.requires_grad_(), in.k.requires_grad_(), in.v.requires_grad_()};
+    GradcheckResult r = Gradcheck(
+        [](const TensorList& x) { return CausalAttention(x[0], x[1], x[2], 0.7); }, inputs);
+    EXPECT_TRUE(r.ok) << ShapeStr(shape) << ": " << r.message;
+  }
+}
+
+// The q/k/v slices of a fused (B,T,3,H,D) projection, permuted to
+// (3,B,H,T,D): same outputs and gradients as contiguous copies.
+TEST(Attention, FusedQkvViewsMatchContiguousInputs) {
+  const int64_t b = 2, t = 70, h = 3, d = 16;
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+    Tensor qkv = RandomTensor({b, t, 3 * h * d}, 50, dtype).requires_grad_();
+    const Tensor qkv5 = qkv.View({b, t, 3, h, d}).Permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
+    const Tensor q = qkv5.Select(0, 0), k = qkv5.Select(0, 1), v = qkv5.Select(0, 2);
+    ASSERT_FALSE(q.is_contiguous());
+    const Tensor dout = RandomTensor({b, h, t, d}, 51, dtype);
+    const Tensor out = CausalAttention(q, k, v);
+    out.Backward(dout);
+
+    Tensor qc = q.detach().Contiguous().requires_grad_(), kc = k.detach().Contiguous().requires_grad_(),
+           vc = v.detach().Contiguous().requires_grad_();
+    const Tensor outc = CausalAttention(qc, kc, vc);
+    outc.Backward(dout);
+    EXPECT_TRUE(AllClose(out, outc, 1e-6, 1e-6)) << Name(dtype);
+    const Tensor g5 = qkv.grad().View({b, t, 3, h, d}).Permute({2, 0, 3, 1, 4});
+    EXPECT_TRUE(AllClose(g5.Select(0, 0), qc.grad(), 1e-6, 1e-6)) << "dq " << Name(dtype);
+    EXPECT_TRUE(AllClose(g5.Select(0, 1), kc.grad(), 1e-6, 1e-6)) << "dk " << Name(dtype);
+    EXPECT_TRUE(AllClose(g5.Select(0, 2), vc.grad(), 1e-6, 1e-6)) << "dv " << Name(dtype);
+  }
+}
+
+// Head dim not the fastest dim (transposed views), and an output gradient
+// that is a broadcast (stride 0) view.
+TEST(Attention, TransposedAndBroadcastOperands) {
+  const Shape shape{1, 2, 75, 12};
+  const Tensor qt = RandomTensor({1, 2, 12, 75}, 60, DType::kFloat32);
+  const Tensor kt = RandomTensor({1, 2, 12, 75}, 61, DType::kFloat32);
+  const Tensor v = RandomTensor(shape, 62, DType::kFloat32);
+  const Tensor q = qt.Transpose(2, 3), k = kt.Transpose(2, 3);
+  ASSERT_NE(q.stride(3), 1);
+  const Tensor dout = RandomTensor({1, 1, 1, 12}, 63, DType::kFloat32).Expand(shape);
+  const std::vector<double> dov = dout.ToDoubles();
+  const Ref ref = Reference(q.ToDoubles(), k.ToDoubles(), v.ToDoubles(), shape, 0.5, &dov);
+  Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
+  const Tensor out = CausalAttention(qg, kg, vg, 0.5);
+  out.Backward(dout);
+  EXPECT_TRUE(AllClose(out, ref.out, 2e-5, 2e-5));
+  EXPECT_TRUE(AllClose(qg.grad(), ref.dq, 1e-4, 1e-4));
+  EXPECT_TRUE(AllClose(kg.grad(), ref.dk, 1e-4, 1e-4));
+  EXPECT_TRUE(AllClose(vg.grad(), ref.dv, 1e-4, 1e-4));
+}
+
+std::vector<TensorList> Grads(const Inputs& in, const Tensor& dout, bool gq, bool gk, bool gv) {
+  Tensor q = in.q.detach().requires_grad_(gq), k = in.k.detach().requires_grad_(gk),
+         v = in.v.detach().requires_grad_(gv);
+  CausalAttention(q, k, v).Backward(dout);
+  return {{q.grad(), k.grad(), v.grad()}};
+}
+
+void ExpectSameBits(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_TRUE(a.defined() && b.defined()) << what;
+  EXPECT_EQ(a.ToDoubles(), b.ToDoubles()) << what;
+}
+
+// One thread takes the one-sweep-per-head path; two threads over one head
+// take the two-pass path (dK/dV over key tiles, dQ over query tiles). Both
+// give the same bits, and so does asking for a single gradient.
+TEST(Attention, BackwardIsDeterministicAcrossThreadsAndPaths) {
+  const int saved = omp_get_max_threads();
+  for (const Shape& shape : {Shape{1, 1, 200, 64}, Shape{1, 3, 130, 20}}) {
+    const Inputs in = MakeInputs(shape, DType::kFloat32, 70);
+    const Tensor dout = RandomTensor(shape, 71, DType::kFloat32);
+    omp_set_num_threads(1);
+    const TensorList one = Grads(in, dout, true, true, true)[0];
+    omp_set_num_threads(2);
+    const TensorList two = Grads(in, dout, true, true, true)[0];
+    const TensorList again = Grads(in, dout, true, true, true)[0];
+    const TensorList only_q = Grads(in, dout, true, false, false)[0];
+    const TensorList only_k = Grads(in, dout, false, true, false)[0];
+    const TensorList only_v = Grads(in, dout, false, false, true)[0];
+    omp_set_num_threads(saved);
+    for (int i = 0; i < 3; ++i) {
+      ExpectSameBits(one[i], two[i], "1 vs 2 threads, grad " + std::to_string(i) + " " + ShapeStr(shape));
+      ExpectSameBits(two[i], again[i], "repeat, grad " + std::to_string(i));
+    }
+    ExpectSameBits(only_q[0], one[0], "dq alone");
+    ExpectSameBits(only_k[1], one[1], "dk alone");
+    ExpectSameBits(only_v[2], one[2], "dv alone");
+    EXPECT_FALSE(only_q[1].defined());
+    EXPECT_FALSE(only_v[0].defined());
+  }
+}
+
+TEST(Attention, ForwardIsThreadCountInvariant) {
+  const int saved = omp_get_max_threads();
+  const Inputs in = MakeInputs({2, 2, 150, 32}, DType::kBFloat16, 80);
+  omp_set_num_threads(1);
+  const Tensor one = CausalAttention(in.q, in.k, in.v);
+  omp_set_num_threads(2);
+  const Tensor two = CausalAttention(in.q, in.k, in.v);
+  omp_set_num_threads(saved);
+  ExpectSameBits(one, two, "forward");
+}
+
+TEST(Attention, DefaultScaleIsInverseSqrtHeadSize) {
+  const Shape shape{1, 2, 20, 9};
+  const Inputs in = MakeInputs(shape, DType::kFloat64, 90);
+  ExpectSameBits(CausalAttention(in.q, in.k, in.v), CausalAttention(in.q, in.k, in.v, 1.0 / 3.0), "scale");
+}
+
+// Scores of several hundred: the online softmax must not overflow, and the
+// first query (one key) returns v[0] exactly in f64.
+TEST(Attention, LargeScoresStayFiniteAndExact) {
+  const Shape shape{1, 1, 100, 16};
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const Inputs in = MakeInputs(shape, dtype, 100, /*range=*/8.0);
+    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, 1.0);
+    const Tensor out = CausalAttention(in.q, in.k, in.v, 1.0);
+    const double tol = dtype == DType::kFloat64 ? 1e-10 : 1e-3;
+    EXPECT_TRUE(AllClose(out, ref.out, tol, tol)) << Name(dtype);
+    for (int c = 0; c < 16; ++c) EXPECT_EQ(out.At({0, 0, 0, c}), in.v.At({0, 0, 0, c}));
+  }
+}
+
+TEST(Attention, EmptySequence) {
+  const Tensor q = Zeros({2, 3, 0, 4});
+  const Tensor out = CausalAttention(q, q, q);
+  EXPECT_EQ(out.shape(), (Shape{2, 3, 0, 4}));
+}
+
+TEST(Attention, ErrorsNameOpAndShapes) {
+  const Tensor q = Zeros({1, 2, 5, 4});
+  std::string e = ErrorOf([&] { CausalAttention(Zeros({2, 5, 4}), q, q); });
+  EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 5, 4]"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttention(q, Zeros({1, 2, 6, 4}), q); });
+  EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("same shape"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1, 2, 6, 4]"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttention(q, q, Zeros({1, 2, 5, 4}, {.dtype = DType::kBFloat16})); });
+  EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("dtype mismatch"), std::string::npos) << e;
+  EXPECT_NE(e.find("bfloat16"), std::string::npos) << e;
+
+  const Tensor f8 = Zeros({1, 2, 5, 4}).To(DType::kFloat8E4M3);
+  e = ErrorOf([&] { CausalAttention(f8, q, q); });
+  EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("FP8"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttention(Zeros({1, 2, 5, 4}, {.dtype = DType::kInt32}), q, q); });
+  EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttention(Zeros({1, 2, 5, 0}), Zeros({1, 2, 5, 0}), Zeros({1, 2, 5, 0})); });
+  EXPECT_NE(e.find("head size"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace octet
