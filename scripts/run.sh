@@ -7,5 +7,5 @@ bash scripts/setup.sh
 build_dir=${BUILD_DIR:-build}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CUDA=OFF -DOCTET_BUILD_TESTS=OFF \
   -DOCTET_BUILD_BENCHMARKS=OFF -DOCTET_BUILD_EXAMPLES=ON
-cmake --build "$build_dir" -j "$(nproc)" --target octet_demo
-exec "$build_dir/examples/octet_demo" "$@"
+cmake --build "$build_dir" -j "$(nproc)" --target train_gpt
+exec "$build_dir/examples/gpt/train_gpt" "$@"

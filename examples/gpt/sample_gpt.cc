@@ -1,0 +1,112 @@
+// sample_gpt: loads a checkpoint written by train_gpt and generates text.
+//
+//   sample_gpt --ckpt /tmp/ckpt --prompt "Q: " --tokens 300 --temperature 0.8 --top_k 40
+//
+// --ckpt is a checkpoint directory (its LATEST is followed) or one step
+// directory. The model configuration comes from the checkpoint's metadata.
+// Byte-level models (vocab 256) print text; others print token ids.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/random.h"
+#include "examples/gpt/data.h"
+#include "examples/gpt/model_meta.h"
+#include "nn/amp.h"
+#include "nn/checkpoint.h"
+#include "nn/gpt.h"
+
+ABSL_FLAG(std::string, ckpt, "", "Checkpoint directory (or a step_XXXXXXXX directory inside it)");
+ABSL_FLAG(std::string, prompt, "%\n", "Prompt text (byte-level models)");
+ABSL_FLAG(int64_t, tokens, 300, "Tokens to generate");
+ABSL_FLAG(double, temperature, 0.8, "Sampling temperature (> 0)");
+ABSL_FLAG(int64_t, top_k, 40, "Keep the k most likely tokens (0: all)");
+ABSL_FLAG(int64_t, seed, 1337, "Sampling seed");
+ABSL_FLAG(int64_t, samples, 1, "Independent samples (a batch)");
+ABSL_FLAG(std::string, amp, "O0", "Compute level for sampling: O0, O1 or O2");
+
+namespace octet::gpt {
+namespace {
+
+absl::Status Run() {
+  const std::string ckpt = absl::GetFlag(FLAGS_ckpt);
+  if (ckpt.empty()) return absl::InvalidArgumentError("--ckpt is required");
+  nn::amp::Level level;
+  if (!nn::amp::ParseLevel(absl::GetFlag(FLAGS_amp), &level))
+    return absl::InvalidArgumentError(absl::StrCat("unknown --amp level '", absl::GetFlag(FLAGS_amp), "'"));
+  if (!(absl::GetFlag(FLAGS_temperature) > 0.0))
+    return absl::InvalidArgumentError("--temperature must be > 0");
+  if (absl::GetFlag(FLAGS_tokens) < 0 || absl::GetFlag(FLAGS_samples) < 1)
+    return absl::InvalidArgumentError("--tokens must be >= 0 and --samples >= 1");
+  absl::StatusOr<nn::TrainingState> st = nn::LoadTrainingState(ckpt);
+  if (!st.ok()) return st.status();
+  absl::StatusOr<nn::GPTConfig> config = ConfigFromMetadata(st->metadata);
+  if (!config.ok()) return config.status();
+  nn::GPT model(*config);
+  if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
+  model.SetAmp(level);
+  if (level == nn::amp::Level::kO1) {
+    // Sampling at O1 uses the scales the training run ended with.
+    absl::Status s = nn::amp::LoadScalingState(model, st->extra);
+    if (!s.ok()) std::fprintf(stderr, "sample_gpt: note: %s; FP8 scales start fresh\n", std::string(s.message()).c_str());
+  }
+  std::vector<int64_t> ids;
+  const bool bytes = config->vocab_size == ByteTokenizer::kVocabSize;
+  if (bytes) {
+    for (uint16_t t : ByteTokenizer::Encode(absl::GetFlag(FLAGS_prompt))) ids.push_back(t);
+  }
+  if (ids.empty()) ids.push_back(0);
+  if (static_cast<int64_t>(ids.size()) > config->block_size) ids.erase(ids.begin(), ids.end() - config->block_size);
+  const int64_t n = absl::GetFlag(FLAGS_samples);
+  std::vector<int64_t> batch;
+  for (int64_t i = 0; i < n; ++i) batch.insert(batch.end(), ids.begin(), ids.end());
+  Generator gen(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+  const Tensor out = model.Generate(FromVector(batch, {n, static_cast<int64_t>(ids.size())}),
+                                    absl::GetFlag(FLAGS_tokens), absl::GetFlag(FLAGS_temperature),
+                                    absl::GetFlag(FLAGS_top_k), &gen);
+  const std::vector<double> all = out.ToDoubles();
+  const int64_t len = out.size(1);
+  std::printf("checkpoint step %lld, %lld parameters\n", static_cast<long long>(st->step),
+              static_cast<long long>(model.NumParameters()));
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> tokens(all.begin() + i * len, all.begin() + (i + 1) * len);
+    std::printf("---- sample %lld ----\n", static_cast<long long>(i + 1));
+    if (bytes) {
+      absl::StatusOr<std::string> text = ByteTokenizer::Decode(tokens);
+      if (!text.ok()) return text.status();
+      std::printf("%s\n", ByteTokenizer::Printable(*text).c_str());
+    } else {
+      for (int64_t t : tokens) std::printf("%lld ", static_cast<long long>(t));
+      std::printf("\n");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace octet::gpt
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Samples from a GPT checkpoint written by train_gpt. See --helpfull.");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "sample_gpt: error: unexpected argument '%s'\n", rest[1]);
+    return 1;
+  }
+  try {
+    const absl::Status s = octet::gpt::Run();
+    if (!s.ok()) {
+      std::fprintf(stderr, "sample_gpt: error: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sample_gpt: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

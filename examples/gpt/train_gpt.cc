@@ -1,0 +1,488 @@
+// train_gpt: trains a GPT on a byte-level text corpus (default: Debian's
+// fortunes) or on llm.c token shards, at amp level O0 (FP32), O1 (FP8) or O2
+// (BF16), with AdamW, warmup + cosine LR, gradient clipping, periodic
+// validation, checkpoints and bit-identical resume.
+//
+//   train_gpt --amp O1 --steps 600 --metrics /tmp/o1.jsonl --ckpt_dir /tmp/ckpt
+//   train_gpt --amp O1 --steps 600 --ckpt_dir /tmp/ckpt --resume
+//
+// Output: a progress line every --log_every steps (step, train loss, LR,
+// ms/step, tokens/s, achieved GFLOP/s, and at O1 the worst FP8 saturation of
+// that step), the validation loss every --eval_every steps, a sample at the
+// end, and a metrics file (--metrics: JSON lines when the name ends in .json
+// or .jsonl, else CSV). Bad input gives a message on stderr and exit code 1.
+#include <malloc.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "autograd/grad_mode.h"
+#include "core/random.h"
+#include "examples/gpt/data.h"
+#include "examples/gpt/model_meta.h"
+#include "nn/amp.h"
+#include "nn/checkpoint.h"
+#include "nn/gpt.h"
+#include "ops/pointwise.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/lr_schedule.h"
+
+ABSL_FLAG(std::string, data, octet::gpt::kDefaultCorpusPath,
+          "Comma-separated text files/directories (byte tokens, V=256), or llm.c .bin token shards / glob patterns");
+ABSL_FLAG(std::string, val_data, "", "For .bin shards: validation shards (text corpora split themselves)");
+ABSL_FLAG(int64_t, vocab_size, 0, "Vocabulary size; 0: 256 for text, 50257 for .bin shards");
+ABSL_FLAG(std::string, amp, "O0", "Mixed precision: O0 (FP32), O1 (FP8 compute), O2 (BF16 compute)");
+ABSL_FLAG(std::string, recipe, "delayed", "O1 FP8 scaling: delayed | current");
+ABSL_FLAG(int32_t, amax_history, 16, "O1 delayed scaling: amax history length");
+ABSL_FLAG(std::string, amax_algo, "max", "O1 delayed scaling: max | most_recent");
+ABSL_FLAG(int32_t, margin, 0, "O1: scale = fp8_max / amax / 2^margin");
+ABSL_FLAG(bool, pow2_scales, false, "O1: round scales down to powers of two");
+ABSL_FLAG(bool, fp8_lm_head, false, "O1: run the (tied) lm_head GEMM in FP8 too");
+ABSL_FLAG(int64_t, steps, 1000, "Optimizer steps");
+ABSL_FLAG(int64_t, seed, 1337, "Seed for initialisation, data order and sampling");
+ABSL_FLAG(std::string, ckpt_dir, "", "Checkpoint directory (empty: no checkpoints)");
+ABSL_FLAG(bool, resume, false, "Resume from the latest checkpoint in --ckpt_dir (if there is one)");
+ABSL_FLAG(int64_t, ckpt_every, 0, "Save a checkpoint every N steps (0: only at the end)");
+ABSL_FLAG(int64_t, stop_after, -1, "Stop after this many steps (saving a checkpoint) as if interrupted");
+ABSL_FLAG(int64_t, batch, 16, "Batch size B (sequences per micro-batch)");
+ABSL_FLAG(int64_t, grad_accum, 1, "Micro-batches per optimizer step");
+ABSL_FLAG(int64_t, seq_len, 128, "Sequence length T");
+ABSL_FLAG(int64_t, block_size, 128, "Model context length (T must not exceed it)");
+ABSL_FLAG(int64_t, n_layer, 4, "Transformer blocks");
+ABSL_FLAG(int64_t, n_head, 4, "Attention heads");
+ABSL_FLAG(int64_t, n_embd, 128, "Model width C");
+ABSL_FLAG(double, dropout, 0.0, "Dropout probability");
+ABSL_FLAG(double, lr, 2e-3, "Peak learning rate");
+ABSL_FLAG(int64_t, warmup, 50, "Warmup steps (linear)");
+ABSL_FLAG(double, final_lr_frac, 0.1, "Final LR as a fraction of the peak (cosine decay)");
+ABSL_FLAG(double, weight_decay, 0.1, "AdamW weight decay (2-D parameters)");
+ABSL_FLAG(double, beta2, 0.95, "AdamW beta2");
+ABSL_FLAG(double, grad_clip, 1.0, "Clip the global gradient norm to this (0: off)");
+ABSL_FLAG(std::string, state_dtype, "fp32", "AdamW state: fp32 | bf16 | fp8");
+ABSL_FLAG(int64_t, eval_every, 100, "Validation every N steps (0: only at the end)");
+ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation");
+ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps");
+ABSL_FLAG(std::string, metrics, "", "Metrics file: JSON lines (.json/.jsonl) or CSV");
+ABSL_FLAG(int32_t, threads, 0, "OpenMP threads (0: OMP_NUM_THREADS / all cores)");
+ABSL_FLAG(int64_t, sample_tokens, 200, "Tokens to sample at the end (0: none)");
+ABSL_FLAG(double, temperature, 0.8, "Sampling temperature");
+ABSL_FLAG(int64_t, top_k, 40, "Sampling top-k (0: all)");
+ABSL_FLAG(std::string, prompt, "", "Sampling prompt (text corpora; default: start of a fortune)");
+
+namespace octet::gpt {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double CurRss() { std::ifstream f("/proc/self/status"); std::string l; while (std::getline(f, l)) if (l.rfind("VmRSS:",0)==0) return std::stol(l.substr(6))/1024.0; return 0; }
+double PeakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+struct Data {
+  std::shared_ptr<const TokenDataset> train;
+  std::shared_ptr<const TokenDataset> val;  // may be null
+  int64_t vocab_size = 0;
+  bool text = true;
+  std::string description;
+};
+
+absl::StatusOr<Data> LoadData() {
+  const std::vector<std::string> paths = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
+  if (paths.empty()) return absl::InvalidArgumentError("--data is empty");
+  bool shards = true;
+  for (const std::string& p : paths) shards &= absl::EndsWith(p, ".bin");
+  Data d;
+  d.text = !shards;
+  const int64_t vocab_flag = absl::GetFlag(FLAGS_vocab_size);
+  if (vocab_flag < 0) return absl::InvalidArgumentError(absl::StrCat("--vocab_size must be >= 0, got ", vocab_flag));
+  if (shards) {
+    d.vocab_size = vocab_flag > 0 ? vocab_flag : kGpt2VocabSize;
+    auto expand = [](const std::string& list) -> absl::StatusOr<std::vector<std::string>> {
+      std::vector<std::string> files;
+      const std::vector<std::string> parts = absl::StrSplit(list, ',', absl::SkipEmpty());
+      for (const std::string& p : parts) {
+        absl::StatusOr<std::vector<std::string>> e = ExpandShardPattern(p);
+        if (!e.ok()) return e.status();
+        files.insert(files.end(), e->begin(), e->end());
+      }
+      return files;
+    };
+    absl::StatusOr<std::vector<std::string>> train_files = expand(absl::GetFlag(FLAGS_data));
+    if (!train_files.ok()) return train_files.status();
+    absl::StatusOr<TokenDataset> train = TokenDataset::FromShardFiles(*train_files, d.vocab_size);
+    if (!train.ok()) return train.status();
+    d.train = std::make_shared<TokenDataset>(*std::move(train));
+    if (!absl::GetFlag(FLAGS_val_data).empty()) {
+      absl::StatusOr<std::vector<std::string>> val_files = expand(absl::GetFlag(FLAGS_val_data));
+      if (!val_files.ok()) return val_files.status();
+      absl::StatusOr<TokenDataset> val = TokenDataset::FromShardFiles(*val_files, d.vocab_size);
+      if (!val.ok()) return val.status();
+      d.val = std::make_shared<TokenDataset>(*std::move(val));
+    }
+    d.description = absl::StrCat(train_files->size(), " token shard(s)");
+    return d;
+  }
+  d.vocab_size = vocab_flag > 0 ? vocab_flag : ByteTokenizer::kVocabSize;
+  absl::StatusOr<TextCorpus> corpus = LoadTextCorpus(paths);
+  if (!corpus.ok()) return corpus.status();
+  absl::StatusOr<TokenDataset> train = TokenDataset::FromTokens(corpus->train_tokens, d.vocab_size, "train");
+  if (!train.ok()) return train.status();
+  d.train = std::make_shared<TokenDataset>(*std::move(train));
+  if (!corpus->val_tokens.empty()) {
+    absl::StatusOr<TokenDataset> val = TokenDataset::FromTokens(corpus->val_tokens, d.vocab_size, "val");
+    if (!val.ok()) return val.status();
+    d.val = std::make_shared<TokenDataset>(*std::move(val));
+  }
+  d.description = absl::StrFormat("%d files, %d documents (%d train, %d val), %d train / %d val tokens",
+                                  corpus->files.size(), corpus->num_documents, corpus->num_train_documents,
+                                  corpus->num_val_documents, corpus->train_tokens.size(), corpus->val_tokens.size());
+  return d;
+}
+
+// Mean loss over the first `batches` validation batches (always the same ones).
+absl::StatusOr<double> Evaluate(nn::GPT& model, const std::shared_ptr<const TokenDataset>& val, int64_t batch,
+                                int64_t seq_len, int64_t batches) {
+  absl::StatusOr<BatchSampler> sampler =
+      BatchSampler::Create(val, {.batch_size = batch, .seq_len = seq_len, .shuffle = false});
+  if (!sampler.ok()) return sampler.status();
+  const int64_t n = std::max<int64_t>(1, std::min(batches, sampler->batches_per_epoch()));
+  NoGradGuard no_grad;
+  model.Eval();
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    absl::StatusOr<Batch> b = sampler->Next();
+    if (!b.ok()) {
+      model.Train();
+      return b.status();
+    }
+    total += model.Loss(b->inputs, b->targets).Item();
+  }
+  model.Train();
+  return total / static_cast<double>(n);
+}
+
+class MetricsWriter {
+ public:
+  absl::Status Open(const std::string& path, bool append) {
+    if (path.empty()) return absl::OkStatus();
+    json_ = absl::EndsWith(path, ".json") || absl::EndsWith(path, ".jsonl");
+    const bool exists = fs::exists(path);
+    out_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!out_) return absl::InvalidArgumentError(absl::StrCat("cannot open --metrics file '", path, "'"));
+    if (!json_ && (!append || !exists))
+      out_ << "step,loss,lr,grad_norm,ms_per_step,tokens_per_s,gflops,worst_saturation,val_loss\n";
+    return absl::OkStatus();
+  }
+  void Step(int64_t step, double loss, double lr, double grad_norm, double ms, double tok_s, double gflops,
+            double worst_sat, double val_loss) {
+    if (!out_.is_open()) return;
+    const std::string val = std::isnan(val_loss) ? (json_ ? "null" : "") : absl::StrFormat("%.9g", val_loss);
+    if (json_) {
+      out_ << absl::StrFormat(
+          "{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
+          "\"gflops\":%.3f,\"worst_saturation\":%.6g,\"val_loss\":%s}\n",
+          step, loss, lr, grad_norm, ms, tok_s, gflops, worst_sat, val);
+    } else {
+      out_ << absl::StrFormat("%d,%.9g,%.9g,%.9g,%.3f,%.1f,%.3f,%.6g,%s\n", step, loss, lr, grad_norm, ms, tok_s,
+                              gflops, worst_sat, val);
+    }
+    out_.flush();
+  }
+  void Final(double val_loss, double ms, double tok_s, double peak_rss_mb) {
+    if (!out_.is_open() || !json_) return;
+    out_ << absl::StrFormat(
+        "{\"final\":true,\"val_loss\":%.9g,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f}\n",
+        val_loss, ms, tok_s, peak_rss_mb);
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+  bool json_ = false;
+};
+
+absl::Status Fail(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+absl::Status Run() {
+  // ---- flags -------------------------------------------------------------------------
+  nn::amp::Level level;
+  if (!nn::amp::ParseLevel(absl::GetFlag(FLAGS_amp), &level))
+    return Fail(absl::StrCat("unknown --amp level '", absl::GetFlag(FLAGS_amp), "' (expected O0, O1 or O2)"));
+  nn::amp::Recipe recipe;
+  if (!nn::amp::ParseScaling(absl::GetFlag(FLAGS_recipe), &recipe.scaling))
+    return Fail(absl::StrCat("unknown --recipe '", absl::GetFlag(FLAGS_recipe), "' (expected delayed or current)"));
+  recipe.amax_history_len = absl::GetFlag(FLAGS_amax_history);
+  if (recipe.amax_history_len < 1)
+    return Fail(absl::StrCat("--amax_history must be >= 1, got ", recipe.amax_history_len));
+  const std::string algo = absl::GetFlag(FLAGS_amax_algo);
+  if (algo == "max") recipe.amax_algo = AmaxAlgo::kMax;
+  else if (algo == "most_recent") recipe.amax_algo = AmaxAlgo::kMostRecent;
+  else return Fail(absl::StrCat("unknown --amax_algo '", algo, "' (expected max or most_recent)"));
+  recipe.margin = absl::GetFlag(FLAGS_margin);
+  recipe.power_of_two_scales = absl::GetFlag(FLAGS_pow2_scales);
+  recipe.fp8_lm_head = absl::GetFlag(FLAGS_fp8_lm_head);
+  optim::StateDType state_dtype;
+  const std::string sd = absl::GetFlag(FLAGS_state_dtype);
+  if (sd == "fp32") state_dtype = optim::StateDType::kFloat32;
+  else if (sd == "bf16") state_dtype = optim::StateDType::kBFloat16;
+  else if (sd == "fp8") state_dtype = optim::StateDType::kFp8Fp16;
+  else return Fail(absl::StrCat("unknown --state_dtype '", sd, "' (expected fp32, bf16 or fp8)"));
+
+  const int64_t steps = absl::GetFlag(FLAGS_steps), B = absl::GetFlag(FLAGS_batch), T = absl::GetFlag(FLAGS_seq_len);
+  const int64_t accum = absl::GetFlag(FLAGS_grad_accum);
+  const int64_t block_size = absl::GetFlag(FLAGS_block_size);
+  if (steps < 1) return Fail(absl::StrCat("--steps must be >= 1, got ", steps));
+  if (B < 1 || T < 1 || accum < 1)
+    return Fail(absl::StrCat("--batch, --seq_len and --grad_accum must be >= 1, got ", B, ", ", T, ", ", accum));
+  if (T > block_size)
+    return Fail(absl::StrCat("--seq_len (", T, ") is larger than the model's --block_size (", block_size, ")"));
+  const int64_t log_every = std::max<int64_t>(1, absl::GetFlag(FLAGS_log_every));
+  const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
+  const std::string ckpt_dir = absl::GetFlag(FLAGS_ckpt_dir);
+  if (absl::GetFlag(FLAGS_resume) && ckpt_dir.empty()) return Fail("--resume needs --ckpt_dir");
+  if (absl::GetFlag(FLAGS_threads) > 0) omp_set_num_threads(absl::GetFlag(FLAGS_threads));
+
+  // ---- data --------------------------------------------------------------------------
+  absl::StatusOr<Data> data = LoadData();
+  if (!data.ok()) return data.status();
+  std::printf("data: %s\n", data->description.c_str());
+  std::printf("RSSDBG after data %.1f\n", CurRss());
+  const uint64_t seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+  absl::StatusOr<BatchSampler> sampler =
+      BatchSampler::Create(data->train, {.batch_size = B, .seq_len = T, .shuffle = true, .seed = seed});
+  if (!sampler.ok()) return sampler.status();
+  if (data->val) {
+    // Fail early (not at the first evaluation) when the validation split is too short.
+    absl::StatusOr<BatchSampler> probe = BatchSampler::Create(data->val, {.batch_size = B, .seq_len = T});
+    if (!probe.ok()) return absl::Status(probe.status().code(), absl::StrCat("validation data: ", probe.status().message()));
+  }
+
+  // ---- model, optimizer, schedule -------------------------------------------------------
+  nn::GPTConfig config{.n_layer = absl::GetFlag(FLAGS_n_layer),
+                       .n_head = absl::GetFlag(FLAGS_n_head),
+                       .n_embd = absl::GetFlag(FLAGS_n_embd),
+                       .block_size = block_size,
+                       .vocab_size = data->vocab_size,
+                       .tie_weights = true,
+                       .dropout = absl::GetFlag(FLAGS_dropout),
+                       .seed = seed};
+  if (config.n_layer < 1 || config.n_head < 1 || config.n_embd < 1 || config.n_embd % config.n_head != 0)
+    return Fail(absl::StrCat("bad model shape: --n_layer ", config.n_layer, " --n_head ", config.n_head, " --n_embd ",
+                             config.n_embd, " (all >= 1, n_head must divide n_embd)"));
+  ManualSeed(seed);
+  nn::GPT model(config);
+  model.SetAmp(level, recipe);
+  std::printf("RSSDBG after model %.1f\n", CurRss());
+  optim::AdamW opt(model.NamedParameters(), {.lr = absl::GetFlag(FLAGS_lr),
+                                             .beta1 = 0.9,
+                                             .beta2 = absl::GetFlag(FLAGS_beta2),
+                                             .eps = 1e-8,
+                                             .weight_decay = absl::GetFlag(FLAGS_weight_decay),
+                                             .state_dtype = state_dtype});
+  const optim::LrSchedule schedule({.kind = optim::LrScheduleKind::kCosine,
+                                    .max_lr = absl::GetFlag(FLAGS_lr),
+                                    .warmup_steps = std::min(absl::GetFlag(FLAGS_warmup), steps - 1),
+                                    .total_steps = steps,
+                                    .final_frac = absl::GetFlag(FLAGS_final_lr_frac)});
+  std::printf("model: GPT n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab=%lld, %lld parameters; amp %s",
+              static_cast<long long>(config.n_layer), static_cast<long long>(config.n_head),
+              static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
+              static_cast<long long>(config.vocab_size), static_cast<long long>(model.NumParameters()),
+              nn::amp::Name(level));
+  if (level == nn::amp::Level::kO1)
+    std::printf(" (%s scaling, history %d, margin %d)", nn::amp::Name(recipe.scaling), recipe.amax_history_len,
+                recipe.margin);
+  std::printf("; batch %lld x %lld tokens x %lld micro-batches; %d threads\n", static_cast<long long>(B),
+              static_cast<long long>(T), static_cast<long long>(accum), omp_get_max_threads());
+
+  std::map<std::string, std::string> run_meta;
+  ConfigToMetadata(config, &run_meta);
+  run_meta["amp.level"] = nn::amp::Name(level);
+  run_meta["train.batch"] = absl::StrCat(B);
+  run_meta["train.seq_len"] = absl::StrCat(T);
+  run_meta["train.grad_accum"] = absl::StrCat(accum);
+  run_meta["train.steps"] = absl::StrCat(steps);
+
+  // ---- resume ------------------------------------------------------------------------------
+  int64_t step = 0;
+  if (absl::GetFlag(FLAGS_resume)) {
+    std::error_code ec;
+    if (fs::exists(fs::path(ckpt_dir) / "LATEST", ec)) {
+      absl::StatusOr<nn::TrainingState> st = nn::LoadTrainingState(ckpt_dir);
+      if (!st.ok()) return st.status();
+      for (const char* key : {"gpt.n_layer", "gpt.n_head", "gpt.n_embd", "gpt.block_size", "gpt.vocab_size",
+                              "amp.level", "train.batch", "train.seq_len", "train.grad_accum", "train.steps"}) {
+        auto it = st->metadata.find(key);
+        if (it == st->metadata.end() || it->second != run_meta[key])
+          return Fail(absl::StrCat("--resume: checkpoint in '", ckpt_dir, "' has ", key, "=",
+                                   it == st->metadata.end() ? "?" : it->second, " but this run has ",
+                                   run_meta[key]));
+      }
+      if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
+      if (absl::Status s = opt.LoadStateDict(st->optimizer); !s.ok()) return s;
+      if (absl::Status s = nn::amp::LoadScalingState(model, st->extra); !s.ok()) return s;
+      absl::StatusOr<DataPosition> pos = PositionFromMetadata(st->metadata);
+      if (!pos.ok()) return pos.status();
+      if (absl::Status s = sampler->SetPosition(*pos); !s.ok()) return s;
+      DefaultGenerator().SetState(st->rng_seed, st->rng_offset);
+      uint64_t gseed = 0, goffset = 0;
+      if (absl::SimpleAtoi(st->metadata["model_rng.seed"], &gseed) &&
+          absl::SimpleAtoi(st->metadata["model_rng.offset"], &goffset))
+        model.generator().SetState(gseed, goffset);
+      step = st->step;
+      std::printf("resumed from %s at step %lld\n", ckpt_dir.c_str(), static_cast<long long>(step));
+    } else {
+      std::printf("--resume: no checkpoint in '%s' yet, starting from scratch\n", ckpt_dir.c_str());
+    }
+  }
+  auto save = [&](int64_t at_step) -> absl::Status {
+    if (ckpt_dir.empty()) return absl::OkStatus();
+    std::map<std::string, std::string> meta = run_meta;
+    PositionToMetadata(sampler->position(), &meta);
+    meta["model_rng.seed"] = absl::StrCat(model.generator().seed());
+    meta["model_rng.offset"] = absl::StrCat(model.generator().offset());
+    return nn::SaveTrainingState(ckpt_dir, at_step, model.StateDict(), opt.StateDict(),
+                                 nn::amp::ScalingState(model), DefaultGenerator().seed(),
+                                 DefaultGenerator().offset(), meta);
+  };
+
+  MetricsWriter metrics;
+  if (absl::Status s = metrics.Open(absl::GetFlag(FLAGS_metrics), /*append=*/step > 0); !s.ok()) return s;
+
+  // ---- training loop -------------------------------------------------------------------------
+  const int64_t tokens_per_step = B * T * accum;
+  const double flops_per_step = static_cast<double>(model.TrainingFlopsPerToken(T)) * tokens_per_step;
+  const int64_t stop_after = absl::GetFlag(FLAGS_stop_after);
+  const int64_t ckpt_every = absl::GetFlag(FLAGS_ckpt_every);
+  double val_loss = NAN, total_ms = 0.0;
+  int64_t timed_steps = 0;
+  model.Train();
+  for (; step < steps; ++step) {
+    const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
+    if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, log_step);
+    const auto t0 = Clock::now();
+    model.ZeroGrad();
+    double loss_sum = 0.0;
+    for (int64_t micro = 0; micro < accum; ++micro) {
+      absl::StatusOr<Batch> batch = sampler->Next();
+      if (!batch.ok()) return batch.status();
+      Tensor loss = model.Loss(batch->inputs, batch->targets);
+      loss_sum += loss.Item();
+      (accum == 1 ? loss : MulScalar(loss, 1.0 / static_cast<double>(accum))).Backward();
+    }
+    const double grad_clip = absl::GetFlag(FLAGS_grad_clip);
+    const double grad_norm = grad_clip > 0 ? optim::ClipGradNorm(opt.params(), grad_clip) : optim::GradNorm(opt.params());
+    const double lr = schedule.LrAt(step);
+    opt.set_lr(lr);
+    opt.Step();
+    if (step < 40) std::printf("RSSDBG after step %lld %.1f peak %.1f\n", (long long)step, CurRss(), PeakRssMb());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (step > 0) {  // the first step pays for one-time setup
+      total_ms += ms;
+      ++timed_steps;
+    }
+    const double loss_value = loss_sum / static_cast<double>(accum);
+    if (!std::isfinite(loss_value))
+      return absl::InternalError(absl::StrCat("training diverged: loss ", loss_value, " at step ", step + 1));
+    const double worst_sat =
+        level == nn::amp::Level::kO1 && log_step ? nn::amp::WorstSaturation(nn::amp::Telemetry(model)) : 0.0;
+    const double tok_s = tokens_per_step / (ms / 1000.0);
+    const double gflops = flops_per_step / (ms / 1000.0) / 1e9;
+    double step_val = NAN;
+    const bool last = step + 1 == steps;
+    if (data->val && ((eval_every > 0 && (step + 1) % eval_every == 0) || last)) {
+      absl::StatusOr<double> v = Evaluate(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches));
+      if (!v.ok()) return v.status();
+      step_val = val_loss = *v;
+    }
+    if (log_step) {
+      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %7.1f ms/step | %8.0f tok/s | %6.1f GFLOP/s",
+                  static_cast<long long>(step + 1), static_cast<long long>(steps), loss_value, lr, ms, tok_s, gflops);
+      if (level == nn::amp::Level::kO1) std::printf(" | fp8 worst sat %.3f%%", 100.0 * worst_sat);
+      std::printf("\n");
+    }
+    if (!std::isnan(step_val))
+      std::printf("step %5lld/%lld | val loss %.4f\n", static_cast<long long>(step + 1), static_cast<long long>(steps),
+                  step_val);
+    std::fflush(stdout);
+    metrics.Step(step + 1, loss_value, lr, grad_norm, ms, tok_s, gflops, worst_sat, step_val);
+    const bool stop_here = stop_after >= 0 && step + 1 == stop_after;
+    if ((ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here) {
+      if (absl::Status s = save(step + 1); !s.ok()) return s;
+    }
+    if (stop_here) {
+      std::printf("stopping after step %lld (--stop_after)\n", static_cast<long long>(step + 1));
+      return absl::OkStatus();
+    }
+  }
+
+  // ---- summary and sample --------------------------------------------------------------------
+  const double avg_ms = timed_steps > 0 ? total_ms / timed_steps : 0.0;
+  const double avg_tok_s = avg_ms > 0 ? tokens_per_step / (avg_ms / 1000.0) : 0.0;
+  std::printf("done: final val loss %.4f | %.1f ms/step | %.0f tok/s | %.1f GFLOP/s | peak RSS %.1f MB\n", val_loss,
+              avg_ms, avg_tok_s, avg_ms > 0 ? flops_per_step / (avg_ms / 1000.0) / 1e9 : 0.0, PeakRssMb());
+  metrics.Final(val_loss, avg_ms, avg_tok_s, PeakRssMb());
+  const int64_t n_sample = absl::GetFlag(FLAGS_sample_tokens);
+  if (n_sample > 0 && data->text && data->vocab_size == ByteTokenizer::kVocabSize) {
+    std::string prompt = absl::GetFlag(FLAGS_prompt);
+    if (prompt.empty()) prompt = "%\n";
+    std::vector<int64_t> ids;
+    for (uint16_t t : ByteTokenizer::Encode(prompt)) ids.push_back(t);
+    if (static_cast<int64_t>(ids.size()) > config.block_size)
+      ids.erase(ids.begin(), ids.end() - config.block_size);
+    Generator gen(seed);
+    const Tensor out = model.Generate(FromVector(ids, {1, static_cast<int64_t>(ids.size())}), n_sample,
+                                      absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k), &gen);
+    std::vector<int64_t> tokens;
+    for (double v : out.ToDoubles()) tokens.push_back(static_cast<int64_t>(v));
+    absl::StatusOr<std::string> text = ByteTokenizer::Decode(tokens);
+    if (text.ok()) std::printf("---- sample ----\n%s\n----------------\n", ByteTokenizer::Printable(*text).c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace octet::gpt
+
+int main(int argc, char** argv) {
+  if (getenv("MMAPT")) mallopt(M_MMAP_THRESHOLD, atoi(getenv("MMAPT")));
+  absl::SetProgramUsageMessage("Trains a GPT at amp level O0/O1/O2. See --helpfull.");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "train_gpt: error: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
+    return 1;
+  }
+  try {
+    const absl::Status s = octet::gpt::Run();
+    if (!s.ok()) {
+      std::fprintf(stderr, "train_gpt: error: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

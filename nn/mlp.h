@@ -1,0 +1,38 @@
+// MLP of a GPT block: Linear C -> hidden (4C), GELU (tanh form), Linear
+// hidden -> C, dropout.
+#pragma once
+
+#include <cstdint>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace octet::nn {
+
+class MLP : public Module {
+ public:
+  struct Options {
+    int64_t dim = 0;     // C
+    int64_t hidden = 0;  // 0 means 4C
+    bool bias = true;
+    double dropout = 0.0;
+    Generator* gen = nullptr;
+  };
+  explicit MLP(const Options& options);
+  // x: (..., C) -> (..., C).
+  Tensor Forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return Forward(x); }
+  Linear& fc() { return fc_; }
+  Linear& proj() { return proj_; }
+
+ private:
+  Linear& fc_;
+  GELU& gelu_;
+  Linear& proj_;
+  Dropout& dropout_;
+};
+
+}  // namespace octet::nn

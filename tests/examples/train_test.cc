@@ -1,0 +1,235 @@
+// End-to-end tests of examples/gpt/train_gpt: a small GPT trained on a corpus
+// this test writes (a random-grammar text with known structure) at O0, O1 and
+// O2; bit-identical resume; bad input.
+//
+// The binary comes from the build (OCTET_TRAIN_GPT, set by
+// examples/gpt/CMakeLists.txt); without it (examples not built) the tests skip.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+#ifdef OCTET_TRAIN_GPT
+const char* kTrainGpt = OCTET_TRAIN_GPT;
+#else
+const char* kTrainGpt = OCTET_BINARY_DIR "/examples/gpt/train_gpt";
+#endif
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TrainGpt : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("octet_train_test_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+    WriteCorpus(*dir_ / "corpus.txt");
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  void SetUp() override {
+    if (!fs::exists(kTrainGpt)) GTEST_SKIP() << "train_gpt not built (" << kTrainGpt << ")";
+  }
+
+  // A corpus with learnable structure: sentences from a small random grammar,
+  // one fortune-style document each ("%" separators).
+  static void WriteCorpus(const fs::path& path) {
+    const std::vector<std::string> subj = {"the cat", "a dog", "my old friend", "the small bird", "every robot"};
+    const std::vector<std::string> verb = {"sees", "likes", "follows", "remembers", "draws"};
+    const std::vector<std::string> obj = {"the moon", "a red ball", "seven apples", "the quiet river", "her book"};
+    const std::vector<std::string> end = {".", "!", " today.", " at night."};
+    std::mt19937 gen(7);
+    std::ofstream out(path);
+    for (int doc = 0; doc < 2500; ++doc) {
+      const int sentences = 1 + gen() % 3;
+      for (int s = 0; s < sentences; ++s)
+        out << subj[gen() % subj.size()] << ' ' << verb[gen() % verb.size()] << ' ' << obj[gen() % obj.size()]
+            << end[gen() % end.size()] << '\n';
+      out << "%\n";
+    }
+  }
+
+  // Unigram entropy of the corpus bytes, in nats.
+  static double UnigramEntropy() {
+    const std::string text = ReadFile(*dir_ / "corpus.txt");
+    std::map<unsigned char, double> counts;
+    for (unsigned char c : text) counts[c] += 1;
+    double h = 0;
+    for (auto& [c, n] : counts) {
+      const double p = n / text.size();
+      h -= p * std::log(p);
+    }
+    return h;
+  }
+
+  static RunResult Run(const std::vector<std::string>& args) {
+    static int counter = 0;
+    const fs::path out = *dir_ / ("out_" + std::to_string(counter) + ".txt");
+    const fs::path err = *dir_ / ("err_" + std::to_string(counter++) + ".txt");
+    std::string cmd = std::string("OMP_NUM_THREADS=2 ") + kTrainGpt;
+    for (const std::string& a : args) cmd += " '" + a + "'";
+    cmd += " > '" + out.string() + "' 2> '" + err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+
+  // The small model every run here uses (a few ms per step).
+  static std::vector<std::string> BaseArgs(const std::string& amp, int steps, const std::string& metrics) {
+    return {"--data=" + (*dir_ / "corpus.txt").string(),
+            "--amp=" + amp,
+            "--steps=" + std::to_string(steps),
+            "--n_layer=2",
+            "--n_head=2",
+            "--n_embd=64",
+            "--seq_len=64",
+            "--block_size=64",
+            "--batch=8",
+            "--lr=3e-3",
+            "--warmup=20",
+            "--eval_every=0",
+            "--eval_batches=8",
+            "--log_every=50",
+            "--sample_tokens=0",
+            "--seed=11",
+            "--threads=2",
+            "--metrics=" + metrics};
+  }
+
+  struct Metrics {
+    std::vector<std::string> losses;  // per step, as printed (%.9g)
+    double final_val = NAN;
+  };
+  static std::string Field(const std::string& line, const std::string& key) {
+    const std::string k = "\"" + key + "\":";
+    const size_t at = line.find(k);
+    if (at == std::string::npos) return "";
+    const size_t begin = at + k.size();
+    const size_t end = line.find_first_of(",}", begin);
+    return line.substr(begin, end - begin);
+  }
+  static Metrics ReadMetrics(const fs::path& path) {
+    Metrics m;
+    std::istringstream in(ReadFile(path));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("\"final\"") != std::string::npos) {
+        m.final_val = std::stod(Field(line, "val_loss"));
+      } else if (!line.empty()) {
+        m.losses.push_back(Field(line, "loss"));
+        const std::string v = Field(line, "val_loss");
+        if (v != "null" && !v.empty()) m.final_val = std::stod(v);
+      }
+    }
+    return m;
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* TrainGpt::dir_ = nullptr;
+
+TEST_F(TrainGpt, LossFallsBelowUnigramEntropyAtEveryLevelAndLevelsAgree) {
+  const double unigram = UnigramEntropy();
+  std::map<std::string, double> val;
+  for (const std::string amp : {"O0", "O1", "O2"}) {
+    const fs::path metrics = *dir_ / ("levels_" + amp + ".jsonl");
+    const RunResult r = Run(BaseArgs(amp, 300, metrics.string()));
+    ASSERT_EQ(r.exit_code, 0) << amp << "\n" << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("val loss"));
+    const Metrics m = ReadMetrics(metrics);
+    ASSERT_EQ(m.losses.size(), 300u) << amp;
+    val[amp] = m.final_val;
+    std::printf("%s: final val loss %.4f (unigram entropy %.4f nats)\n", amp.c_str(), m.final_val, unigram);
+    EXPECT_LT(m.final_val, 0.6 * unigram) << amp;
+  }
+  EXPECT_LT(std::abs(val["O1"] - val["O0"]) / val["O0"], 0.03) << "O1 " << val["O1"] << " vs O0 " << val["O0"];
+  EXPECT_LT(std::abs(val["O2"] - val["O0"]) / val["O0"], 0.03) << "O2 " << val["O2"] << " vs O0 " << val["O0"];
+}
+
+TEST_F(TrainGpt, ResumeIsBitIdenticalAtO0AndO1) {
+  for (const std::string amp : {"O0", "O1"}) {
+    const fs::path full = *dir_ / ("full_" + amp + ".jsonl"), split = *dir_ / ("split_" + amp + ".jsonl");
+    const fs::path ckpt_full = *dir_ / ("ckpt_full_" + amp), ckpt = *dir_ / ("ckpt_" + amp);
+    std::vector<std::string> a = BaseArgs(amp, 60, full.string());
+    a.push_back("--ckpt_dir=" + ckpt_full.string());
+    a.push_back("--eval_every=20");
+    ASSERT_EQ(Run(a).exit_code, 0) << amp;
+    std::vector<std::string> b = BaseArgs(amp, 60, split.string());
+    b.push_back("--ckpt_dir=" + ckpt.string());
+    b.push_back("--eval_every=20");
+    std::vector<std::string> first = b;
+    first.push_back("--stop_after=30");
+    const RunResult r1 = Run(first);
+    ASSERT_EQ(r1.exit_code, 0) << amp << r1.err;
+    EXPECT_THAT(r1.out, HasSubstr("stopping after step 30"));
+    std::vector<std::string> second = b;
+    second.push_back("--resume");
+    const RunResult r2 = Run(second);
+    ASSERT_EQ(r2.exit_code, 0) << amp << r2.err;
+    EXPECT_THAT(r2.out, HasSubstr("resumed from"));
+    const Metrics mf = ReadMetrics(full), ms = ReadMetrics(split);
+    ASSERT_EQ(mf.losses.size(), 60u);
+    ASSERT_EQ(ms.losses.size(), 60u);
+    for (size_t i = 0; i < 60; ++i) EXPECT_EQ(ms.losses[i], mf.losses[i]) << amp << " step " << i + 1;
+    EXPECT_EQ(ms.final_val, mf.final_val) << amp;
+  }
+}
+
+TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
+  const std::string corpus = "--data=" + (*dir_ / "corpus.txt").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::ofstream(*dir_ / "empty.txt").close();
+  const std::vector<Case> cases = {
+      {{"--data=/nonexistent/fortunes.txt"}, "/nonexistent/fortunes.txt"},
+      {{"--data=" + (*dir_ / "empty.txt").string()}, "empty"},
+      {{corpus, "--seq_len=256", "--block_size=128"}, "--seq_len (256) is larger than the model's --block_size (128)"},
+      {{corpus, "--vocab_size=100"}, ">= the vocab size 100"},
+      {{corpus, "--amp=O3"}, "unknown --amp level 'O3'"},
+      {{corpus, "--recipe=sometimes"}, "unknown --recipe 'sometimes'"},
+      {{corpus, "--resume"}, "--resume needs --ckpt_dir"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("--steps=1");
+    const RunResult r = Run(args);
+    EXPECT_NE(r.exit_code, 0) << c.message;
+    EXPECT_THAT(r.err, HasSubstr("train_gpt: error: ")) << c.message;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+  }
+}
+
+}  // namespace

@@ -1,0 +1,271 @@
+// amp O1 (FP8 Linear): forward equals the float64 product of the dequantized
+// FP8 operands, dgrad/wgrad equal the float64 products of their FP8 operands
+// and stay close to the f32 Linear's gradients, delayed scaling follows the
+// history, the saved activation is FP8, the weight is quantized once per
+// version, telemetry counts saturation and underflow exactly, eval does not
+// touch the scaling state, scaling state round-trips.
+#include "nn/amp.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "core/float8.h"
+#include "core/scaling.h"
+#include "nn/linear.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+#include "tests/test_util.h"
+
+namespace octet::nn {
+namespace {
+
+using ::octet::testing::AllClose;
+using ::octet::testing::ErrorOf;
+using ::octet::testing::RandomTensor;
+using ::testing::HasSubstr;
+
+const autograd::Ctx& CtxOf(const Tensor& y) {
+  auto* node = dynamic_cast<autograd::OpNode<amp::Fp8LinearOp>*>(y.grad_fn().get());
+  OCTET_CHECK(node != nullptr, "not an fp8_linear output: ", y.grad_fn() ? y.grad_fn()->name() : "leaf");
+  return node->ctx;
+}
+
+// f64 matrix product of row-major (M,K) and (N,K)ᵀ.
+std::vector<double> MatmulNT(const std::vector<double>& a, const std::vector<double>& b, int64_t M, int64_t N,
+                             int64_t K) {
+  std::vector<double> out(M * N, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += a[m * K + k] * b[n * K + k];
+      out[m * N + n] = s;
+    }
+  return out;
+}
+
+std::vector<double> Transpose(const std::vector<double>& a, int64_t R, int64_t C) {
+  std::vector<double> t(R * C);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) t[c * R + r] = a[r * C + c];
+  return t;
+}
+
+// What the grad slot's quantization does: fp8(v * scale) / scale, exactly.
+std::vector<double> QuantDequantE5M2(const std::vector<double>& v, float scale) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = static_cast<double>(static_cast<float>(float8_e5m2(static_cast<float>(v[i]) * scale))) * (1.0f / scale);
+  return out;
+}
+
+double RelErr(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+class AmpLinear : public ::testing::TestWithParam<amp::Scaling> {};
+
+TEST_P(AmpLinear, ForwardEqualsFloat64ProductOfDequantizedFp8Operands) {
+  Generator gen(1);
+  Linear lin({.in = 32, .out = 24, .gen = &gen});
+  lin.SetAmp(amp::Level::kO1, {.scaling = GetParam()});
+  const Tensor x = RandomTensor({2, 8, 32}, 2, DType::kFloat32, -3, 3).requires_grad_();
+  const Tensor y = lin(x);
+  EXPECT_EQ(y.dtype(), DType::kBFloat16);
+  ASSERT_EQ(y.shape(), (Shape{2, 8, 24}));
+  const autograd::Ctx& ctx = CtxOf(y);
+  const Tensor xq = ctx.Saved(0), wq = ctx.Saved(1);
+  EXPECT_EQ(xq.dtype(), DType::kFloat8E4M3);
+  EXPECT_EQ(wq.dtype(), DType::kFloat8E4M3);
+  std::vector<double> ref = MatmulNT(xq.ToDoubles(), wq.ToDoubles(), 16, 24, 32);  // dequantized (ToDoubles)
+  const std::vector<double> b = lin.bias()->ToDoubles();
+  for (int64_t m = 0; m < 16; ++m)
+    for (int64_t n = 0; n < 24; ++n) ref[m * 24 + n] += static_cast<float>(b[n]);  // added in f32
+  // Only the final rounding to bf16 separates the two (FP32 accumulation).
+  EXPECT_TRUE(AllClose(y, ref, 1.0 / 256, 1e-5));
+  // The FP8 operands are the quantized x and w (scale_inv * code).
+  EXPECT_TRUE(AllClose(xq.Reshape({2, 8, 32}), x.detach(), 1.0 / 16, 1e-2));
+}
+
+TEST_P(AmpLinear, GradientsAreFp8ProductsAndCloseToTheFloat32Linear) {
+  Generator gen(3);
+  Linear lin({.in = 64, .out = 48, .gen = &gen});
+  const Tensor x = RandomTensor({64, 64}, 4, DType::kFloat32, -2, 2);
+  const Tensor dy = RandomTensor({64, 48}, 5, DType::kFloat32, -1e-3, 1e-3);  // gradient-sized values
+  // f32 reference.
+  const Tensor x32 = x.detach().requires_grad_();
+  lin(x32).Backward(dy);
+  const std::vector<double> dx32 = x32.grad().ToDoubles(), dw32 = lin.weight().grad().ToDoubles(),
+                            db32 = lin.bias()->grad().ToDoubles();
+  lin.ZeroGrad();
+  lin.SetAmp(amp::Level::kO1, {.scaling = GetParam()});
+  const Tensor x8 = x.detach().requires_grad_();
+  const Tensor y = lin(x8);
+  const Tensor xq = CtxOf(y).Saved(0), wq = CtxOf(y).Saved(1);
+  y.Backward(dy.To(DType::kBFloat16));
+  const amp::Fp8Slot& gslot = lin.fp8_state()->grad_output();
+  EXPECT_EQ(gslot.dtype(), DType::kFloat8E5M2);
+  const std::vector<double> dyq = QuantDequantE5M2(dy.To(DType::kBFloat16).ToDoubles(), gslot.observation().scale);
+  // dgrad = dy_fp8 · w_fp8 and wgrad = dy_fp8ᵀ · x_fp8, exactly up to f32 accumulation.
+  const std::vector<double> dx_ref = MatmulNT(dyq, Transpose(wq.ToDoubles(), 48, 64), 64, 64, 48);
+  const std::vector<double> dw_ref = MatmulNT(Transpose(dyq, 64, 48), Transpose(xq.ToDoubles(), 64, 64), 48, 64, 64);
+  EXPECT_EQ(x8.grad().dtype(), DType::kFloat32);
+  EXPECT_EQ(lin.weight().grad().dtype(), DType::kFloat32);
+  EXPECT_TRUE(AllClose(x8.grad(), dx_ref, 1e-5, 1e-9));
+  EXPECT_TRUE(AllClose(lin.weight().grad(), dw_ref, 1e-5, 1e-9));
+  // And close to the f32 Linear (E5M2 keeps 2 mantissa bits: a few percent).
+  EXPECT_LT(RelErr(x8.grad().ToDoubles(), dx32), 0.08);
+  EXPECT_LT(RelErr(lin.weight().grad().ToDoubles(), dw32), 0.08);
+  EXPECT_LT(RelErr(lin.bias()->grad().ToDoubles(), db32), 0.01);  // bias grad is not quantized
+}
+
+INSTANTIATE_TEST_SUITE_P(Scalings, AmpLinear, ::testing::Values(amp::Scaling::kDelayed, amp::Scaling::kCurrent),
+                         [](const auto& info) { return std::string(amp::Name(info.param)); });
+
+TEST(AmpDelayedScaling, ScalesFollowTheAmaxHistory) {
+  Linear lin({.in = 4, .out = 2});
+  lin.SetAmp(amp::Level::kO1, {.scaling = amp::Scaling::kDelayed, .amax_history_len = 3, .margin = 1});
+  amp::Fp8Slot& in = lin.fp8_state()->input();
+  EXPECT_FALSE(in.initialized());
+  auto run = [&](double amax) {
+    Tensor x = Full({2, 4}, amax / 2);
+    x.Narrow(1, 0, 1).Fill_(-amax);
+    const Tensor y = lin(x);
+    return ScaleInvValue(CtxOf(y).Saved(0));
+  };
+  const float fmax = 448.0f;
+  // Step 1: nothing observed yet -> current scaling for this one.
+  EXPECT_FLOAT_EQ(run(2.0), 1.0f / (fmax / 2.0f / 2.0f));
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{2, 0, 0}));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 2.0f / 2.0f);
+  // Step 2: uses the scale from step 1, records 8.
+  EXPECT_FLOAT_EQ(run(8.0), 1.0f / (fmax / 2.0f / 2.0f));
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{8, 2, 0}));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 8.0f / 2.0f);
+  // Steps 3-4: the max of the history wins until 8 drops out of it.
+  EXPECT_FLOAT_EQ(run(1.0), 1.0f / (fmax / 8.0f / 2.0f));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 8.0f / 2.0f);
+  run(1.0);
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{1, 1, 8}));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 8.0f / 2.0f);
+  run(0.5);
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{0.5, 1, 1}));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 1.0f / 2.0f);
+  // most_recent follows the newest amax; power-of-two rounds down.
+  lin.SetAmp(amp::Level::kO1, {.amax_history_len = 3, .amax_algo = AmaxAlgo::kMostRecent, .margin = 1,
+                               .power_of_two_scales = true});
+  run(3.0);
+  EXPECT_FLOAT_EQ(in.scale(), 64.0f);  // 448/3/2 = 74.67 -> 64
+  // Eval mode uses the scale without recording.
+  lin.Eval();
+  const std::vector<double> before = in.amax_history().ToDoubles();
+  EXPECT_FLOAT_EQ(run(100.0), 1.0f / 64.0f);
+  EXPECT_EQ(in.amax_history().ToDoubles(), before);
+}
+
+TEST(AmpFp8Linear, SavedActivationIsFp8AndTheWeightIsQuantizedOncePerVersion) {
+  Linear lin({.in = 64, .out = 32});
+  lin.SetAmp(amp::Level::kO1);
+  const Tensor x = RandomTensor({128, 64}, 7, DType::kBFloat16).requires_grad_();
+  const Tensor y1 = lin(x);
+  const Tensor saved = CtxOf(y1).Saved(0);
+  EXPECT_EQ(saved.dtype(), DType::kFloat8E4M3);
+  EXPECT_EQ(saved.nbytes(), 128u * 64u);  // one byte per element: half of the bf16 x, a quarter of f32
+  EXPECT_EQ(saved.storage()->nbytes() <= 128u * 64u + 64u, true);
+  const Tensor y2 = lin(x);  // a second micro-batch: same weight version
+  EXPECT_EQ(lin.fp8_state()->weight_quantizations(), 1);
+  EXPECT_TRUE(CtxOf(y1).Saved(1).is_same(CtxOf(y2).Saved(1)) ||
+              CtxOf(y1).Saved(1).storage() == CtxOf(y2).Saved(1).storage());
+  Sum(y1.To(DType::kFloat32)).Backward();
+  Sum(y2.To(DType::kFloat32)).Backward();
+  {
+    NoGradGuard ng;  // an optimizer step bumps the version
+    Tensor w = lin.weight();
+    AddInPlace(w, Full(w.shape(), 1e-3), -1.0);
+  }
+  lin(x);
+  EXPECT_EQ(lin.fp8_state()->weight_quantizations(), 2);
+}
+
+TEST(AmpTelemetry, CountsSaturationAndUnderflowOnACraftedInput) {
+  Linear lin({.in = 8, .out = 4});
+  lin.SetAmp(amp::Level::kO1, {.amax_history_len = 2});
+  // Scale 1 for the input slot (initialised history, so delayed scaling uses it).
+  NoGradGuard ng;
+  lin.FindBuffer("fp8_input_amax_history")->CopyFrom_(FromVector(std::vector<float>{1, 0}, {2}));
+  lin.FindBuffer("fp8_input_scale")->Fill_(1.0);
+  amp::SetTelemetry(lin, true);
+  // 2 of 16 saturate (|x| > 448), 3 underflow (0 < |x| <= 2^-10), 2 zeros count as neither.
+  std::vector<float> v = {1000, -500, 1e-4f, -2e-4f, 9.765625e-4f, 0, 0, 0.5f, 1, 2, 3, 4, 448, -448, 0.1f, 0.2f};
+  lin.Train();
+  autograd::GradMode::SetEnabled(true);
+  lin(FromVector(v, {2, 8}));
+  const std::vector<amp::SlotStats> stats = amp::Telemetry(lin);
+  ASSERT_EQ(stats.size(), 3u);
+  EXPECT_EQ(stats[0].slot, "input");
+  EXPECT_EQ(stats[1].slot, "weight");
+  EXPECT_EQ(stats[2].slot, "grad_output");
+  EXPECT_TRUE(stats[0].has_clip_stats);
+  EXPECT_DOUBLE_EQ(stats[0].saturated, 2.0 / 16);
+  EXPECT_DOUBLE_EQ(stats[0].underflow, 3.0 / 16);
+  EXPECT_FLOAT_EQ(stats[0].amax, 1000.0f);
+  EXPECT_FLOAT_EQ(stats[0].scale, 1.0f);
+  EXPECT_FLOAT_EQ(stats[0].next_scale, 448.0f / 1000.0f);
+  EXPECT_EQ(stats[0].numel, 16);
+  EXPECT_DOUBLE_EQ(amp::WorstSaturation(stats), 2.0 / 16);
+  // Weight (current scaling): nothing saturates.
+  EXPECT_DOUBLE_EQ(stats[1].saturated, 0.0);
+  // The counting helper itself, E5M2 thresholds: max 57344, half min subnormal 2^-17.
+  const amp::ClipCounts c = amp::CountFp8Clipping(FromVector(std::vector<float>{6e4f, 1e-6f, 1e-5f, 0}, {4}), 1.0f,
+                                                  DType::kFloat8E5M2);
+  EXPECT_EQ(c.saturated, 1);
+  EXPECT_EQ(c.underflow, 1);
+}
+
+TEST(AmpScalingState, RoundTripsAndReportsMismatches) {
+  Linear a({.in = 8, .out = 8}), b({.in = 8, .out = 8});
+  a.SetAmp(amp::Level::kO1);
+  b.SetAmp(amp::Level::kO1);
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = RandomTensor({4, 8}, 10 + i, DType::kFloat32, -i - 1.0, i + 1.0).requires_grad_();
+    Sum(a(x).To(DType::kFloat32)).Backward();
+  }
+  const NamedTensors st = amp::ScalingState(a);
+  ASSERT_EQ(st.size(), 6u);
+  EXPECT_EQ(st[0].first, "fp8_input_amax_history");
+  EXPECT_TRUE(a.StateDict().size() == 2u);  // FP8 state is not in the model state dict
+  ASSERT_TRUE(amp::LoadScalingState(b, st).ok());
+  const NamedTensors sb = amp::ScalingState(b);
+  for (size_t i = 0; i < st.size(); ++i) EXPECT_EQ(st[i].second.ToDoubles(), sb[i].second.ToDoubles()) << st[i].first;
+  Linear c({.in = 8, .out = 8});
+  c.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
+  const absl::Status s = amp::LoadScalingState(c, st);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("fp8_input_amax_history (expected float32[4], got float32[16])"));
+}
+
+TEST(AmpAutocast, ScopeTurnsOnFp8ForAModelWithoutSetAmp) {
+  Linear lin({.in = 16, .out = 16});
+  const Tensor x = RandomTensor({4, 16}, 1, DType::kFloat32);
+  EXPECT_EQ(lin(x).dtype(), DType::kFloat32);
+  {
+    amp::Autocast scope(amp::Level::kO1, {.scaling = amp::Scaling::kCurrent});
+    EXPECT_EQ(lin.amp_level(), amp::Level::kO1);
+    EXPECT_EQ(lin(x).dtype(), DType::kBFloat16);
+    ASSERT_NE(lin.fp8_state(), nullptr);
+    EXPECT_EQ(lin.fp8_state()->recipe().scaling, amp::Scaling::kCurrent);
+  }
+  EXPECT_EQ(lin(x).dtype(), DType::kFloat32);
+  lin.SetFp8OptOut();
+  amp::Autocast scope(amp::Level::kO1);
+  EXPECT_EQ(lin.amp_level(), amp::Level::kO2);
+}
+
+}  // namespace
+}  // namespace octet::nn
