@@ -15,30 +15,7 @@
 
 #include "core/macros.h"
 
-// See NOTE [float bit casts] in core/bfloat16.h.
-#ifndef OCTET_CORE_FLOAT_BITS_DEFINED_
-#define OCTET_CORE_FLOAT_BITS_DEFINED_
-namespace octet::detail {
-OCTET_HOST_DEVICE OCTET_INLINE uint32_t FloatAsBits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  __builtin_memcpy(&u, &f, sizeof(u));
-  return u;
-#endif
-}
-OCTET_HOST_DEVICE OCTET_INLINE float BitsAsFloat(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  __builtin_memcpy(&f, &u, sizeof(f));
-  return f;
-#endif
-}
-}  // namespace octet::detail
-#endif  // OCTET_CORE_FLOAT_BITS_DEFINED_
+#include "core/bit_cast.h"
 
 namespace octet {
 

@@ -125,12 +125,10 @@ std::vector<double> Tensor::ToDoubles() const {
   const Tensor c = Contiguous();
   std::vector<double> out(c.numel());
   const char* p = static_cast<const char*>(c.raw_data());
-  const int sz = SizeOf(dtype());
   const double scale_inv = IsFp8(dtype()) ? ScaleInvValue(*this) : 1.0;
   DispatchAll(dtype(), "ToDoubles", [&]<typename T>() {
     for (int64_t i = 0; i < c.numel(); ++i) out[i] = ConvertElement<double>(reinterpret_cast<const T*>(p)[i]);
   });
-  (void)sz;
   if (scale_inv != 1.0)
     for (double& v : out) v *= scale_inv;
   return out;
