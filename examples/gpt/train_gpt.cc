@@ -93,7 +93,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double CurRss() { std::ifstream f("/proc/self/status"); std::string l; while (std::getline(f, l)) if (l.rfind("VmRSS:",0)==0) return std::stol(l.substr(6))/1024.0; return 0; }
 double PeakRssMb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -268,7 +267,6 @@ absl::Status Run() {
   absl::StatusOr<Data> data = LoadData();
   if (!data.ok()) return data.status();
   std::printf("data: %s\n", data->description.c_str());
-  std::printf("RSSDBG after data %.1f\n", CurRss());
   const uint64_t seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
   absl::StatusOr<BatchSampler> sampler =
       BatchSampler::Create(data->train, {.batch_size = B, .seq_len = T, .shuffle = true, .seed = seed});
@@ -294,7 +292,6 @@ absl::Status Run() {
   ManualSeed(seed);
   nn::GPT model(config);
   model.SetAmp(level, recipe);
-  std::printf("RSSDBG after model %.1f\n", CurRss());
   optim::AdamW opt(model.NamedParameters(), {.lr = absl::GetFlag(FLAGS_lr),
                                              .beta1 = 0.9,
                                              .beta2 = absl::GetFlag(FLAGS_beta2),
@@ -397,7 +394,6 @@ absl::Status Run() {
     const double lr = schedule.LrAt(step);
     opt.set_lr(lr);
     opt.Step();
-    if (step < 40) std::printf("RSSDBG after step %lld %.1f peak %.1f\n", (long long)step, CurRss(), PeakRssMb());
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (step > 0) {  // the first step pays for one-time setup
       total_ms += ms;
@@ -467,7 +463,15 @@ absl::Status Run() {
 }  // namespace octet::gpt
 
 int main(int argc, char** argv) {
-  if (getenv("MMAPT")) mallopt(M_MMAP_THRESHOLD, atoi(getenv("MMAPT")));
+  // NOTE [malloc threshold]: glibc serves blocks below its mmap threshold from
+  // the heap, and raises that threshold (up to 32 MiB) each time a mapped block
+  // is freed. A training step frees and re-allocates hundreds of activation
+  // tensors of 0.1-1 MiB (octet caches only blocks >= 1 MiB, core/allocator.cc),
+  // so after a few steps they all live in a heap that fragments and never
+  // shrinks: peak RSS then drifts up by several MB over a run and no longer
+  // tracks the memory a step needs. A fixed 64 KiB threshold (which also turns
+  // the dynamic adjustment off) maps these blocks and unmaps them on free.
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   absl::SetProgramUsageMessage("Trains a GPT at amp level O0/O1/O2. See --helpfull.");
   const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
