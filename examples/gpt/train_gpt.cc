@@ -11,7 +11,6 @@
 // that step), the validation loss every --eval_every steps, a sample at the
 // end, and a metrics file (--metrics: JSON lines when the name ends in .json
 // or .jsonl, else CSV). Bad input gives a message on stderr and exit code 1.
-#include <malloc.h>
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -463,15 +462,6 @@ absl::Status Run() {
 }  // namespace octet::gpt
 
 int main(int argc, char** argv) {
-  // NOTE [malloc threshold]: glibc serves blocks below its mmap threshold from
-  // the heap, and raises that threshold (up to 32 MiB) each time a mapped block
-  // is freed. A training step frees and re-allocates hundreds of activation
-  // tensors of 0.1-1 MiB (octet caches only blocks >= 1 MiB, core/allocator.cc),
-  // so after a few steps they all live in a heap that fragments and never
-  // shrinks: peak RSS then drifts up by several MB over a run and no longer
-  // tracks the memory a step needs. A fixed 64 KiB threshold (which also turns
-  // the dynamic adjustment off) maps these blocks and unmaps them on free.
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   absl::SetProgramUsageMessage("Trains a GPT at amp level O0/O1/O2. See --helpfull.");
   const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
