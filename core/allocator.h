@@ -31,7 +31,7 @@ using CopyBytesFn = void (*)(void* dst, Device dst_device, const void* src, Devi
 void RegisterCopyBytes(DeviceType type, CopyBytesFn fn);
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 
-// Large CPU blocks (>= 1 MiB) are cached for reuse (NOTE [cpu caching] in
+// CPU blocks of 64 KiB or more are cached for reuse (NOTE [cpu caching] in
 // allocator.cc; OCTET_CPU_CACHING=0 disables it). EmptyCpuCache returns the
 // cached, unused blocks to the system.
 void EmptyCpuCache();

@@ -13,6 +13,18 @@
 // StateDict() (an O1 checkpoint loads into an O0 model), and ScalingState()
 // lists them for the training-state file so a resumed run continues
 // bit-identically.
+//
+// NOTE [o2 master weights]: at O1 and O2 the parameters stay float32 — they
+// are the master weights the optimizer updates — and each forward casts them
+// to bfloat16 where a kernel wants bf16 (Tensor::To, differentiable: the
+// gradient comes back as float32 into the float32 .grad). The alternative,
+// bf16 parameters with an optimizer-held float32 copy, halves parameter
+// memory but needs the optimizer and the checkpoint to agree on which copy is
+// the truth; here the checkpoint simply holds the float32 parameters, so a
+// resumed run is bit-identical at every level. The per-forward casts cost one
+// pass over the weights (small next to the GEMMs: each weight element is
+// reused B·T times); at O1 the FP8 weight copy is cached per weight version
+// instead (NOTE [weight scaling] in nn/fp8_linear.h).
 #pragma once
 
 #include <string>

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "examples/gpt/data.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -177,8 +179,8 @@ TEST_F(TrainGpt, LossFallsBelowUnigramEntropyAtEveryLevelAndLevelsAgree) {
   EXPECT_LT(std::abs(val["O2"] - val["O0"]) / val["O0"], 0.03) << "O2 " << val["O2"] << " vs O0 " << val["O0"];
 }
 
-TEST_F(TrainGpt, ResumeIsBitIdenticalAtO0AndO1) {
-  for (const std::string amp : {"O0", "O1"}) {
+TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
+  for (const std::string amp : {"O0", "O1", "O2"}) {
     const fs::path full = *dir_ / ("full_" + amp + ".jsonl"), split = *dir_ / ("split_" + amp + ".jsonl");
     const fs::path ckpt_full = *dir_ / ("ckpt_full_" + amp), ckpt = *dir_ / ("ckpt_" + amp);
     std::vector<std::string> a = BaseArgs(amp, 60, full.string());
@@ -230,6 +232,32 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
     EXPECT_THAT(r.err, HasSubstr("train_gpt: error: ")) << c.message;
     EXPECT_THAT(r.err, HasSubstr(c.message));
   }
+}
+
+TEST_F(TrainGpt, TrainsOnLlmcTokenShardsAndRejectsOutOfRangeTokens) {
+  // Byte tokens of the corpus as llm.c shards (vocab 256).
+  const std::string text = ReadFile(*dir_ / "corpus.txt");
+  std::vector<uint16_t> tokens(text.begin(), text.end());
+  const size_t cut = tokens.size() * 9 / 10;
+  const fs::path train = *dir_ / "train_000.bin", val = *dir_ / "val_000.bin", bad = *dir_ / "bad_000.bin";
+  ASSERT_TRUE(octet::gpt::WriteTokenShard(train.string(), {tokens.begin(), tokens.begin() + cut}).ok());
+  ASSERT_TRUE(octet::gpt::WriteTokenShard(val.string(), {tokens.begin() + cut, tokens.end()}).ok());
+  std::vector<std::string> args = BaseArgs("O1", 20, (*dir_ / "shards.jsonl").string());
+  args[0] = "--data=" + (*dir_ / "train_*.bin").string();
+  args.push_back("--val_data=" + val.string());
+  args.push_back("--vocab_size=256");
+  const RunResult ok = Run(args);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("1 token shard(s)"));
+  EXPECT_THAT(ok.out, HasSubstr("val loss"));
+  // A shard holding id 300 with a 256-token model: a clear error, not a crash.
+  std::vector<uint16_t> with_bad(tokens.begin(), tokens.begin() + 5000);
+  with_bad[4321] = 300;
+  ASSERT_TRUE(octet::gpt::WriteTokenShard(bad.string(), with_bad).ok());
+  args[0] = "--data=" + bad.string();
+  const RunResult r = Run(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("token id 300 at index 4321 is >= the vocab size 256"));
 }
 
 }  // namespace
