@@ -54,6 +54,16 @@ const char* Name(UnaryOp op);
 const char* Name(BinaryOp op);
 const char* Name(CompareOp op);
 
+// X-macro lists of the ops that have a functor, in enum order: a backend
+// launcher instantiates one loop per entry, so adding an op touches the enum,
+// its Name() and these lists only.
+#define OCTET_FOR_EACH_UNARY_OP(X) \
+  X(kNeg) X(kExp) X(kLog) X(kSqrt) X(kRsqrt) X(kTanh) X(kRelu) X(kGelu) X(kSigmoid) X(kAbs) X(kSquare) \
+      X(kAddScalar) X(kMulScalar) X(kPowScalar) X(kRSubScalar)
+#define OCTET_FOR_EACH_BINARY_OP(X)                                                                     \
+  X(kAdd) X(kSub) X(kMul) X(kDiv) X(kMaximum) X(kMinimum) X(kGeluBackward) X(kReluBackward) X(kTanhBackward) \
+      X(kSigmoidBackward) X(kPowBackward)
+
 namespace functors {
 
 #if !defined(__CUDA_ARCH__)

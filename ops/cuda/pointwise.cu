@@ -152,21 +152,7 @@ void UnaryTyped(const KernelContext& ctx, UnaryOp op, const Tensor& x, const Ten
 #define OCTET_UNARY_CASE(OP) \
   case UnaryOp::OP:          \
     return LaunchUnary<T>(ctx, x, out, UnaryFn<UnaryOp::OP>{}, alpha);
-    OCTET_UNARY_CASE(kNeg)
-    OCTET_UNARY_CASE(kExp)
-    OCTET_UNARY_CASE(kLog)
-    OCTET_UNARY_CASE(kSqrt)
-    OCTET_UNARY_CASE(kRsqrt)
-    OCTET_UNARY_CASE(kTanh)
-    OCTET_UNARY_CASE(kRelu)
-    OCTET_UNARY_CASE(kGelu)
-    OCTET_UNARY_CASE(kSigmoid)
-    OCTET_UNARY_CASE(kAbs)
-    OCTET_UNARY_CASE(kSquare)
-    OCTET_UNARY_CASE(kAddScalar)
-    OCTET_UNARY_CASE(kMulScalar)
-    OCTET_UNARY_CASE(kPowScalar)
-    OCTET_UNARY_CASE(kRSubScalar)
+    OCTET_FOR_EACH_UNARY_OP(OCTET_UNARY_CASE)
 #undef OCTET_UNARY_CASE
     default: OCTET_FAIL("unary kernel (cuda): unknown op ", static_cast<int>(op));
   }
@@ -180,17 +166,7 @@ void BinaryTyped(const KernelContext& ctx, BinaryOp op, const Tensor& a, const T
 #define OCTET_BINARY_CASE(OP) \
   case BinaryOp::OP:          \
     return LaunchBinary<T>(ctx, a, b, out, BinaryFn<BinaryOp::OP>{}, alpha);
-    OCTET_BINARY_CASE(kAdd)
-    OCTET_BINARY_CASE(kSub)
-    OCTET_BINARY_CASE(kMul)
-    OCTET_BINARY_CASE(kDiv)
-    OCTET_BINARY_CASE(kMaximum)
-    OCTET_BINARY_CASE(kMinimum)
-    OCTET_BINARY_CASE(kGeluBackward)
-    OCTET_BINARY_CASE(kReluBackward)
-    OCTET_BINARY_CASE(kTanhBackward)
-    OCTET_BINARY_CASE(kSigmoidBackward)
-    OCTET_BINARY_CASE(kPowBackward)
+    OCTET_FOR_EACH_BINARY_OP(OCTET_BINARY_CASE)
 #undef OCTET_BINARY_CASE
     default: OCTET_FAIL("binary kernel (cuda): unknown op ", static_cast<int>(op));
   }
