@@ -7,12 +7,12 @@
 #include "ops/op_checks.h"
 #include "ops/reduce.h"
 
+#include <tuple>
+
 namespace octet::nn::amp {
 namespace {
 
 constexpr const char* kSlotNames[3] = {"input", "weight", "grad_output"};
-
-float AmaxOf(const Tensor& x) { return static_cast<float>(Amax(x).Item()); }
 
 // ScaledMatmul writes float32 or bfloat16; other dtypes get an f32 result converted once.
 DType GemmOut(DType want) { return want == DType::kBFloat16 ? want : DType::kFloat32; }
@@ -31,13 +31,17 @@ Fp8LinearState::Fp8LinearState(Module& owner, const std::string& prefix, const s
 void Fp8LinearState::MakeSlots(Module& owner) {
   const DType dtypes[3] = {recipe_.forward_dtype, recipe_.forward_dtype, recipe_.backward_dtype};
   std::unique_ptr<Fp8Slot>* slots[3] = {&input_, &weight_, &grad_output_};
+  // The state lives where the module's parameters do (NOTE [slot state on the device]).
+  const TensorList params = owner.Parameters(/*recurse=*/false);
+  const Device device = params.empty() ? kCPU : params.front().device();
   for (int i = 0; i < 3; ++i) {
     const std::string base = prefix_ + "fp8_" + kSlotNames[i];
     Tensor* history = owner.FindBuffer(base + "_amax_history");
     if (history == nullptr) history = &owner.RegisterBuffer(base + "_amax_history", Zeros({1}), /*persistent=*/false);
     Tensor* scale = owner.FindBuffer(base + "_scale");
     if (scale == nullptr) scale = &owner.RegisterBuffer(base + "_scale", Ones({1}), /*persistent=*/false);
-    *slots[i] = std::make_unique<Fp8Slot>(kSlotNames[i], dtypes[i], history, scale, recipe_.amax_history_len);
+    *slots[i] = std::make_unique<Fp8Slot>(kSlotNames[i], dtypes[i], history, scale, recipe_.amax_history_len,
+                                           device);
   }
   cached_storage_.reset();
 }
@@ -49,62 +53,55 @@ void Fp8LinearState::SetRecipe(const Recipe& recipe) {
   if (reset) MakeSlots(*owner_);
 }
 
-Tensor Fp8LinearState::QuantizedWeight(const Tensor& w) {
+Tensor Fp8LinearState::QuantizedWeight(const Tensor& w, Tensor* transposed) {
   OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
   const bool hit = cached_fp8_.defined() && cached_storage_ == w.storage() &&
                    cached_version_ == w.storage()->version() && cached_offset_ == w.offset() &&
-                   cached_shape_ == w.shape() && cached_dtype_ == w.dtype();
-  if (hit) return cached_fp8_;
-  // NOTE [weight scaling]: current scaling from the weight's own amax.
-  const float amax = AmaxOf(w);
-  const float fmax = static_cast<float>(Info(weight_->dtype()).max_finite);
-  const float scale = ComputeScale(amax, fmax, recipe_.margin, weight_->scale(), recipe_.power_of_two_scales);
-  cached_fp8_ = octet::Quantize(w.detach(), weight_->dtype(), scale);
-  Recipe current = recipe_;
-  current.scaling = Scaling::kCurrent;
-  weight_->Record(current, amax, scale);
-  SlotObservation& o = weight_->observation();
-  o.amax = amax;
-  o.scale = scale;
-  o.numel = w.numel();
-  ++o.count;
-  o.has_clip_stats = telemetry_;
-  if (telemetry_) {
-    const ClipCounts c = CountFp8Clipping(w, scale, weight_->dtype());
-    o.saturated = static_cast<double>(c.saturated) / std::max<int64_t>(1, c.numel);
-    o.underflow = static_cast<double>(c.underflow) / std::max<int64_t>(1, c.numel);
+                   cached_shape_ == w.shape() && cached_dtype_ == w.dtype() &&
+                   (transposed == nullptr || cached_fp8_t_.defined());
+  if (!hit) {
+    // NOTE [weight scaling]: current scaling from the weight's own amax.
+    Recipe current = recipe_;
+    current.scaling = Scaling::kCurrent;
+    cached_fp8_t_ = Tensor();
+    cached_fp8_ = QuantizeWith(*weight_, current, w.detach(), /*record=*/true,
+                               transposed != nullptr ? &cached_fp8_t_ : nullptr);
+    cached_storage_ = w.storage();
+    cached_version_ = w.storage()->version();
+    cached_offset_ = w.offset();
+    cached_shape_ = w.shape();
+    cached_dtype_ = w.dtype();
+    ++weight_quantizations_;
   }
-  cached_storage_ = w.storage();
-  cached_version_ = w.storage()->version();
-  cached_offset_ = w.offset();
-  cached_shape_ = w.shape();
-  cached_dtype_ = w.dtype();
-  ++weight_quantizations_;
+  if (transposed != nullptr) *transposed = cached_fp8_t_;
   return cached_fp8_;
 }
 
-Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record) {
+Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, Tensor* transposed) {
+  return QuantizeWith(slot, recipe_, x, record, transposed);
+}
+
+Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record,
+                                    Tensor* transposed) {
   OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
-  float scale;
-  if (slot.NeedsAmaxFirst(recipe_)) {
-    scale = slot.ScaleFor(recipe_, AmaxOf(x));
+  OCTET_CHECK(x.device() == slot.device(), "fp8_linear: ", Describe(x), " is on ", x.device(), " but the ",
+              slot.name(), " scaling state is on ", slot.device(),
+              "; move the module with To(device) (it moves its FP8 state too)");
+  // NOTE [slot state on the device]: the amax and the scale stay tensors.
+  const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.ScaleFor(recipe, octet::Amax(x)) : slot.scale_tensor();
+  Tensor q;
+  if (transposed != nullptr) {
+    OCTET_CHECK(x.dim() == 2, "fp8_linear: a transposed FP8 copy needs a 2-D tensor, got ", Describe(x));
+    std::tie(q, *transposed) = CastTranspose(x, slot.dtype(), scale);
   } else {
-    scale = slot.scale();
+    q = octet::Quantize(x, slot.dtype(), scale);
   }
-  Tensor q = octet::Quantize(x, slot.dtype(), scale);
-  const float amax = static_cast<float>(q.scale_meta()->amax.Item());
-  if (record) slot.Record(recipe_, amax, scale);
-  SlotObservation& o = slot.observation();
-  o.amax = amax;
-  o.scale = scale;
-  o.numel = x.numel();
-  ++o.count;
-  o.has_clip_stats = telemetry_;
-  if (telemetry_) {
-    const ClipCounts c = CountFp8Clipping(x, scale, slot.dtype());
-    o.saturated = static_cast<double>(c.saturated) / std::max<int64_t>(1, c.numel);
-    o.underflow = static_cast<double>(c.underflow) / std::max<int64_t>(1, c.numel);
-  }
+  // The quantized tensor owns a copy of the scale: later slot updates leave it alone.
+  const ScaleMeta& meta = *q.scale_meta();
+  if (record) slot.Record(recipe, meta.amax, meta.scale);
+  ClipCounts clip;
+  if (telemetry_) clip = CountFp8Clipping(x, static_cast<float>(meta.scale.Item()), slot.dtype());
+  slot.Observe(meta.amax, meta.scale, x.numel(), telemetry_ ? &clip : nullptr);
   return q;
 }
 
@@ -123,31 +120,51 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   const int64_t M = x.numel() / K;
   Shape out_shape = x.shape();
   out_shape.back() = N;
-  const Tensor x2 = x.Reshape({M, K}).Contiguous();                     // (M,K)
-  const Tensor x_fp8 = state->Quantize(state->input(), x2, record);     // (M,K) E4M3
-  const Tensor w_fp8 = state->QuantizedWeight(w);                       // (N,K) E4M3
+  // NOTE [fp8 linear layouts]: on a TN-only GEMM the gradient GEMMs read the
+  // transposed copies, made here in the same pass as the row-wise ones.
+  const bool tn = Fp8GemmWantsTransposedCopies(x.device());
+  const Tensor x2 = x.Reshape({M, K}).Contiguous();  // (M,K)
+  Tensor x_t, w_t;
+  const Tensor x_fp8 = state->Quantize(state->input(), x2, record, tn ? &x_t : nullptr);  // (M,K) E4M3
+  const Tensor w_fp8 = state->QuantizedWeight(w, tn ? &w_t : nullptr);                    // (N,K) E4M3
   // The bias is added to the f32 accumulator (f32 or bf16 accepted), then one rounding to out_dtype.
   const Tensor bias = !b.defined() || b.dtype() == DType::kFloat32 || b.dtype() == DType::kBFloat16 ? b : b.To(DType::kFloat32);
-  const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias);     // (M,N)
-  ctx.Save(x_fp8);
-  ctx.Save(w_fp8);
+  const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias, GemmRole::kFprop);  // (M,N)
+  // Saved: what the gradient GEMMs read. Row-wise: X (M,K) and W (N,K);
+  // TN: Xᵀ (K,M) and Wᵀ (K,N).
+  ctx.Save(tn ? x_t : x_fp8);
+  ctx.Save(tn ? w_t : w_fp8);
   ctx.state = state;
   ctx.shapes = {x.shape()};
   ctx.dtypes = {x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
+  ctx.ints = {tn ? 1 : 0, M, N, K};
   return y.Reshape(out_shape);
 }
 
 TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
   auto state = std::static_pointer_cast<Fp8LinearState>(ctx.state);
   OCTET_CHECK(state && !state->orphaned(), kName, ": backward after the owning Linear was destroyed");
-  const Tensor x_fp8 = ctx.Saved(0), w_fp8 = ctx.Saved(1);
-  const int64_t M = x_fp8.size(0), N = w_fp8.size(0);
+  const bool tn = ctx.ints[0] == 1;
+  const int64_t M = ctx.ints[1], N = ctx.ints[2];
+  const Tensor x_saved = ctx.Saved(0), w_saved = ctx.Saved(1);
   const Tensor dy2 = dy.Reshape({M, N}).Contiguous();  // (M,N)
   // Amax histories of the gradient are recorded whenever backward runs (training).
-  const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true);  // (M,N) E5M2
+  Tensor dy_t;
+  const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true,
+                                        tn && ctx.NeedsInputGrad(1) ? &dy_t : nullptr);  // (M,N) E5M2
   Tensor dx, dw, db;
-  if (ctx.NeedsInputGrad(0)) dx = AsDType(ScaledMatmul(dy_fp8, w_fp8, GemmOut(ctx.dtypes[0])), ctx.dtypes[0]).View(ctx.shapes[0]);  // (M,K)
-  if (ctx.NeedsInputGrad(1)) dw = AsDType(ScaledMatmul(dy_fp8.T(), x_fp8, GemmOut(ctx.dtypes[1])), ctx.dtypes[1]);  // (N,K)
+  if (ctx.NeedsInputGrad(0)) {
+    // dX = dY·W: W read as W (N,K) or as the transpose of Wᵀ (K,N).
+    const Tensor w_op = tn ? w_saved.T() : w_saved;
+    dx = AsDType(ScaledMatmul(dy_fp8, w_op, GemmOut(ctx.dtypes[0]), Tensor(), GemmRole::kDgrad), ctx.dtypes[0])
+             .View(ctx.shapes[0]);  // (M,K)
+  }
+  if (ctx.NeedsInputGrad(1)) {
+    // dW = dYᵀ·X: row-wise, strided views of dY (M,N) and X (M,K); TN, the
+    // contiguous dYᵀ (N,M) and the transpose of Xᵀ (K,M).
+    const Tensor a = tn ? dy_t : dy_fp8.T(), b = tn ? x_saved.T() : x_saved;
+    dw = AsDType(ScaledMatmul(a, b, GemmOut(ctx.dtypes[1]), Tensor(), GemmRole::kWgrad), ctx.dtypes[1]);  // (N,K)
+  }
   if (ctx.NeedsInputGrad(2)) {
     const Tensor d32 = dy2.dtype() == DType::kFloat32 ? dy2 : dy2.To(DType::kFloat32);
     db = Sum(d32, {0});

@@ -10,10 +10,20 @@
 //             dw = ScaledMatmul(dy_fp8ᵀ, x_fp8)           (N,K)  float32 (w's dtype)
 //             db = sum over rows of dy                     (N)    in b's dtype
 // The input saved for backward is the 1-byte FP8 copy, not the 2- or 4-byte
-// x: that is where O1 saves activation memory. On the CPU the GEMMs read the
-// transposed operands through strided views (the FP8->BF16 packing handles
-// any layout), so no transposed FP8 copies are kept; a TN-only GPU GEMM would
-// add them here (CUDA_NOTES.md §1.3-1.4).
+// x: that is where O1 saves activation memory. The roles (fprop, dgrad,
+// wgrad) go to ScaledMatmul: on CUDA fprop runs with FAST_ACCUM.
+//
+// NOTE [fp8 linear layouts]: on the CPU (and on GPUs that run FP8 GEMMs in
+// any layout) the gradient GEMMs read the transposed operands through
+// strided views, so no transposed FP8 copies exist. Where FP8 GEMMs must be
+// TN (Fp8GemmWantsTransposedCopies: sm_89, sm_90, sm_12x), every FP8 tensor
+// is made by CastTranspose, which writes the row-wise copy and its transpose
+// in one pass, and the GEMMs read (CUDA_NOTES.md §1.4):
+//   fprop  Y  = X·Wᵀ      X (M,K), W (N,K)           both K-contiguous
+//   dgrad  dX = dY·W      dY (M,N), Wᵀ (K,N)         via the cached weight transpose
+//   wgrad  dW = dYᵀ·X     dYᵀ (N,M), Xᵀ (K,M)
+// Backward then needs Xᵀ but not X, so the activation saved is Xᵀ (the same
+// bytes); the weight cache keeps W and Wᵀ.
 //
 // NOTE [weight scaling]: the weight's FP8 copy is made once per weight
 // version (Storage version counter, which Optimizer::Step bumps; see
@@ -66,14 +76,17 @@ class Fp8LinearState {
   void set_telemetry(bool on) { telemetry_ = on; }
 
   // The FP8 (recipe.forward_dtype) copy of w, quantized when w's storage or
-  // version differs from the cached one. w: (N,K) float.
-  Tensor QuantizedWeight(const Tensor& w);
+  // version differs from the cached one. w: (N,K) float. With `transposed`,
+  // also the (K,N) transposed copy (NOTE [fp8 linear layouts]), cached too.
+  Tensor QuantizedWeight(const Tensor& w, Tensor* transposed = nullptr);
   int64_t weight_quantizations() const { return weight_quantizations_; }
 
-  // Quantizes x (any shape, float) for `slot` as the recipe says (NOTE
-  // [delayed scaling order]); records the amax when `record`; fills the slot's
-  // observation (clip counts only when telemetry is on).
-  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record);
+  // Quantizes x (any shape, float, on the slot's device) for `slot` as the
+  // recipe says (NOTE [delayed scaling order]) without a host sync (NOTE
+  // [slot state on the device]); records the amax when `record`; fills the
+  // slot's observation (clip counts only when telemetry is on). With
+  // `transposed` (x 2-D), also writes the transposed FP8 copy (CastTranspose).
+  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, Tensor* transposed = nullptr);
 
   // Called by the owner's destructor: a graph that outlives its Linear then
   // fails with a clear error in backward instead of touching freed buffers.
@@ -82,6 +95,7 @@ class Fp8LinearState {
 
  private:
   void MakeSlots(Module& owner);
+  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, Tensor* transposed);
   Module* owner_;
   std::string prefix_;
   std::string label_;
@@ -96,6 +110,7 @@ class Fp8LinearState {
   Shape cached_shape_;
   DType cached_dtype_ = DType::kFloat32;
   Tensor cached_fp8_;
+  Tensor cached_fp8_t_;  // (K,N), only where FP8 GEMMs want transposed copies
   int64_t weight_quantizations_ = 0;
 };
 
@@ -109,7 +124,8 @@ Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
                  bool record, DType out_dtype = DType::kBFloat16);
 
 // The autograd op behind Fp8Linear (public so tests can inspect what a node
-// saved: ctx.Saved(0) is the FP8 input, ctx.Saved(1) the FP8 weight).
+// saved: ctx.Saved(0) is the FP8 input, ctx.Saved(1) the FP8 weight — or
+// their transposes, NOTE [fp8 linear layouts]).
 struct Fp8LinearOp : autograd::Op<Fp8LinearOp> {
   static constexpr const char* kName = "fp8_linear";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,

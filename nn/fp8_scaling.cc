@@ -9,6 +9,7 @@
 #include "core/delayed_scaling.h"
 #include "core/scaling_math.h"
 #include "ops/cpu/loops.h"
+#include "ops/delayed_scaling.h"
 
 namespace octet::nn::amp {
 namespace {
@@ -21,11 +22,6 @@ float HalfMinSubnormal(DType fp8) {
 // Host copies of small float32 state tensors (device tensors round-trip).
 std::vector<float> HostFloats(const Tensor& t) { return t.ToFloats(); }
 
-void StoreFloats(Tensor* t, const std::vector<float>& v) {
-  NoGradGuard no_grad;
-  Tensor src = FromVector(v, t->shape(), {.dtype = DType::kFloat32});
-  t->CopyFrom_(src);
-}
 
 }  // namespace
 
@@ -54,44 +50,96 @@ ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
   return total;
 }
 
-Fp8Slot::Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len)
+Fp8Slot::Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len, Device device)
     : name_(std::move(name)), dtype_(dtype), history_(history), scale_(scale) {
   OCTET_CHECK(IsFp8(dtype), "Fp8Slot ", name_, ": ", Name(dtype), " is not an FP8 dtype");
   OCTET_CHECK(history_len >= 1, "Fp8Slot ", name_, ": amax history length must be >= 1, got ", history_len);
-  *history_ = Zeros({history_len}, {.dtype = DType::kFloat32});
-  *scale_ = Ones({1}, {.dtype = DType::kFloat32});
+  *history_ = Zeros({history_len}, {.dtype = DType::kFloat32, .device = device});
+  *scale_ = Ones({1}, {.dtype = DType::kFloat32, .device = device});
 }
 
 float Fp8Slot::scale() const { return static_cast<float>(scale_->Item()); }
 
+bool Fp8Slot::KnownInitialized() const {
+  const std::shared_ptr<Storage> known = known_storage_.lock();
+  return known != nullptr && known == history_->storage() && known_version_ == known->version();
+}
+
 bool Fp8Slot::initialized() const {
-  for (float h : HostFloats(*history_))
-    if (h > 0.0f) return true;
+  if (KnownInitialized()) return true;
+  for (float h : HostFloats(*history_)) {
+    if (h > 0.0f) {
+      known_storage_ = history_->storage();
+      known_version_ = history_->storage()->version();
+      return true;
+    }
+  }
+  known_storage_.reset();
   return false;
 }
 
-float Fp8Slot::ScaleFor(const Recipe& recipe, float amax) const {
-  const float fmax = static_cast<float>(Info(dtype_).max_finite);
-  if (NeedsAmaxFirst(recipe)) return ComputeScale(amax, fmax, recipe.margin, scale(), recipe.power_of_two_scales);
-  return scale();
+void Fp8Slot::CheckOnDevice(const Tensor& t, const char* what) const {
+  OCTET_CHECK(t.defined() && t.dtype() == DType::kFloat32 && t.numel() == 1 && t.device() == device(), "Fp8Slot ",
+              name_, ": ", what, " must be a float32 [1] tensor on ", device(), " (the slot's device), got ",
+              t.defined() ? Describe(t) : std::string("an undefined tensor"));
 }
 
-void Fp8Slot::Record(const Recipe& recipe, float amax, float used_scale) {
-  std::vector<float> h = HostFloats(*history_);
-  float next = used_scale;
-  if (recipe.scaling == Scaling::kDelayed) {
-    // The shared host/device update (core/delayed_scaling.h).
-    const DelayedScalingConfig config{.margin = recipe.margin, .algo = recipe.amax_algo,
-                                      .power_of_two = recipe.power_of_two_scales};
-    float scale_inv = 0.0f;
-    UpdateDelayedScalingSlot(h.data(), static_cast<int>(h.size()), amax,
-                             static_cast<float>(Info(dtype_).max_finite), config, &next, &scale_inv);
-  } else {
-    for (size_t i = h.size() - 1; i > 0; --i) h[i] = h[i - 1];
-    h[0] = amax;
+Tensor Fp8Slot::ScaleFor(const Recipe& recipe, const Tensor& amax) const {
+  CheckOnDevice(amax, "amax");
+  Tensor next = scale_->Clone();
+  if (!NeedsAmaxFirst(recipe)) return next;
+  // Current scaling is a delayed-scaling update over a one-entry history:
+  // reduced amax = amax, scale = ComputeScale(amax, ..., previous = slot scale).
+  const TensorOptions f32{.dtype = DType::kFloat32, .device = device()};
+  const DelayedScalingConfig config{.margin = recipe.margin, .algo = AmaxAlgo::kMax,
+                                    .power_of_two = recipe.power_of_two_scales};
+  UpdateDelayedScaling({{.history = Empty({1}, f32), .amax = amax.Reshape({1}), .scale = next,
+                         .scale_inv = Empty({1}, f32), .fp8_max = static_cast<float>(Info(dtype_).max_finite)}},
+                       config);
+  return next;
+}
+
+void Fp8Slot::Record(const Recipe& recipe, const Tensor& amax, const Tensor& used_scale) {
+  CheckOnDevice(amax, "amax");
+  CheckOnDevice(used_scale, "used_scale");
+  // Still initialised after our own update (NOTE [slot state on the device]).
+  const bool was_known = KnownInitialized();
+  const TensorOptions f32{.dtype = DType::kFloat32, .device = device()};
+  const bool delayed = recipe.scaling == Scaling::kDelayed;
+  const DelayedScalingConfig config{.margin = recipe.margin, .algo = recipe.amax_algo,
+                                    .power_of_two = recipe.power_of_two_scales};
+  // The shared host/device update (core/delayed_scaling.h); current scaling
+  // only rolls the history and then stores the scale it used.
+  UpdateDelayedScaling({{.history = *history_, .amax = amax.Reshape({1}), .scale = delayed ? *scale_ : Empty({1}, f32),
+                         .scale_inv = Empty({1}, f32), .fp8_max = static_cast<float>(Info(dtype_).max_finite)}},
+                       config);
+  if (!delayed) {
+    NoGradGuard no_grad;
+    scale_->CopyFrom_(used_scale.Reshape({1}));
   }
-  StoreFloats(history_, h);
-  StoreFloats(scale_, {next});
+  if (was_known) known_version_ = history_->storage()->version();
+}
+
+void Fp8Slot::Observe(const Tensor& amax, const Tensor& scale, int64_t numel, const ClipCounts* clip) {
+  pending_amax_ = amax;
+  pending_scale_ = scale;
+  obs_.numel = numel;
+  ++obs_.count;
+  obs_.has_clip_stats = clip != nullptr;
+  if (clip != nullptr) {
+    obs_.saturated = static_cast<double>(clip->saturated) / std::max<int64_t>(1, clip->numel);
+    obs_.underflow = static_cast<double>(clip->underflow) / std::max<int64_t>(1, clip->numel);
+  }
+}
+
+const SlotObservation& Fp8Slot::observation() const {
+  if (pending_amax_.defined()) {
+    obs_.amax = static_cast<float>(pending_amax_.Item());
+    obs_.scale = static_cast<float>(pending_scale_.Item());
+    pending_amax_ = Tensor();
+    pending_scale_ = Tensor();
+  }
+  return obs_;
 }
 
 }  // namespace octet::nn::amp

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/tensor.h"
@@ -44,7 +45,9 @@ struct ClipCounts {
 };
 ClipCounts CountFp8Clipping(const Tensor& x, float scale, DType fp8_dtype);
 
-// The last quantization seen by a slot.
+// The last quantization seen by a slot. amax and scale are read from the
+// device lazily, when Fp8Slot::observation() is asked for them (NOTE [slot
+// state on the device]).
 struct SlotObservation {
   float amax = 0.0f;   // max |x| of the quantized tensor
   float scale = 1.0f;  // the scale it was quantized with
@@ -55,39 +58,80 @@ struct SlotObservation {
   bool has_clip_stats = false;
 };
 
+// NOTE [slot state on the device]: a slot's history and scale live on the
+// device of the module that owns them, and every step of the scaling recipe
+// is a tensor op on that device: the amax comes out of the quantize kernel,
+// current scaling computes its scale from that amax tensor, and Record is
+// one UpdateDelayedScaling launch (ops/delayed_scaling.h; the same
+// core/delayed_scaling.h function on the CPU and in the CUDA kernel, so both
+// backends produce the same bits). A training step therefore never waits for
+// the GPU to learn a scale. Two things still read the device:
+//   - initialized(), until the slot has once seen a nonzero amax: the answer
+//     is then remembered for as long as nobody but the slot writes the
+//     history (a checkpoint load or a move to another device re-checks it,
+//     through the storage and its version counter). A slot whose tensors are
+//     all zero (e.g. a layer whose gradient is exactly zero) keeps asking.
+//   - observation() and scale(), which telemetry and tests call.
+// Once initialised, a slot stays initialised: a history whose nonzero
+// entries have all rolled out keeps the last scale (ComputeScale keeps the
+// previous scale when the reduced amax is 0) instead of going back to
+// current scaling.
 class Fp8Slot {
  public:
   // `history` and `scale` point at tensors the owner keeps (module buffers:
   // see NOTE [module slots] in nn/module.h); they must outlive the slot.
-  // Initialises them to zeros [H] and [1.0].
-  Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len);
+  // Initialises them to zeros [H] and [1.0] on `device`.
+  Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len, Device device = kCPU);
 
   const std::string& name() const { return name_; }
   DType dtype() const { return dtype_; }
+  Device device() const { return history_->device(); }
   const Tensor& amax_history() const { return *history_; }
+  // The scale the next delayed-scaling quantization uses: float32 [1] on
+  // device(). scale() is its value (a device sync for a GPU slot).
+  const Tensor& scale_tensor() const { return *scale_; }
   float scale() const;
-  // False until a nonzero amax has been recorded (NOTE [delayed scaling order]).
+  // False until a nonzero amax has been recorded (NOTE [delayed scaling
+  // order], NOTE [slot state on the device]).
   bool initialized() const;
-
-  // The scale for quantizing a tensor whose amax is `amax` (needed only for
-  // current scaling or an uninitialised slot: see NeedsAmaxFirst).
-  float ScaleFor(const Recipe& recipe, float amax) const;
   bool NeedsAmaxFirst(const Recipe& recipe) const {
     return recipe.scaling == Scaling::kCurrent || !initialized();
   }
-  // Pushes `amax` into the history; for delayed scaling recomputes the next
-  // scale from it, for current scaling stores `used_scale`.
-  void Record(const Recipe& recipe, float amax, float used_scale);
-  // Telemetry of the last quantization (filled by the owner).
-  SlotObservation& observation() { return obs_; }
-  const SlotObservation& observation() const { return obs_; }
+
+  // The scale to quantize a tensor whose max |x| is `amax` (float32 [1] on
+  // device()), as a new float32 [1] tensor on device(): when
+  // NeedsAmaxFirst(recipe), current scaling from amax (ComputeScale with the
+  // recipe's margin and power-of-two rule; the slot's scale when amax is 0 or
+  // not finite); otherwise a copy of the slot's scale. No host sync.
+  Tensor ScaleFor(const Recipe& recipe, const Tensor& amax) const;
+
+  // Pushes `amax` (float32 [1] on device()) into the history; for delayed
+  // scaling recomputes the next scale from the history, for current scaling
+  // stores `used_scale` (float32 [1]). No host sync. Errors: a tensor of the
+  // wrong dtype, size or device (naming the slot).
+  void Record(const Recipe& recipe, const Tensor& amax, const Tensor& used_scale);
+
+  // Notes a quantization of `numel` elements with `scale` whose amax was
+  // `amax` (device tensors, read only when observation() is called), and its
+  // clip counts when `clip` is given.
+  void Observe(const Tensor& amax, const Tensor& scale, int64_t numel, const ClipCounts* clip);
+  // Telemetry of the last quantization (reads the pending device values).
+  const SlotObservation& observation() const;
 
  private:
+  void CheckOnDevice(const Tensor& t, const char* what) const;
+  bool KnownInitialized() const;  // without reading the history
+
   std::string name_;
   DType dtype_;
   Tensor* history_;
   Tensor* scale_;
-  SlotObservation obs_;
+  // NOTE [slot state on the device]: the storage and version at which the
+  // history was last seen nonzero.
+  mutable std::weak_ptr<Storage> known_storage_;
+  mutable uint64_t known_version_ = 0;
+  mutable SlotObservation obs_;
+  mutable Tensor pending_amax_, pending_scale_;
 };
 
 }  // namespace octet::nn::amp

@@ -1,5 +1,7 @@
 #include "ops/matmul.h"
 
+#include <atomic>
+
 #include "autograd/function.h"
 #include "core/scaling.h"
 #include "ops/matmul_kernels.h"
@@ -11,6 +13,7 @@ namespace octet {
 
 OCTET_DEFINE_KERNEL(matmul_kernel, MatmulKernelFn);
 OCTET_DEFINE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
+OCTET_DEFINE_KERNEL(fp8_gemm_needs_tn, Fp8GemmNeedsTnFn);
 
 namespace {
 
@@ -177,7 +180,22 @@ Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return LinearOp::Apply(x, weight, bias);
 }
 
-Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias) {
+namespace {
+// -1: ask the backend; 0/1: forced by SetFp8TransposedCopiesForTesting.
+std::atomic<int> transposed_copies_override{-1};
+}  // namespace
+
+bool Fp8GemmWantsTransposedCopies(Device device) {
+  const int forced = transposed_copies_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  return fp8_gemm_needs_tn(device)(device);
+}
+
+void SetFp8TransposedCopiesForTesting(std::optional<bool> value) {
+  transposed_copies_override.store(value.has_value() ? static_cast<int>(*value) : -1, std::memory_order_relaxed);
+}
+
+Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias, GemmRole role) {
   constexpr const char* op = "scaled_matmul";
   CheckDefined(op, a_fp8, "a");
   CheckDefined(op, b_fp8, "b");
@@ -207,7 +225,7 @@ Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, c
   Tensor out = Empty(shape, {.dtype = out_dtype, .device = a_fp8.device()});
   const int64_t rank = static_cast<int64_t>(shape.size());
   scaled_matmul_kernel(a_fp8.device())(PadRank(a_fp8, rank), PadRank(b_fp8, rank),
-                                       bias.defined() ? bias.detach() : Tensor(), out);
+                                       bias.defined() ? bias.detach() : Tensor(), out, role);
   return out;
 }
 

@@ -18,7 +18,10 @@
 // E5M2 x E5M2, non-FP8 operands, an out_dtype other than float32/bfloat16.
 #pragma once
 
+#include <optional>
+
 #include "core/tensor.h"
+#include "ops/gemm_layout.h"
 
 namespace octet {
 
@@ -53,6 +56,22 @@ Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // Not differentiable itself: the amp layer composes it with Quantize into
 // FP8 Linear forward/backward GEMMs (dgrad = dY(E5M2)·W(E4M3), wgrad =
 // dYᵀ·X), so the output never requires grad.
-Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias = Tensor());
+// role: which GEMM of a Linear this is. On CUDA the forward GEMM (kFprop)
+// runs with cuBLASLt's FAST_ACCUM (Transformer Engine's choice: fprop
+// tolerates the coarser split accumulation, the gradient GEMMs do not); the
+// CPU result does not depend on it.
+Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias = Tensor(),
+                    GemmRole role = GemmRole::kGeneral);
+
+// True when FP8 GEMMs on `device` read both operands K-contiguous only
+// ("TN", NOTE [FP8 TN rule] in ops/gemm_layout.h): CUDA devices of compute
+// capability 8.9, 9.0 and 12.x. A caller that multiplies one FP8 matrix in
+// both orientations (the FP8 Linear: X and W in fprop, their transposes in
+// the gradient GEMMs) should then make the transposed copies once with
+// CastTranspose and pass transposed views of them, rather than let every
+// GEMM transpose again. False on the CPU, which reads any layout.
+bool Fp8GemmWantsTransposedCopies(Device device);
+// Tests: force the answer for every device (nullopt: ask the backend again).
+void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
 
 }  // namespace octet

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/gemm_layout.h"
 #include "ops/registry.h"
 
 namespace octet {
@@ -26,11 +27,19 @@ using MatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias
 // (+ bias), the products exact and accumulated in f32, the way tensor cores
 // do it (CUDA_NOTES §1.1: alpha = scaleA·scaleB). a, b: FP8 with per-tensor
 // ScaleMeta (no metadata: scale_inv 1); out: f32 or bf16; bias: (N) f32 or
-// bf16, or undefined; it is added after the scaling, in f32.
-using ScaledMatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+// bf16, or undefined; it is added after the scaling, in f32. role: which
+// GEMM of a Linear this is (cuBLASLt sets FAST_ACCUM for kFprop only; the
+// CPU accumulates every product exactly in f32 whatever the role).
+using ScaledMatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out,
+                                  GemmRole role);
+
+// Whether FP8 GEMMs on `device` read only K-contiguous operands (NOTE [FP8
+// TN rule] in ops/gemm_layout.h). Backs Fp8GemmWantsTransposedCopies.
+using Fp8GemmNeedsTnFn = bool(Device device);
 
 OCTET_DECLARE_KERNEL(matmul_kernel, MatmulKernelFn);
 OCTET_DECLARE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
+OCTET_DECLARE_KERNEL(fp8_gemm_needs_tn, Fp8GemmNeedsTnFn);
 
 namespace cpu {
 

@@ -299,7 +299,7 @@ MatView Fp8AsBf16(const Tensor& t, Workspace& ws) {
   return v;
 }
 
-void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole /*role*/) {
   if (out.numel() == 0) return;
   if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
   // As cuBLASLt: alpha = scale_inv_a * scale_inv_b in f32, times the f32 accumulator.
@@ -327,5 +327,7 @@ void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const
 
 OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCPU, &MatmulCpu);
 OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCPU, &ScaledMatmulCpu);
+// The CPU GEMM packs FP8 operands from any layout (ops/matmul.h).
+OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCPU, +[](Device) { return false; });
 
 }  // namespace octet::cpu

@@ -101,7 +101,7 @@ const char* At(const Tensor& t, int64_t elements) {
 
 // The shared body of both kernels. scale_inv_a/b: FP8 only.
 void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out, const float* scale_inv_a,
-               const float* scale_inv_b) {
+               const float* scale_inv_b, GemmRole role) {
   const int64_t r = out.dim();
   const int64_t M = out.size(r - 2), N = out.size(r - 1), K = a_in.size(r - 1);
   const Device device = out.device();
@@ -130,6 +130,7 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
 
   GemmArgs g;
   g.device = device.index;
+  g.role = role;
   g.m = M;
   g.n = N;
   g.k = K;
@@ -181,10 +182,10 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
 }
 
 void MatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  RunMatmul(a, b, bias, out, nullptr, nullptr);
+  RunMatmul(a, b, bias, out, nullptr, nullptr, GemmRole::kGeneral);
 }
 
-void ScaledMatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+void ScaledMatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole role) {
   // No metadata means scale_inv = 1 (ops/matmul_kernels.h).
   Tensor one;
   auto scale_inv = [&](const Tensor& t) -> const float* {
@@ -197,12 +198,19 @@ void ScaledMatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, cons
     if (!one.defined()) one = Full({1}, 1.0, {.dtype = DType::kFloat32, .device = t.device()});
     return one.data<float>();
   };
-  RunMatmul(a, b, bias, out, scale_inv(a), scale_inv(b));
+  RunMatmul(a, b, bias, out, scale_inv(a), scale_inv(b), role);
+}
+
+// NOTE [FP8 TN rule] (ops/gemm_layout.h), for the device's compute capability.
+bool Fp8GemmNeedsTnCuda(Device device) {
+  const DeviceProps& p = Props(device.index);
+  return Fp8GemmRequiresTN({p.major, p.minor});
 }
 
 }  // namespace
 
 OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCUDA, &MatmulCuda);
 OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCUDA, &ScaledMatmulCuda);
+OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCUDA, &Fp8GemmNeedsTnCuda);
 
 }  // namespace octet::cuda

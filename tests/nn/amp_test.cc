@@ -14,7 +14,9 @@
 #include "autograd/grad_mode.h"
 #include "core/float8.h"
 #include "core/scaling.h"
+#include "core/scaling_math.h"
 #include "nn/linear.h"
+#include "ops/matmul.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "tests/test_util.h"
@@ -192,6 +194,104 @@ TEST(AmpFp8Linear, SavedActivationIsFp8AndTheWeightIsQuantizedOncePerVersion) {
   }
   lin(x);
   EXPECT_EQ(lin.fp8_state()->weight_quantizations(), 2);
+}
+
+// The layouts a TN-only GPU GEMM gets (NOTE [fp8 linear layouts]), forced
+// on the CPU: the same FP8 operands and the same scaling state, so the same
+// results up to the GEMM's f32 summation order; the saved activation is Xᵀ.
+TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
+  struct Forced {
+    explicit Forced(bool v) { SetFp8TransposedCopiesForTesting(v); }
+    ~Forced() { SetFp8TransposedCopiesForTesting(std::nullopt); }
+  };
+  EXPECT_FALSE(Fp8GemmWantsTransposedCopies(kCPU));
+  Linear rows({.in = 48, .out = 40}), tn({.in = 48, .out = 40});
+  ASSERT_TRUE(tn.LoadStateDict(rows.StateDict()).ok());
+  rows.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
+  tn.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = RandomTensor({2, 24, 48}, 30 + step, DType::kBFloat16, -3, 3);
+    const Tensor dy = RandomTensor({2, 24, 40}, 40 + step, DType::kBFloat16, -1e-2, 1e-2);
+    const Tensor xr = x.detach().requires_grad_(), xt = x.detach().requires_grad_();
+    const Tensor yr = rows(xr);
+    Tensor yt;
+    {
+      Forced on(true);
+      yt = tn(xt);
+      const Tensor saved = CtxOf(yt).Saved(0);  // Xᵀ (K,M)
+      EXPECT_EQ(saved.shape(), (Shape{48, 48}));
+      EXPECT_EQ(saved.dtype(), DType::kFloat8E4M3);
+      EXPECT_EQ(saved.ToDoubles(), CtxOf(yr).Saved(0).T().Contiguous().ToDoubles());
+      EXPECT_EQ(CtxOf(yt).Saved(1).shape(), (Shape{48, 40}));  // Wᵀ (K,N)
+      yt.Backward(dy);
+    }
+    yr.Backward(dy);
+    EXPECT_TRUE(AllClose(yt, yr.ToDoubles(), 1e-2, 1e-6));  // bf16 outputs: one rounding apart at most
+    EXPECT_TRUE(AllClose(xt.grad(), xr.grad().ToDoubles(), 1e-5, 1e-9));
+    EXPECT_TRUE(AllClose(tn.weight().grad(), rows.weight().grad().ToDoubles(), 1e-5, 1e-9));
+    EXPECT_TRUE(AllClose(tn.bias()->grad(), rows.bias()->grad().ToDoubles(), 1e-6, 1e-9));
+    const NamedTensors sr = amp::ScalingState(rows), st = amp::ScalingState(tn);
+    for (size_t i = 0; i < sr.size(); ++i) EXPECT_EQ(st[i].second.ToDoubles(), sr[i].second.ToDoubles()) << sr[i].first;
+    rows.ZeroGrad();
+    tn.ZeroGrad();
+  }
+  EXPECT_EQ(tn.fp8_state()->weight_quantizations(), 1);  // Wᵀ is cached with W
+}
+
+// NOTE [slot state on the device]: the scale math runs as tensor ops.
+TEST(AmpFp8Slot, CurrentScaleFromAnAmaxTensorMatchesComputeScale) {
+  Tensor history, scale;
+  amp::Fp8Slot slot("probe", DType::kFloat8E4M3, &history, &scale, 2);
+  const amp::Recipe current{.scaling = amp::Scaling::kCurrent, .margin = 1};
+  auto scale_for = [&](float amax, const amp::Recipe& r) {
+    return static_cast<float>(slot.ScaleFor(r, Full({1}, amax)).Item());
+  };
+  EXPECT_FLOAT_EQ(scale_for(3.0f, current), ComputeScale(3.0f, 448.0f, 1, 1.0f, false));
+  EXPECT_FLOAT_EQ(scale_for(3.0f, {.scaling = amp::Scaling::kCurrent, .power_of_two_scales = true}), 128.0f);
+  EXPECT_FLOAT_EQ(scale_for(0.0f, current), 1.0f);  // no information: the slot's scale
+  EXPECT_FLOAT_EQ(scale_for(NAN, current), 1.0f);
+  EXPECT_FLOAT_EQ(slot.scale(), 1.0f);  // ScaleFor does not touch the slot
+  // Delayed, uninitialised: current scaling too; the record then sets the delayed scale.
+  const amp::Recipe delayed{.amax_history_len = 2};
+  const Tensor used = slot.ScaleFor(delayed, Full({1}, 7.0f));
+  EXPECT_FLOAT_EQ(static_cast<float>(used.Item()), 64.0f);
+  slot.Record(delayed, Full({1}, 7.0f), used);
+  EXPECT_TRUE(slot.initialized());
+  EXPECT_FLOAT_EQ(slot.scale(), 64.0f);
+  EXPECT_FLOAT_EQ(static_cast<float>(slot.ScaleFor(delayed, Full({1}, 1000.0f)).Item()), 64.0f);
+  // Current scaling records the scale it used.
+  slot.Record(current, Full({1}, 2.0f), Full({1}, 5.0f));
+  EXPECT_EQ(slot.amax_history().ToDoubles(), (std::vector<double>{2, 7}));
+  EXPECT_FLOAT_EQ(slot.scale(), 5.0f);
+  // Wrong inputs name the slot.
+  EXPECT_THAT(ErrorOf([&] { slot.Record(delayed, Full({2}, 1.0f), used); }),
+              HasSubstr("Fp8Slot probe: amax must be a float32 [1] tensor on cpu"));
+  EXPECT_THAT(ErrorOf([&] { slot.ScaleFor(current, Full({1}, 1.0, {.dtype = DType::kFloat64})); }),
+              HasSubstr("Fp8Slot probe: amax must be a float32 [1] tensor"));
+}
+
+TEST(AmpFp8Slot, InitialisedIsRememberedUntilSomeoneElseWritesTheHistory) {
+  Tensor history, scale;
+  amp::Fp8Slot slot("probe", DType::kFloat8E5M2, &history, &scale, 2);
+  const amp::Recipe delayed{.amax_history_len = 2};
+  EXPECT_FALSE(slot.initialized());
+  slot.Record(delayed, Full({1}, 0.0f), Full({1}, 1.0f));
+  EXPECT_FALSE(slot.initialized());  // a zero amax says nothing
+  slot.Record(delayed, Full({1}, 4.0f), Full({1}, 1.0f));
+  EXPECT_TRUE(slot.initialized());
+  const float scale_after = slot.scale();
+  EXPECT_FLOAT_EQ(scale_after, 57344.0f / 4.0f);
+  // The nonzero amax rolls out of the history: still initialised, scale kept.
+  slot.Record(delayed, Full({1}, 0.0f), Full({1}, 1.0f));
+  slot.Record(delayed, Full({1}, 0.0f), Full({1}, 1.0f));
+  EXPECT_EQ(slot.amax_history().ToDoubles(), (std::vector<double>{0, 0}));
+  EXPECT_TRUE(slot.initialized());
+  EXPECT_TRUE(!slot.NeedsAmaxFirst(delayed));
+  EXPECT_FLOAT_EQ(slot.scale(), scale_after);
+  // A load of a fresh (all-zero) history is seen.
+  NoGradGuard ng;
+  history.CopyFrom_(Zeros({2}));
+  EXPECT_FALSE(slot.initialized());
 }
 
 TEST(AmpTelemetry, CountsSaturationAndUnderflowOnACraftedInput) {
