@@ -5,6 +5,7 @@
 #include "ops/cast.h"
 #include "ops/matmul.h"
 #include "ops/op_checks.h"
+#include "ops/pointwise.h"
 #include "ops/reduce.h"
 
 #include <tuple>
@@ -108,7 +109,8 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
 // ---- the op ------------------------------------------------------------------------------
 
 Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                            const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype) {
+                            const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype,
+                            bool gelu) {
   CheckUnscaledFloat(kName, x, "x");
   CheckUnscaledFloat(kName, w, "weight");
   OCTET_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), kName, ": x ", Describe(x),
@@ -129,11 +131,13 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   const Tensor w_fp8 = state->QuantizedWeight(w, tn ? &w_t : nullptr);                    // (N,K) E4M3
   // The bias is added to the f32 accumulator (f32 or bf16 accepted), then one rounding to out_dtype.
   const Tensor bias = !b.defined() || b.dtype() == DType::kFloat32 || b.dtype() == DType::kBFloat16 ? b : b.To(DType::kFloat32);
-  const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias, GemmRole::kFprop);  // (M,N)
+  Tensor pre;  // (M,N) the pre-activation with gelu
+  const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias, GemmRole::kFprop, gelu ? &pre : nullptr);  // (M,N)
   // Saved: what the gradient GEMMs read. Row-wise: X (M,K) and W (N,K);
   // TN: Xᵀ (K,M) and Wᵀ (K,N).
   ctx.Save(tn ? x_t : x_fp8);
   ctx.Save(tn ? w_t : w_fp8);
+  if (gelu) ctx.Save(pre);
   ctx.state = state;
   ctx.shapes = {x.shape()};
   ctx.dtypes = {x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
@@ -147,7 +151,8 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
   const bool tn = ctx.ints[0] == 1;
   const int64_t M = ctx.ints[1], N = ctx.ints[2];
   const Tensor x_saved = ctx.Saved(0), w_saved = ctx.Saved(1);
-  const Tensor dy2 = dy.Reshape({M, N}).Contiguous();  // (M,N)
+  Tensor dy2 = dy.Reshape({M, N}).Contiguous();  // (M,N)
+  if (ctx.num_saved() == 3) dy2 = BinaryRaw(BinaryOp::kGeluBackward, dy2, ctx.Saved(2));  // d pre-activation
   // Amax histories of the gradient are recorded whenever backward runs (training).
   Tensor dy_t;
   const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true,
@@ -174,8 +179,8 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
 }
 
 Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
-                 bool record, DType out_dtype) {
-  return Fp8LinearOp::Apply(x, w, b, state, record, out_dtype);
+                 bool record, DType out_dtype, bool gelu) {
+  return Fp8LinearOp::Apply(x, w, b, state, record, out_dtype, gelu);
 }
 
 }  // namespace octet::nn::amp

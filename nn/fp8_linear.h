@@ -120,8 +120,11 @@ class Fp8LinearState {
 // record: update the input / output-gradient amax histories (training).
 // Errors: shape mismatches, FP8 or integer inputs (octet::Error naming
 // fp8_linear and the shapes).
+// gelu: return Gelu(y) instead, the GELU in the fprop GEMM (NOTE [gelu
+// epilogue] in ops/matmul_kernels.h); the pre-activation (out_dtype) is
+// saved for backward, which multiplies dy by gelu'(pre) before quantizing.
 Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
-                 bool record, DType out_dtype = DType::kBFloat16);
+                 bool record, DType out_dtype = DType::kBFloat16, bool gelu = false);
 
 // The autograd op behind Fp8Linear (public so tests can inspect what a node
 // saved: ctx.Saved(0) is the FP8 input, ctx.Saved(1) the FP8 weight — or
@@ -129,7 +132,7 @@ Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
 struct Fp8LinearOp : autograd::Op<Fp8LinearOp> {
   static constexpr const char* kName = "fp8_linear";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                        const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype);
+                        const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype, bool gelu);
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy);
 };
 

@@ -29,7 +29,11 @@ ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
   OCTET_CHECK(IsFp8(fp8_dtype), "CountFp8Clipping: ", Name(fp8_dtype), " is not an FP8 dtype");
   Tensor x = x_in.device().is_cpu() ? x_in : x_in.To(kCPU);
   x = x.Contiguous();
-  const float fmax = static_cast<float>(Info(fp8_dtype).max_finite);
+  // Where round-to-nearest-even leaves the finite range (see the header):
+  // half a step above the max, the tie going to 448 (even) in E4M3 and to
+  // 65536 (even: inf) in E5M2.
+  const bool e4m3 = fp8_dtype == DType::kFloat8E4M3;
+  const float clamp_from = e4m3 ? 464.0f : 61440.0f;
   const float tiny = HalfMinSubnormal(fp8_dtype);
   ClipCounts total;
   total.numel = x.numel();
@@ -41,7 +45,7 @@ ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
     for (int64_t i = 0; i < n; ++i) {
       const float v = static_cast<float>(p[i]);
       const float a = std::fabs(v * scale);
-      sat += a > fmax;
+      sat += e4m3 ? a > clamp_from : a >= clamp_from;
       under += (v != 0.0f) & (a <= tiny);
     }
     total.saturated = sat;

@@ -33,7 +33,10 @@ namespace octet::nn::amp {
 
 // Saturation and underflow counts of quantizing x with `scale` to fp8_dtype,
 // computed as the cast does (one float32 multiply per element):
-//   saturated: |x * scale| > fp8 max finite (the cast clamps it);
+//   saturated: the cast clamps |x * scale|: it would round, to nearest even,
+//              past the max finite value (> 464 for E4M3, whose max is 448;
+//              >= 61440 for E5M2, max 57344). Values just above the max
+//              that round to it anyway are not counted;
 //   underflow: x != 0 and |x * scale| <= half the smallest subnormal (the cast
 //              rounds it to zero).
 // x: any shape, float32/float64/bfloat16/float16, CPU (other devices are

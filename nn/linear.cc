@@ -46,28 +46,32 @@ void Linear::OnAmpChanged() {
 
 Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level level, const amp::Recipe& recipe,
                  std::shared_ptr<amp::Fp8LinearState>* fp8, Module& owner, const std::string& prefix,
-                 const std::string& label, bool record) {
+                 const std::string& label, bool record, bool gelu) {
+  auto linear = gelu ? &octet::LinearGelu : &octet::Linear;
   switch (level) {
     case amp::Level::kO0:
-      return octet::Linear(x, w, b ? *b : Tensor());
+      return linear(x, w, b ? *b : Tensor());
     case amp::Level::kO2: {
       const DType cd = amp::ComputeDType(level);
-      return octet::Linear(x.To(cd), w.To(cd), b ? b->To(cd) : Tensor());
+      return linear(x.To(cd), w.To(cd), b ? b->To(cd) : Tensor());
     }
     case amp::Level::kO1: {
       if (!*fp8) *fp8 = std::make_shared<amp::Fp8LinearState>(owner, prefix, label, recipe);
-      return amp::Fp8Linear(x, w, b ? *b : Tensor(), *fp8, record, amp::ComputeDType(level));
+      return amp::Fp8Linear(x, w, b ? *b : Tensor(), *fp8, record, amp::ComputeDType(level), gelu);
     }
   }
   OCTET_FAIL("AmpLinear: unknown amp level");
 }
 
-Tensor Linear::Forward(const Tensor& x) {
+Tensor Linear::Run(const Tensor& x, bool gelu) {
   const amp::Level level = amp_level();
   const bool record = is_training() && autograd::GradMode::IsEnabled();
   if (level == amp::Level::kO1 && fp8_ && amp::ActiveAutocast() != nullptr)
     fp8_->SetRecipe(amp_recipe());  // an Autocast scope may carry another recipe
-  return AmpLinear(x, weight_, bias_, level, amp_recipe(), &fp8_, *this, "", "", record);
+  return AmpLinear(x, weight_, bias_, level, amp_recipe(), &fp8_, *this, "", "", record, gelu);
 }
+
+Tensor Linear::Forward(const Tensor& x) { return Run(x, /*gelu=*/false); }
+Tensor Linear::ForwardGelu(const Tensor& x) { return Run(x, /*gelu=*/true); }
 
 }  // namespace octet::nn

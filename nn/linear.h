@@ -40,6 +40,10 @@ class Linear : public Module {
   // x: (..., in) -> (..., out).
   Tensor Forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return Forward(x); }
+  // Gelu(Forward(x)) as one op at every amp level (ops/matmul.h LinearGelu;
+  // O1: the FP8 GEMM's GELU epilogue): the same values as GELU after
+  // Forward, one pass less on CUDA.
+  Tensor ForwardGelu(const Tensor& x);
 
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
@@ -52,6 +56,7 @@ class Linear : public Module {
   void OnAmpChanged() override;
 
  private:
+  Tensor Run(const Tensor& x, bool gelu);
   Options options_;
   Tensor& weight_;
   Tensor* bias_ = nullptr;
@@ -61,8 +66,9 @@ class Linear : public Module {
 // The Linear computation at a given level (shared by nn::Linear and GPT's tied
 // lm_head). b may be null. At O1 `fp8` must hold the state (it is created on
 // `owner` with `prefix`/`label` when null). record: update amax histories.
+// gelu: return Gelu of the result, computed as one op (ForwardGelu).
 Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level level, const amp::Recipe& recipe,
                  std::shared_ptr<amp::Fp8LinearState>* fp8, Module& owner, const std::string& prefix,
-                 const std::string& label, bool record);
+                 const std::string& label, bool record, bool gelu = false);
 
 }  // namespace octet::nn

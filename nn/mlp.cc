@@ -11,10 +11,9 @@ int64_t Hidden(const MLP::Options& o) {
 
 MLP::MLP(const Options& o)
     : fc_(RegisterModule<Linear>("fc", {.in = o.dim, .out = Hidden(o), .bias = o.bias, .gen = o.gen})),
-      gelu_(RegisterModule<GELU>("gelu")),
       proj_(RegisterModule<Linear>("proj", {.in = Hidden(o), .out = o.dim, .bias = o.bias, .gen = o.gen})),
       dropout_(RegisterModule<Dropout>("dropout", {.p = o.dropout, .gen = o.gen})) {}
 
-Tensor MLP::Forward(const Tensor& x) { return dropout_(proj_(gelu_(fc_(x)))); }
+Tensor MLP::Forward(const Tensor& x) { return dropout_(proj_(fc_.ForwardGelu(x))); }
 
 }  // namespace octet::nn

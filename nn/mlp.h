@@ -1,5 +1,6 @@
 // MLP of a GPT block: Linear C -> hidden (4C), GELU (tanh form), Linear
-// hidden -> C, dropout.
+// hidden -> C, dropout. The first Linear and the GELU are one op
+// (Linear::ForwardGelu): on CUDA the GELU runs in the GEMM's epilogue.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,6 @@ class MLP : public Module {
 
  private:
   Linear& fc_;
-  GELU& gelu_;
   Linear& proj_;
   Dropout& dropout_;
 };

@@ -6,6 +6,7 @@
 #include "core/scaling.h"
 #include "ops/matmul_kernels.h"
 #include "ops/op_checks.h"
+#include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
@@ -71,7 +72,7 @@ Tensor GemmRaw(const Tensor& a, const Tensor& b) {
   const Shape shape = GemmOutShape("matmul", a, b);
   Tensor out = Empty(shape, {.dtype = a.dtype(), .device = a.device()});
   const int64_t rank = static_cast<int64_t>(shape.size());
-  matmul_kernel(a.device())(PadRank(a, rank), PadRank(b, rank), Tensor(), out);
+  matmul_kernel(a.device())(PadRank(a, rank), PadRank(b, rank), Tensor(), out, Tensor());
   return out;
 }
 
@@ -105,8 +106,7 @@ struct MatmulOp : autograd::Op<MatmulOp> {
   }
 };
 
-void CheckLinearArgs(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  constexpr const char* op = "linear";
+void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const std::string all = "x " + Describe(x) + ", weight " + Describe(weight) +
                           (bias.defined() ? ", bias " + Describe(bias) : std::string());
   CheckGemmOperand(op, x, "x", all);
@@ -126,29 +126,60 @@ void CheckLinearArgs(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   }
 }
 
+// y = x·weightᵀ + bias, and with `gelu` y = Gelu(that) with the
+// pre-activation in *pre (NOTE [gelu epilogue] in ops/matmul_kernels.h).
+Tensor LinearForward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool gelu, Tensor* pre) {
+  CheckLinearArgs(gelu ? "linear_gelu" : "linear", x, weight, bias);
+  const int64_t n = weight.size(0);
+  const Tensor x2 = Rows(x);  // (R, K)
+  const TensorOptions options{.dtype = x.dtype(), .device = x.device()};
+  Tensor y2 = Empty({x2.size(0), n}, options);
+  Tensor pre2 = gelu ? Empty({x2.size(0), n}, options) : Tensor();
+  matmul_kernel(x.device())(x2.detach(), weight.detach().T(), bias.defined() ? bias.detach() : Tensor(), y2, pre2);
+  Shape shape = x.shape();
+  shape.back() = n;
+  if (gelu) *pre = pre2.View(shape);
+  return y2.View(shape);
+}
+
+// The gradients of y = x·weightᵀ + bias from dy (..., N).
+TensorList LinearBackward(const autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& dy) {
+  const Tensor dy2 = Rows(dy);  // (R, N)
+  Tensor dx, dweight, dbias;
+  if (ctx.NeedsInputGrad(0)) dx = GemmRaw(dy2, weight).View(x.shape());  // (R, N)·(N, K)
+  if (ctx.NeedsInputGrad(1)) dweight = GemmRaw(dy2.T(), Rows(x));  // (N, R)·(R, K)
+  if (ctx.NeedsInputGrad(2)) dbias = Sum(dy2, {0});
+  return {dx, dweight, dbias};
+}
+
 struct LinearOp : autograd::Op<LinearOp> {
   static constexpr const char* kName = "linear";
   // x (..., K), weight (N, K), bias (N) or undefined -> (..., N).
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
-    CheckLinearArgs(x, weight, bias);
-    const int64_t n = weight.size(0);
-    const Tensor x2 = Rows(x);  // (R, K)
-    Tensor y2 = Empty({x2.size(0), n}, {.dtype = x.dtype(), .device = x.device()});
-    matmul_kernel(x.device())(x2.detach(), weight.detach().T(), bias.defined() ? bias.detach() : Tensor(), y2);
+    Tensor y = LinearForward(x, weight, bias, /*gelu=*/false, nullptr);
     ctx.Save(x);
     ctx.Save(weight);
-    Shape shape = x.shape();
-    shape.back() = n;
-    return y2.View(shape);
+    return y;
   }
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
-    const Tensor x = ctx.Saved(0), weight = ctx.Saved(1);
-    const Tensor dy2 = Rows(dy);  // (R, N)
-    Tensor dx, dweight, dbias;
-    if (ctx.NeedsInputGrad(0)) dx = GemmRaw(dy2, weight).View(x.shape());  // (R, N)·(N, K)
-    if (ctx.NeedsInputGrad(1)) dweight = GemmRaw(dy2.T(), Rows(x));  // (N, R)·(R, K)
-    if (ctx.NeedsInputGrad(2)) dbias = Sum(dy2, {0});
-    return {dx, dweight, dbias};
+    return LinearBackward(ctx, ctx.Saved(0), ctx.Saved(1), dy);
+  }
+};
+
+struct LinearGeluOp : autograd::Op<LinearGeluOp> {
+  static constexpr const char* kName = "linear_gelu";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    Tensor pre;
+    Tensor y = LinearForward(x, weight, bias, /*gelu=*/true, &pre);
+    ctx.Save(x);
+    ctx.Save(weight);
+    ctx.Save(pre);
+    return y;
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    // dpre = dy * gelu'(pre), then the Linear's gradients.
+    const Tensor dpre = BinaryRaw(BinaryOp::kGeluBackward, dy, ctx.Saved(2));
+    return LinearBackward(ctx, ctx.Saved(0), ctx.Saved(1), dpre);
   }
 };
 
@@ -180,6 +211,12 @@ Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return LinearOp::Apply(x, weight, bias);
 }
 
+Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  CheckDefined("linear_gelu", x, "x");
+  CheckDefined("linear_gelu", weight, "weight");
+  return LinearGeluOp::Apply(x, weight, bias);
+}
+
 namespace {
 // -1: ask the backend; 0/1: forced by SetFp8TransposedCopiesForTesting.
 std::atomic<int> transposed_copies_override{-1};
@@ -195,7 +232,8 @@ void SetFp8TransposedCopiesForTesting(std::optional<bool> value) {
   transposed_copies_override.store(value.has_value() ? static_cast<int>(*value) : -1, std::memory_order_relaxed);
 }
 
-Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias, GemmRole role) {
+Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias, GemmRole role,
+                    Tensor* gelu_pre) {
   constexpr const char* op = "scaled_matmul";
   CheckDefined(op, a_fp8, "a");
   CheckDefined(op, b_fp8, "b");
@@ -223,9 +261,11 @@ Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, c
     CheckSameDevice(op, a_fp8, bias);
   }
   Tensor out = Empty(shape, {.dtype = out_dtype, .device = a_fp8.device()});
+  if (gelu_pre != nullptr) *gelu_pre = Empty(shape, {.dtype = out_dtype, .device = a_fp8.device()});
   const int64_t rank = static_cast<int64_t>(shape.size());
   scaled_matmul_kernel(a_fp8.device())(PadRank(a_fp8, rank), PadRank(b_fp8, rank),
-                                       bias.defined() ? bias.detach() : Tensor(), out, role);
+                                       bias.defined() ? bias.detach() : Tensor(), out, role,
+                                       gelu_pre != nullptr ? *gelu_pre : Tensor());
   return out;
 }
 

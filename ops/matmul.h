@@ -42,6 +42,16 @@ Tensor Matmul(const Tensor& a, const Tensor& b);
 // dweight = dyᵀ·x are GEMMs, dbias a column sum of dy.
 Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// Gelu(Linear(x, weight, bias)) as one op (the first layer of an MLP): the
+// GEMM also writes the pre-activation, which is what backward keeps (the
+// same memory as Linear followed by Gelu). On CUDA, a 2-D product with a
+// bias in the output's dtype and N a multiple of 8 runs the GELU in
+// cuBLASLt's GELU_AUX_BIAS epilogue, saving a pass over the (..., N) result
+// (NOTE [gelu epilogue] in ops/matmul_kernels.h); elsewhere it is the GEMM
+// followed by the GELU kernel, bit-identical to Gelu(Linear(...)).
+// Arguments and errors as Linear; differentiable in x, weight and bias.
+Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 // FP8 x FP8 GEMM with per-tensor scales, as cuBLASLt runs it (CUDA_NOTES §1):
 //   out = (a_fp8 · b_fp8) * (scale_inv_a * scale_inv_b) + bias
 // computed with exact products and float32 accumulation. On the CPU every
@@ -60,8 +70,12 @@ Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // runs with cuBLASLt's FAST_ACCUM (Transformer Engine's choice: fprop
 // tolerates the coarser split accumulation, the gradient GEMMs do not); the
 // CPU result does not depend on it.
+// gelu_pre: when non-null, the result goes through Gelu and *gelu_pre
+// receives the pre-activation (out_dtype, the result's shape; NOTE [gelu
+// epilogue] in ops/matmul_kernels.h: on CUDA an epilogue when the bias is
+// bfloat16).
 Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias = Tensor(),
-                    GemmRole role = GemmRole::kGeneral);
+                    GemmRole role = GemmRole::kGeneral, Tensor* gelu_pre = nullptr);
 
 // True when FP8 GEMMs on `device` read both operands K-contiguous only
 // ("TN", NOTE [FP8 TN rule] in ops/gemm_layout.h): CUDA devices of compute

@@ -18,10 +18,20 @@
 
 namespace octet {
 
+// NOTE [gelu epilogue]: with `gelu_pre` defined (contiguous, out's shape and
+// dtype) a kernel writes the product (+ bias) there — the pre-activation the
+// backward needs — and out = Gelu(pre) (tanh form, NOTE [gelu] in
+// ops/functors.h). On CUDA a single 2-D GEMM with a bias does both in
+// cuBLASLt's GELU_AUX_BIAS epilogue (one pass less over the (M,N) result;
+// cuBLASLt's GELU is the same tanh approximation, evaluated in its own
+// order); otherwise, and on the CPU, the GELU is the pointwise kernel on the
+// rounded pre-activation.
+
 // a, b, out: one dtype of f32/f64/bf16/f16; bias: (N) of out's dtype, or
 // undefined. Accumulation in f32 (f64 for f64); bias added before the final
 // rounding to out's dtype.
-using MatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+using MatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out,
+                            const Tensor& gelu_pre);
 
 // FP8 x FP8 (not E5M2 x E5M2): out = (a·b) * (scale_inv_a * scale_inv_b)
 // (+ bias), the products exact and accumulated in f32, the way tensor cores
@@ -31,7 +41,7 @@ using MatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias
 // GEMM of a Linear this is (cuBLASLt sets FAST_ACCUM for kFprop only; the
 // CPU accumulates every product exactly in f32 whatever the role).
 using ScaledMatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out,
-                                  GemmRole role);
+                                  GemmRole role, const Tensor& gelu_pre);
 
 // Whether FP8 GEMMs on `device` read only K-contiguous operands (NOTE [FP8
 // TN rule] in ops/gemm_layout.h). Backs Fp8GemmWantsTransposedCopies.

@@ -35,6 +35,7 @@
 #include "ops/cpu/dnnl_gemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/matmul_kernels.h"
+#include "ops/pointwise_kernels.h"
 
 namespace octet::cpu {
 namespace {
@@ -237,7 +238,7 @@ void MatmulF64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
 
 // ---- f32 / bf16 / f16 / f64 ----------------------------------------------------------
 
-void MatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
   if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
   const DType dtype = out.dtype();
@@ -245,8 +246,8 @@ void MatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
   if (dtype == DType::kFloat16) {
     // No f16 GEMM on CPUs without AVX512-FP16: compute in f32, round once.
     Tensor out32 = Empty(out.shape(), {.dtype = DType::kFloat32});
-    MatmulCpu(a.To(DType::kFloat32), b.To(DType::kFloat32), bias.defined() ? bias.To(DType::kFloat32) : Tensor(),
-              out32);
+    MatmulCpuImpl(a.To(DType::kFloat32), b.To(DType::kFloat32), bias.defined() ? bias.To(DType::kFloat32) : Tensor(),
+                  out32);
     Tensor o = out.detach();
     o.CopyFrom_(out32);
     return;
@@ -299,7 +300,7 @@ MatView Fp8AsBf16(const Tensor& t, Workspace& ws) {
   return v;
 }
 
-void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole /*role*/) {
+void ScaledMatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
   if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
   // As cuBLASLt: alpha = scale_inv_a * scale_inv_b in f32, times the f32 accumulator.
@@ -321,6 +322,24 @@ void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const
     spec.bias_dtype = kbias.dtype();
   }
   RunDnnlGemm(spec, kbias.defined() ? kbias.raw_data() : nullptr, &scale);
+}
+
+// NOTE [gelu epilogue]: the product goes to gelu_pre, then one GELU pass.
+void ApplyGelu(const Tensor& gelu_pre, const Tensor& out) {
+  if (out.numel() > 0) unary_kernel(kCPU)(UnaryOp::kGelu, gelu_pre, out, 0.0);
+}
+
+void MatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const Tensor& gelu_pre) {
+  if (!gelu_pre.defined()) return MatmulCpuImpl(a, b, bias, out);
+  MatmulCpuImpl(a, b, bias, gelu_pre);
+  ApplyGelu(gelu_pre, out);
+}
+
+void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole /*role*/,
+                     const Tensor& gelu_pre) {
+  if (!gelu_pre.defined()) return ScaledMatmulCpuImpl(a, b, bias, out);
+  ScaledMatmulCpuImpl(a, b, bias, gelu_pre);
+  ApplyGelu(gelu_pre, out);
 }
 
 }  // namespace

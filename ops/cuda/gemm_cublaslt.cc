@@ -342,15 +342,27 @@ bool RunPadded(const Ctx& x, const GemmPlan& plan, int64_t bi, std::string* why)
   }
   const void* bias = g.bias;
   Tensor biasp;
-  if (g.epilogue == GemmEpilogue::kBias && np != N) {
+  if ((g.epilogue == GemmEpilogue::kBias || g.epilogue == GemmEpilogue::kGeluAuxBias) && np != N) {
     const int64_t bsize = SizeOf(g.bias_dtype);
     biasp = Empty({np}, {.dtype = g.bias_dtype, .device = x.device});
     OCTET_CUDA_CHECK(cudaMemsetAsync(biasp.raw_data(), 0, np * bsize, x.stream));
     OCTET_CUDA_CHECK(cudaMemcpyAsync(biasp.raw_data(), g.bias, N * bsize, cudaMemcpyDeviceToDevice, x.stream));
     bias = biasp.raw_data();
   }
+  // The GELU pre-activation (aux) is padded like D.
+  void* aux = g.aux;
+  const int64_t aux_size = SizeOf(g.d_dtype);
+  Tensor auxp;
+  if (EpilogueUsesAux(g.epilogue) && plan.pad_output) {
+    auxp = Empty({M, np}, {.dtype = g.d_dtype, .device = x.device});
+    aux = auxp.raw_data();
+  }
   GemmDescKey k = BaseKey(x);
   if (bias != g.bias) k.align_aux = AlignOf(bias);
+  if (EpilogueUsesAux(g.epilogue)) {
+    k.aux_ld = auxp.defined() ? np : g.aux_ld;
+    k.align_aux = std::min(k.align_aux, AlignOf(aux));
+  }
   k.m = np;
   k.n = M;
   k.k = kp;
@@ -371,12 +383,17 @@ bool RunPadded(const Ctx& x, const GemmPlan& plan, int64_t bi, std::string* why)
   call.ptrs.a_scale = g.b.scale_inv;
   call.ptrs.b_scale = g.a.scale_inv;
   call.ptrs.bias = bias;
+  call.ptrs.aux = aux;
   call.alpha = &g.alpha;
   call.beta = &g.beta;
   if (!RunLt(k, call, x.stream, why)) return false;
   if (plan.pad_output) {
     OCTET_CUDA_CHECK(
         cudaMemcpy2DAsync(d_data, ldd * dsize, out, np * dsize, N * dsize, M, cudaMemcpyDeviceToDevice, x.stream));
+  }
+  if (auxp.defined()) {
+    OCTET_CUDA_CHECK(cudaMemcpy2DAsync(g.aux, g.aux_ld * aux_size, aux, np * aux_size, N * aux_size, M,
+                                       cudaMemcpyDeviceToDevice, x.stream));
   }
   return true;
 }

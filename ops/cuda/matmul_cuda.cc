@@ -24,6 +24,7 @@
 #include "ops/cuda/device_context.h"
 #include "ops/cuda/gemm_cublaslt.h"
 #include "ops/matmul_kernels.h"
+#include "ops/pointwise_kernels.h"
 
 namespace octet::cuda {
 namespace {
@@ -101,7 +102,7 @@ const char* At(const Tensor& t, int64_t elements) {
 
 // The shared body of both kernels. scale_inv_a/b: FP8 only.
 void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out, const float* scale_inv_a,
-               const float* scale_inv_b, GemmRole role) {
+               const float* scale_inv_b, GemmRole role, const Tensor& gelu_pre) {
   const int64_t r = out.dim();
   const int64_t M = out.size(r - 2), N = out.size(r - 1), K = a_in.size(r - 1);
   const Device device = out.device();
@@ -111,13 +112,22 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
   OCTET_CHECK(out.is_contiguous(), "matmul (CUDA): out must be contiguous, got ", Describe(out));
   if (out.numel() == 0) return;
   const bool fp8 = IsFp8(a_in.dtype());
+  if (gelu_pre.defined()) {
+    OCTET_CHECK(gelu_pre.is_contiguous() && gelu_pre.shape() == out.shape() && gelu_pre.dtype() == out.dtype() &&
+                    gelu_pre.device() == device,
+                "matmul (CUDA): gelu_pre must be contiguous like out ", Describe(out), ", got ", Describe(gelu_pre));
+  }
+  // NOTE [gelu epilogue]: the product into gelu_pre, then the GELU kernel.
+  auto gelu_pass = [&] { unary_kernel(device)(UnaryOp::kGelu, gelu_pre, out, 0.0); };
   if (K == 0) {
     // Nothing to multiply: out = bias (broadcast) or zeros.
+    const Tensor& dst = gelu_pre.defined() ? gelu_pre : out;
     if (bias.defined()) {
-      copy_kernel(device)(bias.Expand(out.shape()), out);
+      copy_kernel(device)(bias.Expand(out.shape()), dst);
     } else {
-      fill_kernel(device)(out, 0.0);
+      fill_kernel(device)(dst, 0.0);
     }
+    if (gelu_pre.defined()) gelu_pass();
     return;
   }
   MatrixLayout la, lb;
@@ -141,14 +151,21 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
   g.d_dtype = out.dtype();
   g.ldd = N;
 
-  // Bias (NOTE [cuda matmul bias]).
-  Tensor target = out;  // what the GEMM writes
+  // Bias (NOTE [cuda matmul bias]) and GELU (NOTE [gelu epilogue]).
+  const bool bias_epilogue_ok = bias.defined() && nbatch == 1 && out.dtype() != DType::kFloat64 &&
+                                (fp8 ? bias.dtype() == DType::kBFloat16 : bias.dtype() == out.dtype());
+  // cuBLASLt's aux rows must be multiples of 8 elements.
+  const bool gelu_epilogue = gelu_pre.defined() && bias_epilogue_ok && N % 8 == 0;
+  const bool gelu_after = gelu_pre.defined() && !gelu_epilogue;
+  Tensor target = gelu_after ? gelu_pre : out;  // what the GEMM writes
   Tensor keep_bias;
+  if (gelu_epilogue) {
+    g.aux = gelu_pre.raw_data();
+    g.aux_ld = N;
+  }
   if (bias.defined()) {
-    const bool epilogue_ok = nbatch == 1 && out.dtype() != DType::kFloat64 &&
-                             (fp8 ? bias.dtype() == DType::kBFloat16 : bias.dtype() == out.dtype());
-    if (epilogue_ok) {
-      g.epilogue = GemmEpilogue::kBias;
+    if (bias_epilogue_ok) {
+      g.epilogue = gelu_epilogue ? GemmEpilogue::kGeluAuxBias : GemmEpilogue::kBias;
       keep_bias = bias.Contiguous();
       g.bias = keep_bias.raw_data();
       g.bias_dtype = bias.dtype();
@@ -161,6 +178,7 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
       g.beta = 1.0f;
     }
   }
+  const Tensor& final_dst = gelu_after ? gelu_pre : out;
   if (flat) {
     g.batch = static_cast<int32_t>(nbatch);
     g.batch_stride_a = sa;
@@ -178,14 +196,16 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
       CublasLtGemm(g);
     }
   }
-  if (!target.is_same(out)) copy_kernel(device)(target, out);
+  if (!target.is_same(final_dst)) copy_kernel(device)(target, final_dst);
+  if (gelu_after) gelu_pass();
 }
 
-void MatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  RunMatmul(a, b, bias, out, nullptr, nullptr, GemmRole::kGeneral);
+void MatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const Tensor& gelu_pre) {
+  RunMatmul(a, b, bias, out, nullptr, nullptr, GemmRole::kGeneral, gelu_pre);
 }
 
-void ScaledMatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole role) {
+void ScaledMatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole role,
+                      const Tensor& gelu_pre) {
   // No metadata means scale_inv = 1 (ops/matmul_kernels.h).
   Tensor one;
   auto scale_inv = [&](const Tensor& t) -> const float* {
@@ -198,7 +218,7 @@ void ScaledMatmulCuda(const Tensor& a, const Tensor& b, const Tensor& bias, cons
     if (!one.defined()) one = Full({1}, 1.0, {.dtype = DType::kFloat32, .device = t.device()});
     return one.data<float>();
   };
-  RunMatmul(a, b, bias, out, scale_inv(a), scale_inv(b), role);
+  RunMatmul(a, b, bias, out, scale_inv(a), scale_inv(b), role, gelu_pre);
 }
 
 // NOTE [FP8 TN rule] (ops/gemm_layout.h), for the device's compute capability.

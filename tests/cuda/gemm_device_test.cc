@@ -260,6 +260,45 @@ TEST(GemmDevice, MatmulTablesMatchCpu) {
   }
 }
 
+// NOTE [gelu epilogue]: GELU_AUX_BIAS (N % 8 == 0, bias in out's dtype), the
+// GEMM + GELU kernel path (N = 30, no bias), the FP8 GEMM with a bf16 bias
+// (epilogue) and with a float32 bias (kernel), each against the CPU, both
+// the output and the pre-activation; gradients of LinearGelu too.
+TEST(GemmDevice, GeluEpilogueAndFallbackMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = CUDA(0);
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (int64_t n : {32, 30}) {
+      const Tensor x = RandomTensor({40, 24}, 60, dtype), w = RandomTensor({n, 24}, 61, dtype);
+      const Tensor b = RandomTensor({n}, 62, dtype);
+      for (bool with_bias : {true, false}) {
+        const Tensor bias = with_bias ? b : Tensor();
+        Tensor xc = x.detach().requires_grad_(), xg = x.To(gpu).detach().requires_grad_();
+        const Tensor yc = LinearGelu(xc, w, bias);
+        const Tensor yg = LinearGelu(xg, w.To(gpu), with_bias ? b.To(gpu) : Tensor());
+        const double tol = dtype == DType::kFloat32 ? 1e-5 : 2e-2;
+        EXPECT_TRUE(AllClose(yg.To(kCPU).To(DType::kFloat32), yc.To(DType::kFloat32), tol, tol))
+            << Name(dtype) << " n=" << n << " bias=" << with_bias;
+        const Tensor dy = RandomTensor({40, n}, 63, dtype);
+        yc.Backward(dy);
+        yg.Backward(dy.To(gpu));
+        EXPECT_TRUE(AllClose(xg.grad().To(kCPU).To(DType::kFloat32), xc.grad().To(DType::kFloat32), tol, tol))
+            << Name(dtype) << " n=" << n << " bias=" << with_bias;
+      }
+    }
+  }
+  const Tensor xq = Quantize(RandomTensor({48, 64}, 64, DType::kFloat32).To(gpu), DType::kFloat8E4M3, 50.0f);
+  const Tensor wq = Quantize(RandomTensor({32, 64}, 65, DType::kFloat32).To(gpu), DType::kFloat8E4M3, 80.0f);
+  for (DType bias_dtype : {DType::kBFloat16, DType::kFloat32}) {
+    const Tensor fb = RandomTensor({32}, 66, bias_dtype);
+    Tensor pre_c, pre_g;
+    const Tensor ref = ScaledMatmul(xq.To(kCPU), wq.To(kCPU).T(), DType::kBFloat16, fb, GemmRole::kFprop, &pre_c);
+    const Tensor got = ScaledMatmul(xq, wq.T(), DType::kBFloat16, fb.To(gpu), GemmRole::kFprop, &pre_g);
+    EXPECT_TRUE(AllClose(pre_g.To(kCPU).To(DType::kFloat32), pre_c.To(DType::kFloat32), 2e-2, 1e-2));
+    EXPECT_TRUE(AllClose(got.To(kCPU).To(DType::kFloat32), ref.To(DType::kFloat32), 2e-2, 1e-2));
+  }
+}
+
 #endif  // OCTET_WITH_CUDA
 
 }  // namespace

@@ -238,6 +238,36 @@ TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
   EXPECT_EQ(tn.fp8_state()->weight_quantizations(), 1);  // Wᵀ is cached with W
 }
 
+// ForwardGelu at O1: the GELU fused into the FP8 fprop GEMM gives the same
+// output, gradients and scaling state as GELU after the FP8 Linear (on the
+// CPU both round the pre-activation to bf16 once, and dpre = dy * gelu'(pre)
+// is quantized in both).
+TEST(AmpFp8Linear, ForwardGeluEqualsGeluAfterTheFp8Linear) {
+  Linear a({.in = 32, .out = 64}), b({.in = 32, .out = 64});
+  ASSERT_TRUE(b.LoadStateDict(a.StateDict()).ok());
+  for (amp::Level level : {amp::Level::kO0, amp::Level::kO1, amp::Level::kO2}) {
+    a.SetAmp(level);
+    b.SetAmp(level);
+    for (int step = 0; step < 2; ++step) {
+      const Tensor x = RandomTensor({16, 32}, 50 + step, DType::kFloat32, -2, 2);
+      const Tensor xa = x.detach().requires_grad_(), xb = x.detach().requires_grad_();
+      const Tensor ya = Gelu(a(xa)), yb = b.ForwardGelu(xb);
+      ASSERT_EQ(ya.dtype(), yb.dtype());
+      EXPECT_EQ(yb.ToDoubles(), ya.ToDoubles()) << amp::Name(level);
+      const Tensor dy = RandomTensor({16, 64}, 60 + step, ya.dtype(), -1e-2, 1e-2);
+      ya.Backward(dy);
+      yb.Backward(dy);
+      EXPECT_EQ(xb.grad().ToDoubles(), xa.grad().ToDoubles()) << amp::Name(level);
+      EXPECT_EQ(b.weight().grad().ToDoubles(), a.weight().grad().ToDoubles()) << amp::Name(level);
+      EXPECT_EQ(b.bias()->grad().ToDoubles(), a.bias()->grad().ToDoubles()) << amp::Name(level);
+      a.ZeroGrad();
+      b.ZeroGrad();
+    }
+  }
+  const NamedTensors sa = amp::ScalingState(a), sb = amp::ScalingState(b);
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_EQ(sb[i].second.ToDoubles(), sa[i].second.ToDoubles()) << sa[i].first;
+}
+
 // NOTE [slot state on the device]: the scale math runs as tensor ops.
 TEST(AmpFp8Slot, CurrentScaleFromAnAmaxTensorMatchesComputeScale) {
   Tensor history, scale;
@@ -323,10 +353,24 @@ TEST(AmpTelemetry, CountsSaturationAndUnderflowOnACraftedInput) {
   // Weight (current scaling): nothing saturates.
   EXPECT_DOUBLE_EQ(stats[1].saturated, 0.0);
   // The counting helper itself, E5M2 thresholds: max 57344, half min subnormal 2^-17.
-  const amp::ClipCounts c = amp::CountFp8Clipping(FromVector(std::vector<float>{6e4f, 1e-6f, 1e-5f, 0}, {4}), 1.0f,
+  const amp::ClipCounts c = amp::CountFp8Clipping(FromVector(std::vector<float>{6.2e4f, 1e-6f, 1e-5f, 0}, {4}), 1.0f,
                                                   DType::kFloat8E5M2);
   EXPECT_EQ(c.saturated, 1);
   EXPECT_EQ(c.underflow, 1);
+  // At the edge of the range, "saturated" means exactly what the unclamped
+  // cast (kNoSat) turns into NaN/inf.
+  const std::vector<float> edge = {448.0f, 450.0f, 463.99f, 464.0f, 464.01f, -470.0f, 57344.0f, 59000.0f,
+                                   61439.99f, 61440.0f, -61440.0f, 70000.0f};
+  for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    int64_t want = 0;
+    for (float v : edge) {
+      const float r = fp8 == DType::kFloat8E4M3 ? E4M3BitsToFloat(FloatToE4M3Bits(v, Fp8Saturation::kNoSat))
+                                                : E5M2BitsToFloat(FloatToE5M2Bits(v, Fp8Saturation::kNoSat));
+      want += !std::isfinite(r);
+    }
+    EXPECT_GT(want, 0);
+    EXPECT_EQ(amp::CountFp8Clipping(FromVector(edge, {12}), 1.0f, fp8).saturated, want) << Name(fp8);
+  }
 }
 
 TEST(AmpScalingState, RoundTripsAndReportsMismatches) {

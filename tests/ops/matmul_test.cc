@@ -304,6 +304,58 @@ TEST(LinearGrad, GradcheckXWeightBias) {
   }
 }
 
+// NOTE [gelu epilogue]: on the CPU LinearGelu is the GEMM then the GELU
+// kernel, so it equals the two ops bit for bit; its backward is checked by
+// finite differences.
+TEST(LinearGelu, EqualsGeluOfLinearAndPassesGradcheck) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+    const Tensor x = RandomTensor({2, 5, 24}, 80, dtype, -2, 2), w = RandomTensor({40, 24}, 81, dtype);
+    const Tensor b = RandomTensor({40}, 82, dtype);
+    EXPECT_EQ(LinearGelu(x, w, b).ToDoubles(), Gelu(Linear(x, w, b)).ToDoubles()) << Name(dtype);
+    EXPECT_EQ(LinearGelu(x, w).ToDoubles(), Gelu(Linear(x, w)).ToDoubles()) << Name(dtype);
+    // Same gradients as the composition (dpre = dy * gelu'(pre) in both).
+    const Tensor dy = RandomTensor({2, 5, 40}, 83, dtype);
+    TensorList g[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(), bg = b.detach().requires_grad_();
+      (fused ? LinearGelu(xg, wg, bg) : Gelu(Linear(xg, wg, bg))).Backward(dy);
+      g[fused] = {xg.grad(), wg.grad(), bg.grad()};
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(g[1][i].ToDoubles(), g[0][i].ToDoubles()) << Name(dtype) << " grad " << i;
+  }
+  for (const Shape& xs : {Shape{3, 4}, Shape{2, 3, 4}}) {
+    Tensor x = RandomTensor(xs, 84).requires_grad_();
+    Tensor w = RandomTensor({5, 4}, 85).requires_grad_();
+    Tensor bias = RandomTensor({5}, 86).requires_grad_();
+    GradcheckResult r = Gradcheck([](const TensorList& in) { return LinearGelu(in[0], in[1], in[2]); }, {x, w, bias});
+    EXPECT_TRUE(r.ok) << ShapeStr(xs) << ": " << r.message;
+    r = Gradcheck([](const TensorList& in) { return LinearGelu(in[0], in[1]); }, {x, w});
+    EXPECT_TRUE(r.ok) << ShapeStr(xs) << " (no bias): " << r.message;
+  }
+  const std::string msg = ErrorOf([] { LinearGelu(Ones({2, 3}), Ones({5, 4})); });
+  EXPECT_NE(msg.find("linear_gelu: the last dim of x (3) does not match weight's in_features (4)"), std::string::npos)
+      << msg;
+}
+
+// The kernel contract itself: gelu_pre receives product + bias.
+TEST(LinearGelu, KernelWritesThePreActivation) {
+  const Tensor a = RandomTensor({7, 9}, 87, DType::kFloat32), b = RandomTensor({9, 16}, 88, DType::kFloat32),
+               bias = RandomTensor({16}, 89, DType::kFloat32);
+  Tensor out = Empty({7, 16}), pre = Empty({7, 16});
+  matmul_kernel(kCPU)(a, b, bias, out, pre);
+  const std::vector<double> av = a.ToDoubles(), bv = b.ToDoubles(), biasv = bias.ToDoubles();
+  std::vector<double> want(7 * 16), want_out(7 * 16);
+  for (int m = 0; m < 7; ++m)
+    for (int n = 0; n < 16; ++n) {
+      double s = biasv[n];
+      for (int k = 0; k < 9; ++k) s += av[m * 9 + k] * bv[k * 16 + n];
+      want[m * 16 + n] = s;
+      want_out[m * 16 + n] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+    }
+  EXPECT_TRUE(::octet::testing::AllClose(pre, want, 1e-5, 1e-6));
+  EXPECT_TRUE(::octet::testing::AllClose(out, want_out, 1e-5, 1e-6));
+}
+
 TEST(LinearGrad, Float32GradientsMatchFloat64) {
   // The f32 backward GEMMs (oneDNN) against the f64 ones (octet's kernel).
   const Tensor x64 = RandomTensor({6, 33}, 70), w64 = RandomTensor({17, 33}, 71), b64 = RandomTensor({17}, 72);
