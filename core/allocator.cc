@@ -126,8 +126,4 @@ CpuMemoryStats GetCpuMemoryStats() {
   return s;
 }
 
-std::string ToString(Device d) { return d.is_cpu() ? "cpu" : "cuda:" + std::to_string(d.index); }
-std::ostream& operator<<(std::ostream& os, Device d) { return os << ToString(d); }
-std::ostream& operator<<(std::ostream& os, DeviceType t) { return os << (t == DeviceType::kCPU ? "cpu" : "cuda"); }
-
 }  // namespace octet

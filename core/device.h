@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace octet {
 
@@ -27,6 +28,29 @@ inline constexpr Device kCPU{DeviceType::kCPU, 0};
 inline Device CUDA(int index = 0) { return Device{DeviceType::kCUDA, index}; }
 
 std::string ToString(Device d);
+
+// "cpu", "cuda" (= cuda:0) or "cuda:N" -> the Device. Throws octet::Error
+// naming the text for anything else. Does not check that the device exists.
+Device ParseDevice(std::string_view text);
+
+// How many devices of `type` this process can use: 1 for the CPU; for CUDA,
+// what the CUDA backend detected (0 in a build without it, or when the
+// driver reports no device).
+int DeviceCount(DeviceType type);
+// Why DeviceCount(type) is 0 ("" otherwise).
+std::string DeviceUnavailableReason(DeviceType type);
+// Throws octet::Error unless `device` exists here, saying why (no backend
+// in this build, no device found and the driver's reason, index too large).
+// `what` names the caller ("--device").
+void CheckDeviceExists(Device device, std::string_view what);
+
+// Called once by a backend's static initialiser (the CUDA backend in
+// ops/cuda/device_context.cc) so core code can ask about its devices.
+struct DeviceBackendInfo {
+  int (*count)() = nullptr;
+  std::string (*unavailable_reason)() = nullptr;
+};
+void RegisterDeviceBackend(DeviceType type, DeviceBackendInfo info);
 std::ostream& operator<<(std::ostream& os, Device d);
 std::ostream& operator<<(std::ostream& os, DeviceType t);
 

@@ -80,6 +80,7 @@ ABSL_FLAG(int64_t, eval_every, 100, "Validation every N steps (0: only at the en
 ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps");
 ABSL_FLAG(std::string, metrics, "", "Metrics file: JSON lines (.json/.jsonl) or CSV");
+ABSL_FLAG(std::string, device, "cpu", "Where to train: cpu, cuda or cuda:N");
 ABSL_FLAG(int32_t, threads, 0, "OpenMP threads (0: OMP_NUM_THREADS / all cores)");
 ABSL_FLAG(int64_t, sample_tokens, 200, "Tokens to sample at the end (0: none)");
 ABSL_FLAG(double, temperature, 0.8, "Sampling temperature");
@@ -161,7 +162,7 @@ absl::StatusOr<Data> LoadData() {
 
 // Mean loss over the first `batches` validation batches (always the same ones).
 absl::StatusOr<double> Evaluate(nn::GPT& model, const std::shared_ptr<const TokenDataset>& val, int64_t batch,
-                                int64_t seq_len, int64_t batches) {
+                                int64_t seq_len, int64_t batches, Device device) {
   absl::StatusOr<BatchSampler> sampler =
       BatchSampler::Create(val, {.batch_size = batch, .seq_len = seq_len, .shuffle = false});
   if (!sampler.ok()) return sampler.status();
@@ -175,7 +176,7 @@ absl::StatusOr<double> Evaluate(nn::GPT& model, const std::shared_ptr<const Toke
       model.Train();
       return b.status();
     }
-    total += model.Loss(b->inputs, b->targets).Item();
+    total += model.Loss(b->inputs.To(device), b->targets.To(device)).Item();
   }
   model.Train();
   return total / static_cast<double>(n);
@@ -261,6 +262,13 @@ absl::Status Run() {
   const std::string ckpt_dir = absl::GetFlag(FLAGS_ckpt_dir);
   if (absl::GetFlag(FLAGS_resume) && ckpt_dir.empty()) return Fail("--resume needs --ckpt_dir");
   if (absl::GetFlag(FLAGS_threads) > 0) omp_set_num_threads(absl::GetFlag(FLAGS_threads));
+  Device device;
+  try {
+    device = ParseDevice(absl::GetFlag(FLAGS_device));
+    CheckDeviceExists(device, "--device");
+  } catch (const Error& e) {
+    return Fail(e.what());
+  }
 
   // ---- data --------------------------------------------------------------------------
   absl::StatusOr<Data> data = LoadData();
@@ -290,6 +298,7 @@ absl::Status Run() {
                              config.n_embd, " (all >= 1, n_head must divide n_embd)"));
   ManualSeed(seed);
   nn::GPT model(config);
+  model.To(device);  // initialised on the CPU (the same weights on every device), then moved
   model.SetAmp(level, recipe);
   optim::AdamW::Options adamw;  // decay: 2-D parameters (the default filter), as in GPT-2
   adamw.lr = absl::GetFlag(FLAGS_lr);
@@ -312,8 +321,10 @@ absl::Status Run() {
   if (level == nn::amp::Level::kO1)
     std::printf(" (%s scaling, history %d, margin %d)", nn::amp::Name(recipe.scaling), recipe.amax_history_len,
                 recipe.margin);
-  std::printf("; batch %lld x %lld tokens x %lld micro-batches; %d threads\n", static_cast<long long>(B),
-              static_cast<long long>(T), static_cast<long long>(accum), omp_get_max_threads());
+  std::printf("; batch %lld x %lld tokens x %lld micro-batches; %s", static_cast<long long>(B),
+              static_cast<long long>(T), static_cast<long long>(accum), ToString(device).c_str());
+  if (device.is_cpu()) std::printf(", %d threads", omp_get_max_threads());
+  std::printf("\n");
 
   std::map<std::string, std::string> run_meta;
   ConfigToMetadata(config, &run_meta);
@@ -386,7 +397,7 @@ absl::Status Run() {
     for (int64_t micro = 0; micro < accum; ++micro) {
       absl::StatusOr<Batch> batch = sampler->Next();
       if (!batch.ok()) return batch.status();
-      Tensor loss = model.Loss(batch->inputs, batch->targets);
+      Tensor loss = model.Loss(batch->inputs.To(device), batch->targets.To(device));
       loss_sum += loss.Item();
       (accum == 1 ? loss : MulScalar(loss, 1.0 / static_cast<double>(accum))).Backward();
     }
@@ -410,7 +421,7 @@ absl::Status Run() {
     double step_val = NAN;
     const bool last = step + 1 == steps;
     if (data->val && ((eval_every > 0 && (step + 1) % eval_every == 0) || last)) {
-      absl::StatusOr<double> v = Evaluate(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches));
+      absl::StatusOr<double> v = Evaluate(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches), device);
       if (!v.ok()) return v.status();
       step_val = val_loss = *v;
     }
@@ -450,7 +461,7 @@ absl::Status Run() {
     if (static_cast<int64_t>(ids.size()) > config.block_size)
       ids.erase(ids.begin(), ids.end() - config.block_size);
     Generator gen(seed);
-    const Tensor out = model.Generate(FromVector(ids, {1, static_cast<int64_t>(ids.size())}), n_sample,
+    const Tensor out = model.Generate(FromVector(ids, {1, static_cast<int64_t>(ids.size())}).To(device), n_sample,
                                       absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k), &gen);
     std::vector<int64_t> tokens;
     for (double v : out.ToDoubles()) tokens.push_back(static_cast<int64_t>(v));

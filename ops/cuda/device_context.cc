@@ -95,6 +95,15 @@ int DeviceCount() { return Detect().count; }
 bool IsAvailable() { return DeviceCount() > 0; }
 const std::string& UnavailableReason() { return Detect().reason; }
 
+namespace {
+// Lets core code (ParseDevice users, train_gpt --device) ask about CUDA devices.
+const bool kRegistered = (RegisterDeviceBackend(DeviceType::kCUDA, {.count = &DeviceCount,
+                                                                    .unavailable_reason = [] {
+                                                                      return UnavailableReason();
+                                                                    }}),
+                          true);
+}  // namespace
+
 void CheckDevice(int device, const char* what) {
   const int n = DeviceCount();
   if (n == 0) OCTET_FAIL(what, ": cuda:", device, " is not available: no CUDA device (", UnavailableReason(), ")");

@@ -223,6 +223,8 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--amp=O3"}, "unknown --amp level 'O3'"},
       {{corpus, "--recipe=sometimes"}, "unknown --recipe 'sometimes'"},
       {{corpus, "--resume"}, "--resume needs --ckpt_dir"},
+      {{corpus, "--device=tpu"}, "unknown device 'tpu' (expected cpu, cuda or cuda:N)"},
+      {{corpus, "--device=cuda:99"}, "--device: cuda:99 "},  // not available / does not exist
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
