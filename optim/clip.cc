@@ -1,5 +1,6 @@
 #include "optim/clip.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -7,7 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype_traits.h"
+#include "autograd/grad_mode.h"
 #include "ops/cpu/loops.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
 
 namespace octet::optim {
 namespace {
@@ -17,12 +21,18 @@ constexpr int64_t kBlock = 16384;  // fixed blocks: a thread-count independent s
 void CheckGrad(const char* op, const std::string& name, const Tensor& g) {
   OCTET_CHECK(IsUnscaledFloat(g.dtype()), op, ": gradient of '", name, "' is ", Describe(g),
               "; expected float32, float64, bfloat16 or float16");
-  OCTET_CHECK(g.device().is_cpu(), op, ": gradient of '", name, "' is on ", g.device(),
-              "; only CPU gradients are supported so far");
+}
+
+// Sum of squares of one device gradient, as a float64 [] tensor on its
+// device (NOTE [gradient norm on a device]).
+Tensor DeviceSumSquares(const Tensor& grad) {
+  const Tensor g64 = grad.To(DType::kFloat64);
+  return Sum(Mul(g64, g64));
 }
 
 // Sum of squares of one gradient, in f64.
 double SumSquares(const Tensor& grad) {
+  if (!grad.device().is_cpu()) return DeviceSumSquares(grad).Item();
   const Tensor g = grad.Contiguous();
   const int64_t n = g.numel();
   const int64_t nblocks = (n + kBlock - 1) / kBlock;
@@ -56,14 +66,30 @@ NamedTensors Unnamed(const TensorList& params) {
 }  // namespace
 
 double GradNorm(const NamedTensors& params) {
+  NoGradGuard no_grad;
   double total = 0.0;
+  // NOTE [gradient norm on a device]: the per-gradient sums stay on their
+  // device and are added there; one host read per device.
+  std::vector<std::pair<Device, Tensor>> device_totals;
   for (const auto& [name, p] : params) {
     if (!p.defined()) continue;
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     CheckGrad("clip_grad_norm", name, g);
-    total += SumSquares(g);
+    if (g.device().is_cpu()) {
+      total += SumSquares(g);
+      continue;
+    }
+    const Tensor s = DeviceSumSquares(g);
+    auto it = std::find_if(device_totals.begin(), device_totals.end(),
+                           [&](const auto& d) { return d.first == g.device(); });
+    if (it == device_totals.end()) {
+      device_totals.emplace_back(g.device(), s);
+    } else {
+      it->second = Add(it->second, s);
+    }
   }
+  for (const auto& [device, s] : device_totals) total += s.Item();
   return std::sqrt(total);
 }
 
@@ -73,6 +99,12 @@ void ScaleGrads(const NamedTensors& params, double s) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     CheckGrad("scale_grads", name, g);
+    if (!g.device().is_cpu()) {
+      // The device's pointwise kernel: the same f32 (f64) multiply and rounding.
+      NoGradGuard no_grad;
+      MulScalarInPlace(g, s);
+      continue;
+    }
     OCTET_CHECK(g.is_contiguous(), "scale_grads: gradient of '", name, "' is not contiguous");
     DispatchFloat(g.dtype(), "scale_grads", [&]<typename T>() {
       using C = std::conditional_t<std::is_same_v<T, double>, double, float>;

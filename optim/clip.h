@@ -4,7 +4,8 @@
 //   if total > max_norm: every gradient *= max_norm / (total + 1e-6)
 //
 // The sum is accumulated in f64 over fixed blocks, so the result does not
-// depend on the thread count. Gradients of any float dtype (f32, f64, bf16,
+// depend on the thread count. Gradients on a GPU are summed there (in f64,
+// by the device's reduction) with one host read per device. Gradients of any float dtype (f32, f64, bf16,
 // f16) are scaled in place in their own dtype; parameters without a gradient
 // are skipped.
 //
@@ -20,8 +21,8 @@
 namespace octet::optim {
 
 // Returns the total norm before clipping. Throws octet::Error when max_norm is
-// not positive, a gradient is FP8 or not on the CPU, or (error_if_nonfinite)
-// the total is not finite.
+// not positive, a gradient is FP8 or integer, or (error_if_nonfinite) the
+// total is not finite.
 double ClipGradNorm(const NamedTensors& params, double max_norm, bool error_if_nonfinite = false);
 double ClipGradNorm(const TensorList& params, double max_norm, bool error_if_nonfinite = false);
 
