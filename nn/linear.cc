@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "nn/layer_norm.h"
 #include "ops/matmul.h"
+#include "ops/pointwise.h"
 
 namespace octet::nn {
 namespace {
@@ -57,7 +58,10 @@ Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level l
     }
     case amp::Level::kO1: {
       if (!*fp8) *fp8 = std::make_shared<amp::Fp8LinearState>(owner, prefix, label, recipe);
-      return amp::Fp8Linear(x, w, b ? *b : Tensor(), *fp8, record, amp::ComputeDType(level), gelu);
+      // NOTE [fused gelu at O1]: fused only where the GEMM epilogue runs it.
+      const bool fuse = gelu && x.device().is_cuda() && b != nullptr && b->dtype() == DType::kBFloat16;
+      const Tensor y = amp::Fp8Linear(x, w, b ? *b : Tensor(), *fp8, record, amp::ComputeDType(level), fuse);
+      return gelu && !fuse ? octet::Gelu(y) : y;
     }
   }
   OCTET_FAIL("AmpLinear: unknown amp level");

@@ -1,6 +1,7 @@
 // MLP of a GPT block: Linear C -> hidden (4C), GELU (tanh form), Linear
-// hidden -> C, dropout. The first Linear and the GELU are one op
-// (Linear::ForwardGelu): on CUDA the GELU runs in the GEMM's epilogue.
+// hidden -> C, dropout. The first Linear and the GELU go through
+// Linear::ForwardGelu: on CUDA the GELU runs in the GEMM's epilogue where
+// cuBLASLt can do it (see NOTE [fused gelu at O1] in nn/linear.h).
 #pragma once
 
 #include <cstdint>

@@ -238,11 +238,38 @@ TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
   EXPECT_EQ(tn.fp8_state()->weight_quantizations(), 1);  // Wᵀ is cached with W
 }
 
-// ForwardGelu at O1: the GELU fused into the FP8 fprop GEMM gives the same
-// output, gradients and scaling state as GELU after the FP8 Linear (on the
-// CPU both round the pre-activation to bf16 once, and dpre = dy * gelu'(pre)
-// is quantized in both).
-TEST(AmpFp8Linear, ForwardGeluEqualsGeluAfterTheFp8Linear) {
+// The GELU fused into the FP8 fprop GEMM (Fp8Linear(..., gelu = true)) gives
+// the same output, gradients and scaling state as GELU after the FP8 Linear
+// (on the CPU both round the pre-activation to bf16 once, and dpre = dy *
+// gelu'(pre) is quantized in both); ForwardGelu at every level equals GELU
+// after Forward.
+TEST(AmpFp8Linear, FusedGeluEqualsGeluAfterTheFp8Linear) {
+  Linear owner_a({.in = 32, .out = 64}), owner_b({.in = 32, .out = 64});
+  auto sa = std::make_shared<amp::Fp8LinearState>(owner_a, "", "", amp::Recipe{});
+  auto sb = std::make_shared<amp::Fp8LinearState>(owner_b, "", "", amp::Recipe{});
+  const Tensor w = RandomTensor({64, 32}, 70, DType::kFloat32), b = RandomTensor({64}, 71, DType::kFloat32);
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = RandomTensor({16, 32}, 72 + step, DType::kFloat32, -2, 2);
+    const Tensor xa = x.detach().requires_grad_(), xb = x.detach().requires_grad_();
+    const Tensor wa = w.detach().requires_grad_(), wb = w.detach().requires_grad_();
+    const Tensor ya = Gelu(amp::Fp8Linear(xa, wa, b, sa, true));
+    const Tensor yb = amp::Fp8Linear(xb, wb, b, sb, true, DType::kBFloat16, /*gelu=*/true);
+    EXPECT_EQ(yb.ToDoubles(), ya.ToDoubles());
+    const Tensor dy = RandomTensor({16, 64}, 80 + step, DType::kBFloat16, -1e-2, 1e-2);
+    ya.Backward(dy);
+    yb.Backward(dy);
+    EXPECT_EQ(xb.grad().ToDoubles(), xa.grad().ToDoubles());
+    EXPECT_EQ(wb.grad().ToDoubles(), wa.grad().ToDoubles());
+  }
+  for (int i = 0; i < 3; ++i) {
+    const amp::Fp8Slot &a = *sa->slots()[i], &b = *sb->slots()[i];
+    EXPECT_TRUE(a.initialized()) << a.name();
+    EXPECT_EQ(b.amax_history().ToDoubles(), a.amax_history().ToDoubles()) << a.name();
+    EXPECT_EQ(b.scale(), a.scale()) << a.name();
+  }
+}
+
+TEST(AmpFp8Linear, ForwardGeluEqualsGeluAfterForward) {
   Linear a({.in = 32, .out = 64}), b({.in = 32, .out = 64});
   ASSERT_TRUE(b.LoadStateDict(a.StateDict()).ok());
   for (amp::Level level : {amp::Level::kO0, amp::Level::kO1, amp::Level::kO2}) {
