@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/bfloat16.h"
+#include "core/bit_cast.h"
 #include "core/error.h"
 #include "core/float16.h"
 #include "core/float8.h"
@@ -27,18 +28,6 @@ namespace octet {
 namespace {
 
 using internal::ConverterIsa;
-
-uint32_t Bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-}
-
-float FromBits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
 
 // Padding written around every output row; must survive the call (checks
 // that masked tails do not write past n).
@@ -58,9 +47,9 @@ std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
       0.0f, -0.0f, std::numeric_limits<float>::infinity(),
       -std::numeric_limits<float>::infinity(),
       std::numeric_limits<float>::quiet_NaN(),
-      -std::numeric_limits<float>::quiet_NaN(), FromBits(0x7F800001u),
-      FromBits(0xFFC00123u), std::numeric_limits<float>::max(),
-      std::numeric_limits<float>::denorm_min(), FromBits(0x80000F00u),
+      -std::numeric_limits<float>::quiet_NaN(), detail::BitsAsFloat(0x7F800001u),
+      detail::BitsAsFloat(0xFFC00123u), std::numeric_limits<float>::max(),
+      std::numeric_limits<float>::denorm_min(), detail::BitsAsFloat(0x80000F00u),
       std::numeric_limits<float>::min(), 448.0f, 464.0f, 465.0f, -464.0f,
       57344.0f, 61440.0f, -61440.0f, 65504.0f, 65520.0f,
       std::ldexp(1.0f, -10), std::ldexp(3.0f, -11), std::ldexp(1.0f, -17),
@@ -69,11 +58,11 @@ std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
     const uint32_t r = rng();
     switch (r % 6) {
       case 0:
-        out[i] = FromBits(rng());
+        out[i] = detail::BitsAsFloat(rng());
         break;
       case 1: {  // |x| in [2^-20, 2^18)
         const uint32_t exponent = 127 - 20 + rng() % 38;
-        out[i] = FromBits((rng() & 0x807FFFFFu) | (exponent << 23));
+        out[i] = detail::BitsAsFloat((rng() & 0x807FFFFFu) | (exponent << 23));
         break;
       }
       case 2: {  // an exact fp8 value, or a tie, or a tie's neighbour
@@ -90,7 +79,7 @@ std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
         break;
       }
       case 3:  // float subnormal
-        out[i] = FromBits((rng() & 0x807FFFFFu));
+        out[i] = detail::BitsAsFloat((rng() & 0x807FFFFFu));
         break;
       default:
         out[i] = specials[rng() % (sizeof(specials) / sizeof(specials[0]))];
@@ -158,7 +147,7 @@ void ExpectSameFloat(float got, float want, const std::string& where) {
   if (std::isnan(want)) {
     EXPECT_TRUE(std::isnan(got)) << where;
   } else {
-    EXPECT_EQ(Bits(got), Bits(want)) << where << ": got " << got << " want " << want;
+    EXPECT_EQ(detail::FloatAsBits(got), detail::FloatAsBits(want)) << where << ": got " << got << " want " << want;
   }
 }
 
@@ -240,7 +229,7 @@ TEST_P(RowConverterTest, QuantizeRowMatchesScalarEncoderAndReturnsAmax) {
             const uint8_t want = dtype == DType::kFloat8E4M3 ? FloatToE4M3Bits(y, sat)
                                                              : FloatToE5M2Bits(y, sat);
             if (dst[i] != want && mismatches++ < 5) {
-              ADD_FAILURE() << "i=" << i << " x=0x" << std::hex << Bits(src[i])
+              ADD_FAILURE() << "i=" << i << " x=0x" << std::hex << detail::FloatAsBits(src[i])
                             << " scale=" << scale << " got 0x" << int{dst[i]}
                             << " want 0x" << int{want};
             }
@@ -300,7 +289,7 @@ TEST_P(RowConverterTest, Fp8ToBf16RowIsExactAndBitIdenticalToScalar) {
                                                           : E5M2BitsToFloat(src[i]);
         ASSERT_EQ(dst[i], FloatToBf16Bits(decoded)) << "code " << int{src[i]};
         if (!std::isnan(decoded)) {
-          EXPECT_EQ(Bits(Bf16BitsToFloat(dst[i])), Bits(decoded)) << "not exact";
+          EXPECT_EQ(detail::FloatAsBits(Bf16BitsToFloat(dst[i])), detail::FloatAsBits(decoded)) << "not exact";
         } else {
           EXPECT_EQ(dst[i], kBf16CanonicalNaN);
         }
@@ -316,7 +305,7 @@ TEST_P(RowConverterTest, FloatToBf16RowMatchesScalarRounding) {
     FloatToBf16Row(src.data(), dst.data(), n());
     EXPECT_TRUE(dst.GuardsIntact());
     for (int64_t i = 0; i < n(); ++i) {
-      ASSERT_EQ(dst[i], FloatToBf16Bits(src[i])) << "x=0x" << std::hex << Bits(src[i]);
+      ASSERT_EQ(dst[i], FloatToBf16Bits(src[i])) << "x=0x" << std::hex << detail::FloatAsBits(src[i]);
     }
   });
 }
@@ -328,7 +317,7 @@ TEST_P(RowConverterTest, Bf16ToFloatRowIsExact) {
     Bf16ToFloatRow(src.data(), dst.data(), n());
     EXPECT_TRUE(dst.GuardsIntact());
     for (int64_t i = 0; i < n(); ++i) {
-      ASSERT_EQ(Bits(dst[i]), uint32_t{src[i]} << 16);
+      ASSERT_EQ(detail::FloatAsBits(dst[i]), uint32_t{src[i]} << 16);
     }
   });
 }
@@ -340,7 +329,7 @@ TEST_P(RowConverterTest, FloatToF16RowMatchesScalarRounding) {
     FloatToF16Row(src.data(), dst.data(), n());
     EXPECT_TRUE(dst.GuardsIntact());
     for (int64_t i = 0; i < n(); ++i) {
-      ASSERT_EQ(dst[i], FloatToF16Bits(src[i])) << "x=0x" << std::hex << Bits(src[i]);
+      ASSERT_EQ(dst[i], FloatToF16Bits(src[i])) << "x=0x" << std::hex << detail::FloatAsBits(src[i]);
     }
   });
 }
@@ -352,7 +341,7 @@ TEST_P(RowConverterTest, F16ToFloatRowMatchesScalarDecode) {
     F16ToFloatRow(src.data(), dst.data(), n());
     EXPECT_TRUE(dst.GuardsIntact());
     for (int64_t i = 0; i < n(); ++i) {
-      ASSERT_EQ(Bits(dst[i]), Bits(F16BitsToFloat(src[i]))) << "h=0x" << std::hex << src[i];
+      ASSERT_EQ(detail::FloatAsBits(dst[i]), detail::FloatAsBits(F16BitsToFloat(src[i]))) << "h=0x" << std::hex << src[i];
     }
   });
 }
@@ -395,7 +384,7 @@ TEST_P(RowConverterTest, EveryFp8CodeEveryHalfAndEveryHalfMidpoint) {
   std::vector<float> f(65536);
   F16ToFloatRow(halves.data(), f.data(), 65536);
   for (int h = 0; h < 65536; ++h) {
-    ASSERT_EQ(Bits(f[h]), Bits(F16BitsToFloat(static_cast<uint16_t>(h)))) << h;
+    ASSERT_EQ(detail::FloatAsBits(f[h]), detail::FloatAsBits(F16BitsToFloat(static_cast<uint16_t>(h)))) << h;
   }
   // Each half's value and the midpoints to its neighbour, through f16 and
   // bf16 encoders.
@@ -476,14 +465,14 @@ TEST(Bf16Cast, EveryNonNaNValueRoundTrips) {
 }
 
 TEST(Bf16Cast, RoundsTiesToEvenAndOverflowsToInf) {
-  EXPECT_EQ(FloatToBf16Bits(FromBits(0x3F808000u)), 0x3F80);  // tie, even down
-  EXPECT_EQ(FloatToBf16Bits(FromBits(0x3F818000u)), 0x3F82);  // tie, even up
-  EXPECT_EQ(FloatToBf16Bits(FromBits(0x3F808001u)), 0x3F81);
+  EXPECT_EQ(FloatToBf16Bits(detail::BitsAsFloat(0x3F808000u)), 0x3F80);  // tie, even down
+  EXPECT_EQ(FloatToBf16Bits(detail::BitsAsFloat(0x3F818000u)), 0x3F82);  // tie, even up
+  EXPECT_EQ(FloatToBf16Bits(detail::BitsAsFloat(0x3F808001u)), 0x3F81);
   EXPECT_EQ(FloatToBf16Bits(std::numeric_limits<float>::max()), 0x7F80);
   EXPECT_EQ(FloatToBf16Bits(-std::numeric_limits<float>::infinity()), 0xFF80);
   EXPECT_EQ(FloatToBf16Bits(-std::numeric_limits<float>::quiet_NaN()), 0x7FFF);
-  EXPECT_EQ(FloatToBf16Bits(FromBits(0x7F800001u)), 0x7FFF);  // sNaN -> quiet
-  EXPECT_EQ(FloatToBf16Bits(FromBits(0x00018000u)), 0x0002);  // subnormal tie
+  EXPECT_EQ(FloatToBf16Bits(detail::BitsAsFloat(0x7F800001u)), 0x7FFF);  // sNaN -> quiet
+  EXPECT_EQ(FloatToBf16Bits(detail::BitsAsFloat(0x00018000u)), 0x0002);  // subnormal tie
   EXPECT_EQ(FloatToBf16Bits(-0.0f), 0x8000);
   EXPECT_EQ(bfloat16(1.0f).bits, 0x3F80);
   EXPECT_EQ(static_cast<float>(bfloat16::FromBits(0xC000)), -2.0f);
@@ -514,7 +503,7 @@ TEST(F16Cast, RoundsTiesToEvenSubnormalsAndOverflow) {
   EXPECT_EQ(FloatToF16Bits(1.0f + std::ldexp(3.0f, -11)), 0x3C02);
   EXPECT_EQ(FloatToF16Bits(std::numeric_limits<float>::signaling_NaN()), 0x7FFF);
   // NaN payload survives decoding, quieted.
-  EXPECT_EQ(Bits(F16BitsToFloat(0xFC01)), 0xFFC02000u);
+  EXPECT_EQ(detail::FloatAsBits(F16BitsToFloat(0xFC01)), 0xFFC02000u);
   EXPECT_EQ(float16(2.0f).bits, 0x4000);
   EXPECT_EQ(static_cast<float>(float16::FromBits(0xBC00)), -1.0f);
 }

@@ -26,24 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "core/bit_cast.h"
 #include "core/bfloat16.h"
 #include "core/float16.h"
 #include "core/float8.h"
 
 namespace octet {
 namespace {
-
-uint32_t Bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-}
-
-float FromBits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
 
 struct Case {
   bool e4m3;
@@ -94,7 +83,7 @@ class MismatchLog {
     ++checked_;
     if (ours == cuda) return;
     if (count_++ < 10) {
-      first_ << "  x=" << x << " (0x" << std::hex << Bits(x) << ") ours=0x"
+      first_ << "  x=" << x << " (0x" << std::hex << detail::FloatAsBits(x) << ") ours=0x"
              << static_cast<uint32_t>(ours) << " cuda=0x"
              << static_cast<uint32_t>(cuda) << std::dec << "\n";
     }
@@ -153,10 +142,10 @@ std::vector<float> StructuredProbes() {
       std::numeric_limits<float>::denorm_min(),
       std::numeric_limits<float>::quiet_NaN(),
       std::numeric_limits<float>::signaling_NaN(),
-      FromBits(0x7F800001u),
-      FromBits(0x7FFFFFFFu),
-      FromBits(0x7FC00001u),
-      FromBits(0x7FA00000u),
+      detail::BitsAsFloat(0x7F800001u),
+      detail::BitsAsFloat(0x7FFFFFFFu),
+      detail::BitsAsFloat(0x7FC00001u),
+      detail::BitsAsFloat(0x7FA00000u),
       65504.0f,
       65520.0f,
       std::nextafter(65520.0f, 0.0f),
@@ -179,12 +168,12 @@ std::vector<float> RandomProbes() {
   std::mt19937 rng(20240615);
   std::vector<float> probes;
   probes.reserve(2'000'000);
-  for (int i = 0; i < 1'000'000; ++i) probes.push_back(FromBits(rng()));
+  for (int i = 0; i < 1'000'000; ++i) probes.push_back(detail::BitsAsFloat(rng()));
   std::uniform_int_distribution<int> exponent(127 - 20, 127 + 18);
   for (int i = 0; i < 1'000'000; ++i) {
     const uint32_t u = (rng() & 0x807FFFFFu) |
                        (static_cast<uint32_t>(exponent(rng)) << 23);
-    probes.push_back(FromBits(u));
+    probes.push_back(detail::BitsAsFloat(u));
   }
   return probes;
 }
@@ -229,7 +218,7 @@ TEST(Fp8CudaOracle, DecodersMatchCvtFp8ToHalfraw) {
       if (std::isnan(cuda_float)) {
         EXPECT_TRUE(std::isnan(ours)) << "code 0x" << std::hex << code;
       } else {
-        EXPECT_EQ(Bits(ours), Bits(cuda_float)) << "code 0x" << std::hex << code;
+        EXPECT_EQ(detail::FloatAsBits(ours), detail::FloatAsBits(cuda_float)) << "code 0x" << std::hex << code;
       }
     }
   }
@@ -248,9 +237,9 @@ TEST(Fp8CudaOracle, Bf16AndF16DecodersMatchCuda) {
       // cuda_fp16.h returns a canonical NaN; ours keeps the payload.
       EXPECT_TRUE(std::isnan(F16BitsToFloat(bits))) << std::hex << h;
     } else {
-      EXPECT_EQ(Bits(F16BitsToFloat(bits)), Bits(cuda_half)) << std::hex << h;
+      EXPECT_EQ(detail::FloatAsBits(F16BitsToFloat(bits)), detail::FloatAsBits(cuda_half)) << std::hex << h;
     }
-    EXPECT_EQ(Bits(Bf16BitsToFloat(bits)), Bits(cuda_bf16)) << std::hex << h;
+    EXPECT_EQ(detail::FloatAsBits(Bf16BitsToFloat(bits)), detail::FloatAsBits(cuda_bf16)) << std::hex << h;
   }
 }
 
@@ -261,7 +250,7 @@ TEST(Fp8CudaOracle, AllFloatBitPatternsWhenRequested) {
   }
   int64_t mismatches = 0;
   for (uint64_t i = 0; i <= 0xFFFFFFFFull; ++i) {
-    const float x = FromBits(static_cast<uint32_t>(i));
+    const float x = detail::BitsAsFloat(static_cast<uint32_t>(i));
     for (const Case& c : kCases) mismatches += Ours(c, x) != Cuda(c, x);
     mismatches += FloatToBf16Bits(x) != CudaBf16(x);
     mismatches += FloatToF16Bits(x) != CudaF16(x);

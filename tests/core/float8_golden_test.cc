@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/bit_cast.h"
 #include "core/float16.h"
 #include "core/float8.h"
 
@@ -23,18 +24,6 @@ namespace octet {
 namespace {
 
 constexpr char kGoldenPath[] = OCTET_TEST_DATA_DIR "/core/data/fp8_golden.txt";
-
-uint32_t Bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-}
-
-float FromBits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
 
 TEST(Fp8Golden, EveryLineOfTheCudaGeneratedTableMatches) {
   std::ifstream in(kGoldenPath);
@@ -69,8 +58,8 @@ TEST(Fp8Golden, EveryLineOfTheCudaGeneratedTableMatches) {
       const uint8_t b = static_cast<uint8_t>(code);
       const float ours = fmt == "e4m3" ? E4M3BitsToFloat(b) : E5M2BitsToFloat(b);
       if (FloatToF16Bits(ours) != half_bits) report("decoded value differs (half bits)");
-      const float want = FromBits(float_bits);
-      if (std::isnan(want) ? !std::isnan(ours) : Bits(ours) != float_bits) {
+      const float want = detail::BitsAsFloat(float_bits);
+      if (std::isnan(want) ? !std::isnan(ours) : detail::FloatAsBits(ours) != float_bits) {
         report("decoded value differs (float bits)");
       }
     } else if (kind == "encode") {
@@ -81,7 +70,7 @@ TEST(Fp8Golden, EveryLineOfTheCudaGeneratedTableMatches) {
         continue;
       }
       ++encode_lines;
-      const float x = FromBits(x_bits);
+      const float x = detail::BitsAsFloat(x_bits);
       if (FloatToE4M3Bits(x, Fp8Saturation::kSatFinite) != e4_sat) report("e4m3 satfinite");
       if (FloatToE4M3Bits(x, Fp8Saturation::kNoSat) != e4_nosat) report("e4m3 nosat");
       if (FloatToE5M2Bits(x, Fp8Saturation::kSatFinite) != e5_sat) report("e5m2 satfinite");

@@ -12,6 +12,8 @@
 #include <limits>
 #include <string>
 
+#include "core/bit_cast.h"
+
 namespace octet {
 namespace {
 
@@ -26,12 +28,6 @@ uint8_t Encode(Fmt f, float x, Fp8Saturation sat) {
 
 float Decode(Fmt f, uint8_t code) {
   return f == Fmt::kE4M3 ? E4M3BitsToFloat(code) : E5M2BitsToFloat(code);
-}
-
-uint32_t Bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
 }
 
 // Independent reference decode: value = (-1)^s * 2^(e - bias) * (1 + m/2^M)
@@ -78,7 +74,7 @@ TEST_P(Fp8FormatTest, EveryCodeDecodesToClosedFormValue) {
     const float got = Decode(f, code);
     if (std::isnan(want)) {
       EXPECT_TRUE(std::isnan(got)) << "code 0x" << std::hex << c;
-      EXPECT_EQ(Bits(got), kFp8DecodedNaNBits) << "code 0x" << std::hex << c;
+      EXPECT_EQ(detail::FloatAsBits(got), kFp8DecodedNaNBits) << "code 0x" << std::hex << c;
       continue;
     }
     EXPECT_EQ(static_cast<double>(got), want) << "code 0x" << std::hex << c;
