@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "distributed/store.h"
+#include "tests/distributed/file_store_fixture.h"
 
 #if OCTET_WITH_CUDA
 #include "distributed/cuda/nccl_bootstrap.h"
@@ -29,21 +30,7 @@ TEST(NcclBootstrap, NotBuilt) { GTEST_SKIP() << "octet was built without the CUD
 
 using std::chrono::milliseconds;
 
-class NcclIdTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("octet_nccl_id_test_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    auto store = FileStore::Open(dir_.string());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<FileStore> store_;
-};
+using NcclIdTest = testing::FileStoreFixture;
 
 TEST_F(NcclIdTest, UniqueIdPassesFromRank0ToRank1) {
   absl::StatusOr<ncclUniqueId> id0, id1;

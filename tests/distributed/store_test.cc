@@ -13,26 +13,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/distributed/file_store_fixture.h"
+
 namespace octet::dist {
 namespace {
 
 using std::chrono::milliseconds;
 
-class FileStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("octet_store_test_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    auto store = FileStore::Open(dir_.string());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<FileStore> store_;
-};
+using FileStoreTest = testing::FileStoreFixture;
 
 TEST_F(FileStoreTest, SetThenGetReturnsBinaryValue) {
   std::string value(128, '\0');
