@@ -159,14 +159,11 @@ void CudnnGraph::Matmul(const std::string& name, int64_t a, int64_t b, int64_t c
   mm.Finalize(what);
   BackendDescriptor op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
   cudnnBackendDescriptor_t da = Desc(a, name).get(), db = Desc(b, name).get(), dc = Desc(c, name).get(), dm = mm.get();
-  op.Set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &da, what);
-  op.Set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &db, what);
-  op.Set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dc, what);
-  op.Set(CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dm, what);
-  op.Finalize(what);
-  op_descs_.push_back(std::move(mm));
-  ops_.push_back(std::move(op));
-  op_names_.push_back(name);
+  op.SetDesc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, da, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, db, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, dc, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_MATMUL_DESC, dm, what);
+  AddOperation(name, std::move(op), std::move(mm), what);
 }
 
 void CudnnGraph::Pointwise(const std::string& name, cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t,
@@ -184,21 +181,18 @@ void CudnnGraph::Pointwise(const std::string& name, cudnnPointwiseMode_t mode, i
   pw.Finalize(what);
   BackendDescriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
   cudnnBackendDescriptor_t dpw = pw.get(), dx = Desc(x, name).get(), dy = Desc(y, name).get();
-  op.Set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dpw, what);
-  op.Set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, dpw, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, dx, what);
   if (b >= 0) {
     cudnnBackendDescriptor_t db = Desc(b, name).get();
-    op.Set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &db, what);
+    op.SetDesc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, db, what);
   }
   if (t >= 0) {
     cudnnBackendDescriptor_t dt = Desc(t, name).get();
-    op.Set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dt, what);
+    op.SetDesc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, dt, what);
   }
-  op.Set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy, what);
-  op.Finalize(what);
-  op_descs_.push_back(std::move(pw));
-  ops_.push_back(std::move(op));
-  op_names_.push_back(name);
+  op.SetDesc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, dy, what);
+  AddOperation(name, std::move(op), std::move(pw), what);
 }
 
 void CudnnGraph::Reduction(const std::string& name, cudnnReduceTensorOp_t reduce_op, int64_t x, int64_t y) {
@@ -212,13 +206,10 @@ void CudnnGraph::Reduction(const std::string& name, cudnnReduceTensorOp_t reduce
   red.Finalize(what);
   BackendDescriptor op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
   cudnnBackendDescriptor_t dr = red.get(), dx = Desc(x, name).get(), dy = Desc(y, name).get();
-  op.Set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx, what);
-  op.Set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy, what);
-  op.Set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dr, what);
-  op.Finalize(what);
-  op_descs_.push_back(std::move(red));
-  ops_.push_back(std::move(op));
-  op_names_.push_back(name);
+  op.SetDesc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, dx, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, dy, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, dr, what);
+  AddOperation(name, std::move(op), std::move(red), what);
 }
 
 void CudnnGraph::Reshape(const std::string& name, int64_t x, int64_t y) {
@@ -227,9 +218,15 @@ void CudnnGraph::Reshape(const std::string& name, int64_t x, int64_t y) {
                            DimsStr(info(y).dims) + ")";
   BackendDescriptor op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, what);
   cudnnBackendDescriptor_t dx = Desc(x, name).get(), dy = Desc(y, name).get();
-  op.Set(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx, what);
-  op.Set(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, dx, what);
+  op.SetDesc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, dy, what);
+  AddOperation(name, std::move(op), BackendDescriptor(), what);
+}
+
+void CudnnGraph::AddOperation(const std::string& name, BackendDescriptor op, BackendDescriptor sub,
+                              const std::string& what) {
   op.Finalize(what);
+  if (sub.get() != nullptr) op_descs_.push_back(std::move(sub));
   ops_.push_back(std::move(op));
   op_names_.push_back(name);
 }
@@ -278,7 +275,7 @@ BackendDescriptor MakeHeuristics(const CudnnGraph& g, cudnnBackendHeurMode_t mod
   OCTET_CHECK(g.finalized(), what, ": the graph is not finalized");
   BackendDescriptor heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, what);
   cudnnBackendDescriptor_t graph = g.graph();
-  heur.Set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, what);
+  heur.SetDesc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, what);
   heur.Set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, what);
   heur.Finalize(what);
   return heur;

@@ -37,6 +37,10 @@ class BackendDescriptor {
   // cudnnBackendSetAttribute, checked.
   void Set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values,
            const std::string& what);
+  // One descriptor-valued attribute (CUDNN_TYPE_BACKEND_DESCRIPTOR, count 1).
+  void SetDesc(cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value, const std::string& what) {
+    Set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value, what);
+  }
   void Finalize(const std::string& what);
 
  private:
@@ -91,6 +95,8 @@ class CudnnGraph {
  private:
   const BackendDescriptor& Desc(int64_t uid, const std::string& op) const;
   std::string Where(const std::string& op) const { return name_ + " graph, op '" + op + "'"; }
+  // Finalizes op and appends it (and the descriptor it points at, if any).
+  void AddOperation(const std::string& name, BackendDescriptor op, BackendDescriptor sub, const std::string& what);
 
   std::string name_;
   std::vector<CudnnTensorInfo> infos_;
