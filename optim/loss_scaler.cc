@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "core/dtype_traits.h"
 #include "ops/cpu/loops.h"
+#include "ops/cast.h"
 #include "ops/pointwise.h"
 
 namespace octet::optim {
@@ -34,8 +35,17 @@ bool DynamicLossScaler::Unscale(const NamedTensors& params) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    OCTET_CHECK(IsUnscaledFloat(g.dtype()) && g.device().is_cpu() && g.is_contiguous(), "loss scaler: gradient of '",
-                name, "' is ", Describe(g), "; expected a contiguous CPU float32/float64/bfloat16/float16 tensor");
+    OCTET_CHECK(IsUnscaledFloat(g.dtype()) && (g.is_contiguous() || !g.device().is_cpu()),
+                "loss scaler: gradient of '", name, "' is ", Describe(g),
+                "; expected a contiguous float32/float64/bfloat16/float16 tensor");
+    if (!g.device().is_cpu()) {
+      // The device's pointwise multiply (the same single rounding), then
+      // max |g|, which is NaN or inf exactly when some element is.
+      NoGradGuard no_grad;
+      MulScalarInPlace(g, inv);
+      found_inf |= !std::isfinite(Amax(g).Item());
+      continue;
+    }
     DispatchFloat(g.dtype(), "loss scaler unscale", [&]<typename T>() {
       using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
       const C c = static_cast<C>(inv);

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "core/dtype_traits.h"
 #include "ops/cpu/loops.h"
+#include "ops/pointwise.h"
 
 namespace octet::optim {
 
@@ -19,11 +20,13 @@ SGD::SGD(NamedTensors params, Options options)
   if (options_.momentum == 0.0) return;
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Tensor& p = this->params()[i].second;
-    OCTET_CHECK(p.device().is_cpu(), "sgd: parameter '", this->params()[i].first, "' is on ", p.device(),
-                "; only the CPU has an SGD kernel so far");
     const DType d = p.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    buffers_[i] = Empty(p.shape(), {.dtype = d});
-    if (buffers_[i].nbytes() > 0) std::memset(buffers_[i].raw_data(), 0, buffers_[i].nbytes());
+    if (p.device().is_cpu()) {
+      buffers_[i] = Empty(p.shape(), {.dtype = d});
+      if (buffers_[i].nbytes() > 0) std::memset(buffers_[i].raw_data(), 0, buffers_[i].nbytes());
+    } else {
+      buffers_[i] = Zeros(p.shape(), {.dtype = d, .device = p.device()});
+    }
   }
   for (size_t i = 0; i < buffers_.size(); ++i) RegisterState("sgd.momentum." + this->params()[i].first, &buffers_[i]);
 }
@@ -50,6 +53,29 @@ void SgdTensor(const SGD::Options& o, double lr_d, P* param, const G* grad, void
   });
 }
 
+// NOTE [sgd on a device]: the update of SgdTensor as tensor ops on the
+// parameter's device, in the same compute dtype C (float32, float64 for
+// float64 parameters), rounding to the parameter's dtype once at the end.
+// A few passes instead of one fused kernel: SGD is not on any hot path here
+// (the GPT example uses the fused AdamW kernel).
+void SgdTensorOps(const SGD::Options& o, double lr, Tensor& p, const Tensor& g_in, Tensor& buf) {
+  const DType c = p.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  Tensor pc = p.dtype() == c ? p : p.To(c);
+  Tensor g = g_in.To(c).Clone();
+  if (o.weight_decay != 0.0) AddInPlace(g, pc, o.weight_decay);
+  if (buf.defined()) {
+    MulScalarInPlace(buf, o.momentum);
+    AddInPlace(buf, g);
+    if (o.nesterov) {
+      AddInPlace(g, buf, o.momentum);
+    } else {
+      g = buf;
+    }
+  }
+  AddInPlace(pc, g, -lr);
+  if (!pc.is_same(p)) p.CopyFrom_(pc);
+}
+
 }  // namespace
 
 void SGD::Step() {
@@ -58,12 +84,15 @@ void SGD::Step() {
     const auto& [name, p] = params()[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    OCTET_CHECK(p.device().is_cpu(), "sgd: parameter '", name, "' is on ", p.device(),
-                "; only the CPU has an SGD kernel so far");
     OCTET_CHECK(g.shape() == p.shape() && g.device() == p.device(), "sgd: gradient of '", name, "' is ",
                 Describe(g), " but the parameter is ", Describe(p));
     OCTET_CHECK(g.dtype() == p.dtype() || g.dtype() == DType::kFloat32, "sgd: gradient of '", name, "' is ",
                 Describe(g), "; expected ", Name(p.dtype()), " or float32");
+    if (!p.device().is_cpu()) {
+      Tensor param = p;
+      SgdTensorOps(options_, lr(), param, g, buffers_[i]);
+      continue;
+    }
     if (!g.is_contiguous()) g = g.Contiguous();
     void* buf = buffers_[i].defined() ? buffers_[i].raw_data() : nullptr;
     DispatchFloat(p.dtype(), "sgd", [&]<typename P>() {
