@@ -2,11 +2,16 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include <atomic>
+#include <cstdio>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 
 #include "ops/attention_kernels.h"
+#include "ops/attention_unfused.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_context.h"
 #include "ops/registry.h"
@@ -40,8 +45,8 @@ std::string Describe(const SdpaConfig& c) {
 
 void ValidateConfig(const SdpaConfig& c) {
   OCTET_CHECK(c.dtype == DType::kBFloat16 || c.dtype == DType::kFloat16, Describe(c),
-              ": the cuDNN attention takes bfloat16 or float16; the cuBLASLt + softmax fallback for other dtypes is "
-              "not implemented yet (use bfloat16, e.g. amp level O1/O2, or the CPU)");
+              ": the cuDNN attention graphs take bfloat16 or float16 (other dtypes run the unfused fallback, "
+              "NOTE [attention fallback])");
   OCTET_CHECK(c.b > 0 && c.h > 0 && c.s > 0 && c.d > 0, Describe(c), ": every size must be positive");
   OCTET_CHECK(c.d % 8 == 0 && c.d <= 256, Describe(c),
               ": cuDNN fused attention needs a head dim that is a "
@@ -208,7 +213,9 @@ absl::flat_hash_map<SdpaConfig, std::unique_ptr<CachedSdpa>>& PlanCache() {
   return cache;
 }
 
-const CudnnPlan& PlanFor(const SdpaConfig& c) {
+// The plan for c, or nullptr (with the reason in *why) when cuDNN has no
+// engine for it; the answer is cached either way.
+const CudnnPlan* TryPlanFor(const SdpaConfig& c, std::string* why) {
   auto& cache = PlanCache();
   auto it = cache.find(c);
   if (it == cache.end()) {
@@ -222,8 +229,24 @@ const CudnnPlan& PlanFor(const SdpaConfig& c) {
     }
     it = cache.emplace(c, std::move(entry)).first;
   }
-  OCTET_CHECK(it->second->error.empty(), it->second->error);
-  return *it->second->plan;
+  if (!it->second->error.empty()) {
+    *why = it->second->error;
+    return nullptr;
+  }
+  return it->second->plan.get();
+}
+
+std::atomic<int64_t> g_attention_fallbacks{0};
+
+// Counts a fallback and reports each distinct reason once.
+void RecordAttentionFallback(const std::string& reason) {
+  g_attention_fallbacks.fetch_add(1);
+  static std::mutex mu;
+  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen->insert(reason).second)
+    std::fprintf(stderr, "octet: causal attention falls back to unfused ops (cuBLASLt + CUDA kernels): %s\n",
+                 reason.c_str());
 }
 
 Strides4 StridesOf(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)}; }
@@ -246,6 +269,10 @@ void CheckOutput(const Tensor& t, const char* what) {
 
 void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
                              const Tensor& out, const Tensor& lse) {
+  if (const char* reason = CudnnAttentionUnsupportedReason(q_in.dtype(), q_in.size(3))) {
+    RecordAttentionFallback(std::string(reason) + " (forward, " + Describe(q_in) + ")");
+    return CausalAttentionFwdUnfused(q_in, k_in, v_in, scale, out, lse);
+  }
   const Tensor q = Readable(q_in), k = Readable(k_in), v = Readable(v_in);
   CheckOutput(out, "out");
   CheckOutput(lse, "lse");
@@ -262,7 +289,13 @@ void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
   c.v = StridesOf(v);
   c.o = StridesOf(out);
   DeviceGuard guard(c.device);
-  const CudnnPlan& plan = PlanFor(c);
+  std::string why;
+  const CudnnPlan* found = TryPlanFor(c, &why);
+  if (found == nullptr) {
+    RecordAttentionFallback(why);
+    return CausalAttentionFwdUnfused(q_in, k_in, v_in, scale, out, lse);
+  }
+  const CudnnPlan& plan = *found;
   void* ws = Workspace(c.device, static_cast<size_t>(plan.workspace_bytes));
   float scale_f = static_cast<float>(scale);
   float neg_inf = -std::numeric_limits<float>::infinity();
@@ -275,6 +308,10 @@ void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
 void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
                              const Tensor& dout_in, const Tensor& lse, double scale, const Tensor& dq_in,
                              const Tensor& dk_in, const Tensor& dv_in) {
+  if (const char* reason = CudnnAttentionUnsupportedReason(q_in.dtype(), q_in.size(3))) {
+    RecordAttentionFallback(std::string(reason) + " (backward, " + Describe(q_in) + ")");
+    return CausalAttentionBwdUnfused(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
+  }
   const Tensor q = Readable(q_in), k = Readable(k_in), v = Readable(v_in), out = Readable(out_in),
                dout = Readable(dout_in);
   CheckOutput(lse, "lse");
@@ -304,7 +341,13 @@ void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
   c.dk = StridesOf(dk);
   c.dv = StridesOf(dv);
   DeviceGuard guard(c.device);
-  const CudnnPlan& plan = PlanFor(c);
+  std::string why;
+  const CudnnPlan* found = TryPlanFor(c, &why);
+  if (found == nullptr) {
+    RecordAttentionFallback(why);
+    return CausalAttentionBwdUnfused(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
+  }
+  const CudnnPlan& plan = *found;
   const Tensor softmax_sum = Empty({c.b, c.h, c.s, 1}, {.dtype = DType::kFloat32, .device = device});
   const Tensor dq_accum = Empty({c.b, c.h, c.s, c.d}, {.dtype = DType::kFloat32, .device = device});
   // cuDNN >= 9.6 clears dQ_accum itself; zeroing it keeps older engines right too.
@@ -333,6 +376,15 @@ void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
 }
 
 size_t SdpaPlanCacheSize() { return PlanCache().size(); }
+
+const char* CudnnAttentionUnsupportedReason(DType dtype, int64_t head_dim) {
+  if (dtype != DType::kBFloat16 && dtype != DType::kFloat16)
+    return "cuDNN fused attention takes bfloat16 or float16 inputs";
+  if (head_dim % 8 != 0 || head_dim > 256) return "cuDNN fused attention needs a head dim that is a multiple of 8, <= 256";
+  return nullptr;
+}
+
+int64_t AttentionFallbackCount() { return g_attention_fallbacks.load(); }
 
 OCTET_REGISTER_KERNEL(causal_attention_fwd, DeviceType::kCUDA, &CausalAttentionFwdCudnn);
 OCTET_REGISTER_KERNEL(causal_attention_bwd, DeviceType::kCUDA, &CausalAttentionBwdCudnn);

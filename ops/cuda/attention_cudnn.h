@@ -19,9 +19,18 @@
 // Plans are cached per (device, shape, strides, dtype, direction) in a
 // thread-local map, as Transformer Engine does.
 //
-// Supported: bfloat16 and float16, head dim a multiple of 8 and <= 256. Other
-// dtypes (float32/float64) are a clear error for now: the cuBLASLt + softmax
-// fallback is not implemented yet.
+// Supported by the cuDNN graphs: bfloat16 and float16, head dim a multiple of
+// 8 and <= 256.
+//
+// NOTE [attention fallback]: the CUDA kernels run a call through the unfused
+// ops of ops/attention_unfused.h (cuBLASLt GEMMs, the softmax pieces as CUDA
+// kernels) when the dtype or head dim is outside that
+// (CudnnAttentionUnsupportedReason) or when cuDNN has no engine for the
+// shape (the plan cache remembers that). Each fallback is counted
+// (AttentionFallbackCount) and reported on stderr once per distinct reason:
+// slower and O(T²) in memory, but never a crash and never silent. Errors
+// that are not "cuDNN cannot do this" (execution failures, bad arguments)
+// are raised, not hidden behind the fallback.
 #pragma once
 
 #include <array>
@@ -94,5 +103,12 @@ void CausalAttentionBwdCudnn(const Tensor& q, const Tensor& k, const Tensor& v, 
 
 // Cached plans on this thread (for tests).
 size_t SdpaPlanCacheSize();
+
+// Why the cuDNN graphs cannot take this dtype / head dim (a sentence), or
+// nullptr when cuDNN should be tried. Host logic, tested without a GPU.
+const char* CudnnAttentionUnsupportedReason(DType dtype, int64_t head_dim);
+
+// Calls that took the unfused fallback in this process (NOTE [attention fallback]).
+int64_t AttentionFallbackCount();
 
 }  // namespace octet::cuda

@@ -4,7 +4,9 @@
 // for BHSD and BSHD strides and both I/O dtypes; a wrong shape is rejected
 // with cuDNN's own error text inside the octet::Error; heuristics mode A
 // offers no engine config here and the plan builder reports "no engine"
-// cleanly. On a GPU the attention kernels are compared with the CPU kernels.
+// cleanly; the fallback decision (NOTE [attention fallback]) for a grid of
+// dtypes and head dims. On a GPU the attention kernels, cuDNN and the
+// unfused fallback, are compared with the CPU kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,7 +127,7 @@ TEST(CudnnGraph, UnsupportedConfigsNameTheProblem) {
   EXPECT_NE(msg.find("multiple of 8 and at most 256, got 60"), std::string::npos) << msg;
   EXPECT_NE(msg.find("B=1 H=2 T=16 D=60 bfloat16"), std::string::npos) << msg;
   msg = ErrorOf([] { BuildSdpaForwardGraph(ContiguousSdpaConfig(1, 2, 16, 64, DType::kFloat32, false)); });
-  EXPECT_NE(msg.find("fallback for other dtypes is not implemented yet"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the cuDNN attention graphs take bfloat16 or float16"), std::string::npos) << msg;
   SdpaConfig c = ContiguousSdpaConfig(1, 2, 16, 64, DType::kBFloat16, false);
   c.q[3] = 2;
   msg = ErrorOf([&] { BuildSdpaForwardGraph(c); });
@@ -203,13 +205,57 @@ TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
   EXPECT_EQ(SdpaPlanCacheSize(), 2u);
 }
 
-TEST(CudnnAttentionDevice, Float32IsAClearError) {
+// NOTE [attention fallback]: which calls cuDNN is asked to take.
+TEST(CudnnAttentionFallback, ReasonNamesWhatCudnnCannotTake) {
+  EXPECT_EQ(CudnnAttentionUnsupportedReason(DType::kBFloat16, 64), nullptr);
+  EXPECT_EQ(CudnnAttentionUnsupportedReason(DType::kFloat16, 8), nullptr);
+  EXPECT_EQ(CudnnAttentionUnsupportedReason(DType::kBFloat16, 256), nullptr);
+  for (DType d : {DType::kFloat32, DType::kFloat64}) {
+    const char* r = CudnnAttentionUnsupportedReason(d, 64);
+    ASSERT_NE(r, nullptr) << Name(d);
+    EXPECT_NE(std::string(r).find("bfloat16 or float16"), std::string::npos) << r;
+  }
+  for (int64_t dim : {1, 4, 60, 264, 512}) {
+    const char* r = CudnnAttentionUnsupportedReason(DType::kBFloat16, dim);
+    ASSERT_NE(r, nullptr) << dim;
+    EXPECT_NE(std::string(r).find("multiple of 8, <= 256"), std::string::npos) << r;
+  }
+}
+
+// float32 (any head dim) and bf16 with a head dim cuDNN cannot take run the
+// unfused fallback on the GPU and match the CPU kernels; each call is counted.
+TEST(CudnnAttentionDevice, FallbackMatchesCpuAndIsCounted) {
   if (!IsAvailable()) GTEST_SKIP() << "no CUDA device: " << UnavailableReason();
   const Device gpu = CUDA(0);
-  Tensor q = Zeros({1, 1, 16, 64}, {.device = gpu});
-  Tensor out = Empty({1, 1, 16, 64}, {.device = gpu}), lse = Empty({1, 1, 16}, {.device = gpu});
-  const std::string msg = ErrorOf([&] { CausalAttentionFwdCudnn(q, q, q, 0.125, out, lse); });
-  EXPECT_NE(msg.find("not implemented yet"), std::string::npos) << msg;
+  struct Case {
+    DType dtype;
+    int64_t d;
+    double tol;
+  };
+  for (const Case& c : {Case{DType::kFloat32, 64, 1e-4}, Case{DType::kFloat32, 12, 1e-4},
+                        Case{DType::kBFloat16, 12, 3e-2}}) {
+    const int64_t B = 2, H = 2, T = 37;
+    const Shape shape{B, H, T, c.d};
+    Tensor q = RandomTensor(shape, 5, c.dtype), k = RandomTensor(shape, 6, c.dtype), v = RandomTensor(shape, 7, c.dtype);
+    Tensor dout = RandomTensor(shape, 8, c.dtype);
+    auto f32 = [](const Tensor& t) { return t.To(DType::kFloat32); };
+    Tensor out_ref = Empty(shape), lse_ref = Empty({B, H, T});
+    causal_attention_fwd(kCPU)(f32(q), f32(k), f32(v), 0.3, out_ref, lse_ref);
+    Tensor dq_ref = Empty(shape), dk_ref = Empty(shape), dv_ref = Empty(shape);
+    causal_attention_bwd(kCPU)(f32(q), f32(k), f32(v), out_ref, f32(dout), lse_ref, 0.3, dq_ref, dk_ref, dv_ref);
+    const int64_t before = AttentionFallbackCount();
+    const TensorOptions io{.dtype = c.dtype, .device = gpu};
+    Tensor out = Empty(shape, io), lse = Empty({B, H, T}, {.device = gpu});
+    CausalAttentionFwdCudnn(q.To(gpu), k.To(gpu), v.To(gpu), 0.3, out, lse);
+    Tensor dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
+    CausalAttentionBwdCudnn(q.To(gpu), k.To(gpu), v.To(gpu), out, dout.To(gpu), lse, 0.3, dq, dk, dv);
+    EXPECT_EQ(AttentionFallbackCount(), before + 2) << Name(c.dtype) << " D=" << c.d;
+    EXPECT_TRUE(AllClose(out.To(kCPU).To(DType::kFloat32), out_ref, c.tol, c.tol)) << Name(c.dtype) << " D=" << c.d;
+    EXPECT_TRUE(AllClose(lse.To(kCPU), lse_ref, 1e-4, 1e-4)) << Name(c.dtype) << " D=" << c.d;
+    EXPECT_TRUE(AllClose(dq.To(kCPU).To(DType::kFloat32), dq_ref, 3 * c.tol, 3 * c.tol)) << Name(c.dtype);
+    EXPECT_TRUE(AllClose(dk.To(kCPU).To(DType::kFloat32), dk_ref, 3 * c.tol, 3 * c.tol)) << Name(c.dtype);
+    EXPECT_TRUE(AllClose(dv.To(kCPU).To(DType::kFloat32), dv_ref, 3 * c.tol, 3 * c.tol)) << Name(c.dtype);
+  }
 }
 
 #endif  // OCTET_WITH_CUDA
