@@ -8,10 +8,10 @@
 // 0 generic, 1 AVX2, 2 AVX-512 (clamped to what the CPU has; the label says
 // which ran).
 //
-// When ops/matmul.h exists, BM_UnfusedAttention* compute the same thing from
-// separate ops per head (Matmul, MulScalar, Add of a -inf mask, Softmax,
-// Matmul; backward through autograd), materialising the T x T scores, and
-// count the same FLOPs, so the FLOP/s ratio is the speed-up of fusion.
+// BM_UnfusedAttention* run the CUDA backend's fallback (ops/attention_unfused.h)
+// on the CPU ops: batched GEMMs and pointwise/reduction passes over the
+// materialised T x T scores. They count the same FLOPs, so the FLOP/s ratio
+// is the speed-up of fusion.
 //   octet_attention_bench --benchmark_filter=Forward
 #include <benchmark/benchmark.h>
 
@@ -24,13 +24,7 @@
 #include "core/tensor.h"
 #include "ops/attention.h"
 #include "ops/attention_kernels.h"
-#if __has_include("ops/matmul.h")
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
-#define OCTET_BENCH_HAVE_MATMUL 1
-#endif
+#include "ops/attention_unfused.h"
 
 namespace octet {
 namespace {
@@ -90,38 +84,19 @@ void BM_CausalAttentionForwardBackward(benchmark::State& state) {
       benchmark::Counter(3.5 * ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-#ifdef OCTET_BENCH_HAVE_MATMUL
-// The unfused reference: per (batch, head), softmax(q k^T * scale + mask) v.
-Tensor UnfusedAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
-  const Shape& s = q.shape();  // (B,H,T,D)
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s[3]));
-  TensorList heads;
-  for (int64_t b = 0; b < s[0]; ++b) {
-    for (int64_t h = 0; h < s[1]; ++h) {
-      const Tensor qh = q.Select(0, b).Select(0, h), kh = k.Select(0, b).Select(0, h),
-                   vh = v.Select(0, b).Select(0, h);  // (T,D)
-      const Tensor p = Softmax(Add(MulScalar(Matmul(qh, kh.T()), scale), mask), -1);  // (T,T)
-      heads.push_back(Matmul(p, vh));
-    }
-  }
-  return Stack(heads, 0).View(s);
-}
-
-// (T,T): 0 on and below the diagonal, -inf above.
-Tensor CausalMask(int64_t t, DType dtype) {
-  std::vector<float> m(t * t, 0.0f);
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = -std::numeric_limits<float>::infinity();
-  return FromVector(m, {t, t}, {.dtype = dtype});
-}
-
+// The unfused fallback of the CUDA backend (NOTE [unfused attention]),
+// here on the CPU ops: the same kernel contract, T x T scores materialised.
 void BM_UnfusedAttentionForward(benchmark::State& state) {
   const Shape shape = ShapeOf(state);
   const DType dtype = DtypeOf(state);
   const Tensor q = RandomInput(shape, dtype, 1), k = RandomInput(shape, dtype, 2), v = RandomInput(shape, dtype, 3);
-  const Tensor mask = CausalMask(shape[2], dtype);
-  NoGradGuard no_grad;
-  for (auto _ : state) benchmark::DoNotOptimize(UnfusedAttention(q, k, v, mask).raw_data());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(shape[3]));
+  Tensor out = Empty(shape, {.dtype = dtype});
+  Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(dtype)});
+  for (auto _ : state) {
+    CausalAttentionFwdUnfused(q, k, v, scale, out, lse);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
   state.counters["FLOP/s"] =
       benchmark::Counter(ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
 }
@@ -129,16 +104,16 @@ void BM_UnfusedAttentionForward(benchmark::State& state) {
 void BM_UnfusedAttentionForwardBackward(benchmark::State& state) {
   const Shape shape = ShapeOf(state);
   const DType dtype = DtypeOf(state);
-  Tensor q = RandomInput(shape, dtype, 1).requires_grad_(), k = RandomInput(shape, dtype, 2).requires_grad_(),
-         v = RandomInput(shape, dtype, 3).requires_grad_();
+  const Tensor q = RandomInput(shape, dtype, 1), k = RandomInput(shape, dtype, 2), v = RandomInput(shape, dtype, 3);
   const Tensor dout = RandomInput(shape, dtype, 4);
-  const Tensor mask = CausalMask(shape[2], dtype);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(shape[3]));
+  Tensor out = Empty(shape, {.dtype = dtype});
+  Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(dtype)});
+  Tensor dq = Empty(shape, {.dtype = dtype}), dk = Empty(shape, {.dtype = dtype}), dv = Empty(shape, {.dtype = dtype});
   for (auto _ : state) {
-    UnfusedAttention(q, k, v, mask).Backward(dout);
-    benchmark::DoNotOptimize(q.grad().raw_data());
-    q.zero_grad();
-    k.zero_grad();
-    v.zero_grad();
+    CausalAttentionFwdUnfused(q, k, v, scale, out, lse);
+    CausalAttentionBwdUnfused(q, k, v, out, dout, lse, scale, dq, dk, dv);
+    benchmark::DoNotOptimize(dq.raw_data());
   }
   state.counters["FLOP/s"] =
       benchmark::Counter(3.5 * ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
@@ -156,7 +131,6 @@ void UnfusedArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_UnfusedAttentionForward)->Apply(UnfusedArgs);
 BENCHMARK(BM_UnfusedAttentionForwardBackward)->Apply(UnfusedArgs);
-#endif  // OCTET_BENCH_HAVE_MATMUL
 
 // B, H, T, D, dtype (0 f32, 1 bf16), isa.
 void Args(benchmark::internal::Benchmark* b) {
