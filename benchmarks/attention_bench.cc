@@ -17,7 +17,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "autograd/grad_mode.h"
