@@ -518,6 +518,10 @@ void CublasLtGemm(const GemmArgs& g) {
     case GemmPath::kDirect: {
       std::string why;
       if (RunDirect(x, plan, &why)) return;
+      if (!plan.fp8 && g.epilogue != GemmEpilogue::kNone && g.epilogue_unsupported != nullptr) {
+        *g.epilogue_unsupported = true;
+        return;
+      }
       OCTET_CHECK(plan.fp8, why, "; for ", x.what);
       const GemmPlan fb = PlanBf16Fallback(req, why);
       RecordGemmFallback(why);

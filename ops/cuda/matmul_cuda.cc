@@ -179,6 +179,10 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
     }
   }
   const Tensor& final_dst = gelu_after ? gelu_pre : out;
+  // No cuBLASLt algorithm with the GELU epilogue: bias epilogue into
+  // gelu_pre, then the GELU kernel.
+  bool gelu_unsupported = false;
+  if (gelu_epilogue) g.epilogue_unsupported = &gelu_unsupported;
   if (flat) {
     g.batch = static_cast<int32_t>(nbatch);
     g.batch_stride_a = sa;
@@ -195,6 +199,16 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
       g.d = const_cast<char*>(At(target, bi * M * N));
       CublasLtGemm(g);
     }
+  }
+  if (gelu_unsupported) {  // gelu_epilogue implies one 2-D GEMM
+    g.epilogue = GemmEpilogue::kBias;
+    g.aux = nullptr;
+    g.aux_ld = 0;
+    g.epilogue_unsupported = nullptr;
+    g.d = gelu_pre.raw_data();
+    CublasLtGemm(g);
+    gelu_pass();
+    return;
   }
   if (!target.is_same(final_dst)) copy_kernel(device)(target, final_dst);
   if (gelu_after) gelu_pass();
