@@ -80,7 +80,7 @@ using std::tanh;
 // scaled by 2^n through the exponent bits. Max error ~2 ulp over the float
 // range; results below 2^-126 flush to zero, overflow gives +inf, NaN stays
 // NaN. Device code uses the hardware expf instead.
-OCTET_HOST_DEVICE inline float ExpFast(float x) {
+OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
 #if defined(__CUDA_ARCH__)
   return expf(x);
 #else
@@ -109,7 +109,7 @@ OCTET_HOST_DEVICE inline float ExpFast(float x) {
 
 // exp in the compute type: the fast float path, std::exp for double.
 template <typename T>
-OCTET_HOST_DEVICE inline T Exp(T x) {
+OCTET_HOST_DEVICE OCTET_INLINE T Exp(T x) {
   if constexpr (sizeof(T) == 4) {
     return ExpFast(x);
   } else {
@@ -120,14 +120,14 @@ OCTET_HOST_DEVICE inline T Exp(T x) {
 // 1 / (1 + e^-x), stable for both signs (e^-x overflows to inf for x << 0,
 // giving 0).
 template <typename T>
-OCTET_HOST_DEVICE inline T Sigmoid(T x) {
+OCTET_HOST_DEVICE OCTET_INLINE T Sigmoid(T x) {
   return T(1) / (T(1) + Exp(-x));
 }
 
 // See NOTE [gelu]. 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no cancellation for
 // x << 0, and no tanh call.
 template <typename T>
-OCTET_HOST_DEVICE inline T Gelu(T x) {
+OCTET_HOST_DEVICE OCTET_INLINE T Gelu(T x) {
   const T k = T(0.7978845608028654);  // sqrt(2/pi)
   const T c = T(0.044715);
   return x * Sigmoid(T(2) * k * (x + c * x * x * x));
@@ -136,7 +136,7 @@ OCTET_HOST_DEVICE inline T Gelu(T x) {
 // d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u)
 //             = s + 2 x s (1 - s) u',             s = sigmoid(2u).
 template <typename T>
-OCTET_HOST_DEVICE inline T GeluGrad(T x) {
+OCTET_HOST_DEVICE OCTET_INLINE T GeluGrad(T x) {
   const T k = T(0.7978845608028654);
   const T c = T(0.044715);
   const T s = Sigmoid(T(2) * k * (x + c * x * x * x));
@@ -146,7 +146,7 @@ OCTET_HOST_DEVICE inline T GeluGrad(T x) {
 
 
 template <typename T>
-OCTET_HOST_DEVICE inline T Unary(UnaryOp op, T x, T alpha) {
+OCTET_HOST_DEVICE OCTET_INLINE T Unary(UnaryOp op, T x, T alpha) {
   switch (op) {
     case UnaryOp::kNeg: return -x;
     case UnaryOp::kExp: return Exp(x);
@@ -172,13 +172,13 @@ OCTET_HOST_DEVICE inline T Unary(UnaryOp op, T x, T alpha) {
 template <UnaryOp Op>
 struct UnaryFn {
   template <typename T>
-  OCTET_HOST_DEVICE T operator()(T x, T alpha) const {
+  OCTET_HOST_DEVICE OCTET_INLINE T operator()(T x, T alpha) const {
     return Unary(Op, x, alpha);
   }
 };
 
 template <typename T>
-OCTET_HOST_DEVICE inline T Binary(BinaryOp op, T a, T b, T alpha) {
+OCTET_HOST_DEVICE OCTET_INLINE T Binary(BinaryOp op, T a, T b, T alpha) {
   switch (op) {
     case BinaryOp::kAdd: return a + b;
     case BinaryOp::kSub: return a - b;
@@ -198,13 +198,13 @@ OCTET_HOST_DEVICE inline T Binary(BinaryOp op, T a, T b, T alpha) {
 template <BinaryOp Op>
 struct BinaryFn {
   template <typename T>
-  OCTET_HOST_DEVICE T operator()(T a, T b, T alpha) const {
+  OCTET_HOST_DEVICE OCTET_INLINE T operator()(T a, T b, T alpha) const {
     return Binary(Op, a, b, alpha);
   }
 };
 
 template <typename T>
-OCTET_HOST_DEVICE inline bool Compare(CompareOp op, T a, T b) {
+OCTET_HOST_DEVICE OCTET_INLINE bool Compare(CompareOp op, T a, T b) {
   switch (op) {
     case CompareOp::kEq: return a == b;
     case CompareOp::kNe: return a != b;
