@@ -33,7 +33,7 @@ void Fp8LinearState::MakeSlots(Module& owner) {
   const DType dtypes[3] = {recipe_.forward_dtype, recipe_.forward_dtype, recipe_.backward_dtype};
   std::unique_ptr<Fp8Slot>* slots[3] = {&input_, &weight_, &grad_output_};
   // The state lives where the module's parameters do (NOTE [slot state on the device]).
-  const TensorList params = owner.Parameters(/*recurse=*/false);
+  const TensorList params = owner.Parameters(/*recurse=*/true);
   const Device device = params.empty() ? kCPU : params.front().device();
   for (int i = 0; i < 3; ++i) {
     const std::string base = prefix_ + "fp8_" + kSlotNames[i];

@@ -144,6 +144,11 @@ void AdamW::Step() {
     OCTET_CHECK(g.device() == p.device(), "adamw: gradient of '", name, "' is on ", g.device(),
                 " but the parameter is on ", p.device());
     const ParamState& s = states_[i];
+    // The kernels index every state tensor by the parameter's element count.
+    for (const Tensor* t : {&s.m, &s.v, &s.master}) {
+      OCTET_CHECK(!t->defined() || t->numel() == p.numel(), "adamw: the state of '", name, "' is ", Describe(*t),
+                  " but the parameter is ", Describe(p));
+    }
     AdamWTensorArgs a;
     a.param = p;
     a.grad = g.is_contiguous() ? g : g.Contiguous();

@@ -13,8 +13,9 @@
 // optim/adamw_cpu.cc (UpdateChunk / AmaxChunk / the f64 loop), operation by
 // operation, with explicitly rounded intrinsics (__fmul_rn, __fadd_rn,
 // __fdiv_rn, __fsqrt_rn and the double versions) so nvcc cannot contract
-// them into FMAs: the result is bit-identical to the CPU kernel built without
-// FMA contraction (the library is built for baseline x86-64). Loads and
+// them into FMAs: the result is bit-identical to the CPU kernel, which is
+// compiled with -ffp-contract=off for exactly this reason (CMakeLists.txt;
+// the rest of the library may contract on x86-64-v3). Loads and
 // stores use the scalar conversions of core/bfloat16.h, float16.h, float8.h,
 // which the CPU row converters equal bit for bit.
 //
@@ -297,38 +298,78 @@ void RunGroup(const AdamWHyper& h, const std::vector<const AdamWTensorArgs*>& gr
     b = Batch{};
     nblocks = 0;
   };
+  // Slot t of batch bb holds tensor a.
+  auto fill = [&](Batch& bb, int t, const AdamWTensorArgs* a) {
+    bb.param[t] = a->param.raw_data();
+    bb.grad[t] = a->grad.raw_data();
+    bb.master[t] = kMaster ? a->master.template data<float>() : nullptr;
+    bb.m[t] = a->m.raw_data();
+    bb.v[t] = a->v.raw_data();
+    bb.n[t] = a->param.numel();
+    bb.wd[t] = a->weight_decay;
+    if constexpr (kScaled) {
+      bb.m_scale[t] = a->m_scale.template data<float>();
+      bb.m_scale_inv[t] = a->m_scale_inv.template data<float>();
+      bb.m_amax[t] = a->m_amax.template data<float>();
+      bb.v_scale[t] = a->v_scale.template data<float>();
+      bb.v_scale_inv[t] = a->v_scale_inv.template data<float>();
+      bb.v_amax[t] = a->v_amax.template data<float>();
+      bb.scratch = scratch.template data<float>();
+      bb.m_margin = h.m_margin;
+      bb.v_margin = h.v_margin;
+    }
+  };
   for (const AdamWTensorArgs* a : group) {
     const int64_t n = a->param.numel();
-    if (n == 0) continue;
+    if (n == 0) {
+      // As the CPU kernel: an empty tensor's state amax is 0.
+      if constexpr (kScaled) {
+        OCTET_CUDA_CHECK(cudaMemsetAsync(a->m_amax.raw_data(), 0, sizeof(float), stream));
+        OCTET_CUDA_CHECK(cudaMemsetAsync(a->v_amax.raw_data(), 0, sizeof(float), stream));
+      }
+      continue;
+    }
     const int64_t chunks = (n + kChunk - 1) / kChunk;
     OCTET_CHECK(chunks <= INT32_MAX, "adamw: tensor too large for the CUDA kernel: ", Describe(a->param));
+    if constexpr (kScaled) {
+      if (chunks > kMaxBlocks) {
+        // NOTE [adamw cuda scaled state] for a tensor larger than one launch:
+        // prepare once, the amax pass over every window of chunks (the
+        // atomicMax accumulates across launches), then the update pass over
+        // every window; the old scales stay in scratch throughout.
+        flush();
+        Batch one{};
+        fill(one, 0, a);
+        one.num_tensors = 1;
+        PrepareScaledKernel<<<1, 32, 0, stream>>>(one);
+        OCTET_CUDA_LAUNCH_CHECK("adamw_prepare_scaled");
+        for (int pass = 0; pass < 2; ++pass) {
+          for (int64_t c0 = 0; c0 < chunks; c0 += kMaxBlocks) {
+            const int nb = static_cast<int>(std::min<int64_t>(kMaxBlocks, chunks - c0));
+            for (int i = 0; i < nb; ++i) {
+              one.block_tensor[i] = 0;
+              one.block_chunk[i] = static_cast<int32_t>(c0 + i);
+            }
+            if (pass == 0) {
+              AmaxKernel<C, G, M, V><<<nb, kThreads, 0, stream>>>(one, k);
+              OCTET_CUDA_LAUNCH_CHECK("adamw_amax");
+            } else {
+              UpdateKernel<C, P, G, M, V, kMaster, kScaled><<<nb, kThreads, 0, stream>>>(one, k);
+              OCTET_CUDA_LAUNCH_CHECK("adamw_update");
+            }
+          }
+        }
+        continue;
+      }
+    }
     int64_t c = 0;
     while (c < chunks) {
       if (b.num_tensors == kMaxTensors || nblocks == kMaxBlocks) flush();
       const int t = b.num_tensors++;
-      b.param[t] = a->param.raw_data();
-      b.grad[t] = a->grad.raw_data();
-      b.master[t] = kMaster ? a->master.template data<float>() : nullptr;
-      b.m[t] = a->m.raw_data();
-      b.v[t] = a->v.raw_data();
-      b.n[t] = n;
-      b.wd[t] = a->weight_decay;
-      if constexpr (kScaled) {
-        b.m_scale[t] = a->m_scale.template data<float>();
-        b.m_scale_inv[t] = a->m_scale_inv.template data<float>();
-        b.m_amax[t] = a->m_amax.template data<float>();
-        b.v_scale[t] = a->v_scale.template data<float>();
-        b.v_scale_inv[t] = a->v_scale_inv.template data<float>();
-        b.v_amax[t] = a->v_amax.template data<float>();
-        b.scratch = scratch.template data<float>();
-        b.m_margin = h.m_margin;
-        b.v_margin = h.v_margin;
-      }
+      fill(b, t, a);
       // A tensor split across batches would update its scales from a partial
       // amax: scaled tensors start a new batch when they do not fit whole.
       if constexpr (kScaled) {
-        OCTET_CHECK(chunks <= kMaxBlocks, "adamw: scaled-state tensor ", Describe(a->param),
-                    " exceeds the CUDA kernel's ", kMaxBlocks * kChunk, " elements");
         if (nblocks + chunks > kMaxBlocks) {
           --b.num_tensors;
           flush();

@@ -150,11 +150,9 @@ using ParityParam = std::tuple<DType, DType, State>;  // param, grad, state
 
 class AdamWCudaParity : public ::testing::TestWithParam<ParityParam> {};
 
-TEST_P(AdamWCudaParity, MatchesCpuOverSteps) {
-  if (!octet::cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device";
-  const auto [param_dtype, grad_dtype, state] = GetParam();
+// Three steps of one multi-tensor call on both devices, then compares.
+void RunParity(const std::vector<int64_t>& sizes, DType param_dtype, DType grad_dtype, State state) {
   const Device gpu = CUDA(0);
-  const std::vector<int64_t> sizes = Sizes();
   std::vector<Slot> cpu, dev;
   for (size_t i = 0; i < sizes.size(); ++i) {
     cpu.push_back(MakeSlot(sizes[i], 100 + i, param_dtype, state, i % 2 == 0 ? 0.1 : 0.0));
@@ -180,8 +178,26 @@ TEST_P(AdamWCudaParity, MatchesCpuOverSteps) {
     optim::adamw_kernel(gpu)(h, dev_args);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
-    ExpectSlotsClose(cpu[i], dev[i], "tensor " + std::to_string(i) + " (n=" + std::to_string(sizes[i]) + ")");
+    ExpectSlotsClose(cpu[i], dev[i], std::string(Name(state)) + " tensor " + std::to_string(i) +
+                                         " (n=" + std::to_string(sizes[i]) + ")");
   }
+}
+
+TEST_P(AdamWCudaParity, MatchesCpuOverSteps) {
+  if (!octet::cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device";
+  const auto [param_dtype, grad_dtype, state] = GetParam();
+  RunParity(Sizes(), param_dtype, grad_dtype, state);
+}
+
+// NOTE [adamw multi-tensor apply] at its edges: a tensor of more chunks than
+// one launch takes (320 x 16384 elements; a scaled-state tensor then runs its
+// amax and update passes over several launches), one that fills a launch
+// after small tensors (it starts a new one), and an empty tensor in the
+// middle of a call (no blocks; its amax is written 0, as on the CPU).
+TEST(AdamWCudaLimits, TensorsLargerThanOneLaunchAndEmptyTensors) {
+  if (!octet::cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<int64_t> sizes = {7, 1000, 300 * 16384 + 5, 321 * 16384 + 11, 0, 33};
+  for (State state : {State::kFloat32, State::kFp8Fp16}) RunParity(sizes, DType::kFloat32, DType::kFloat32, state);
 }
 
 INSTANTIATE_TEST_SUITE_P(
