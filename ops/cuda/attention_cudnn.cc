@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "ops/attention_kernels.h"
 #include "ops/attention_unfused.h"
@@ -214,7 +215,7 @@ absl::flat_hash_map<SdpaConfig, std::unique_ptr<CachedSdpa>>& PlanCache() {
 }
 
 // The plan for c, or nullptr (with the reason in *why) when cuDNN has no
-// engine for it; the answer is cached either way.
+// engine for it; the answer is cached either way. Other errors propagate.
 const CudnnPlan* TryPlanFor(const SdpaConfig& c, std::string* why) {
   auto& cache = PlanCache();
   auto it = cache.find(c);
@@ -225,6 +226,9 @@ const CudnnPlan* TryPlanFor(const SdpaConfig& c, std::string* why) {
       // Mode A is what Transformer Engine uses for SDPA; FALLBACK as a second chance.
       entry->plan = BuildPlan(*entry->graph, {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK});
     } catch (const Error& e) {
+      // Only "no engine for this graph" means cuDNN cannot take the call;
+      // anything else is a real error, raised and not cached.
+      if (!IsCudnnNoEngineError(e.what())) throw;
       entry->error = e.what();
     }
     it = cache.emplace(c, std::move(entry)).first;
@@ -383,6 +387,8 @@ const char* CudnnAttentionUnsupportedReason(DType dtype, int64_t head_dim) {
   if (head_dim % 8 != 0 || head_dim > 256) return "cuDNN fused attention needs a head dim that is a multiple of 8, <= 256";
   return nullptr;
 }
+
+bool IsCudnnNoEngineError(std::string_view message) { return message.starts_with("cuDNN: no engine for"); }
 
 int64_t AttentionFallbackCount() { return g_attention_fallbacks.load(); }
 

@@ -26,16 +26,20 @@
 // ops of ops/attention_unfused.h (cuBLASLt GEMMs, the softmax pieces as CUDA
 // kernels) when the dtype or head dim is outside that
 // (CudnnAttentionUnsupportedReason) or when cuDNN has no engine for the
-// shape (the plan cache remembers that). Each fallback is counted
-// (AttentionFallbackCount) and reported on stderr once per distinct reason:
-// slower and O(T²) in memory, but never a crash and never silent. Errors
-// that are not "cuDNN cannot do this" (execution failures, bad arguments)
-// are raised, not hidden behind the fallback.
+// shape: BuildPlan's "no engine" error (IsCudnnNoEngineError), which the
+// plan cache remembers. Any other failure of the plan lookup (a heuristics
+// query, a descriptor cuDNN rejects) is raised, not cached. Each fallback is
+// counted (AttentionFallbackCount) and reported on stderr once per distinct
+// reason (the reason names the call's shape and dtype, like the GEMM
+// fallback's reports). Slower and O(T²) in memory, but never a crash and
+// never silent. Errors that are not "cuDNN cannot do this" (execution
+// failures, bad arguments) are raised, not hidden behind the fallback.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "core/tensor.h"
 #include "ops/cuda/cudnn_graph.h"
@@ -107,6 +111,11 @@ size_t SdpaPlanCacheSize();
 // Why the cuDNN graphs cannot take this dtype / head dim (a sentence), or
 // nullptr when cuDNN should be tried. Host logic, tested without a GPU.
 const char* CudnnAttentionUnsupportedReason(DType dtype, int64_t head_dim);
+
+// Whether an octet::Error message is BuildPlan's "no engine for this graph"
+// (ops/cuda/cudnn_graph.h: it starts with "cuDNN: no engine for"), the one
+// plan failure that sends a call to the fallback. Host logic.
+bool IsCudnnNoEngineError(std::string_view message);
 
 // Calls that took the unfused fallback in this process (NOTE [attention fallback]).
 int64_t AttentionFallbackCount();

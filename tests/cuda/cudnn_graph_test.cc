@@ -4,9 +4,9 @@
 // for BHSD and BSHD strides and both I/O dtypes; a wrong shape is rejected
 // with cuDNN's own error text inside the octet::Error; heuristics mode A
 // offers no engine config here and the plan builder reports "no engine"
-// cleanly; the fallback decision (NOTE [attention fallback]) for a grid of
-// dtypes and head dims. On a GPU the attention kernels, cuDNN and the
-// unfused fallback, are compared with the CPU kernels.
+// cleanly. On a GPU the attention kernels, cuDNN and the unfused fallback
+// (whose decision logic tests/cuda/attention_fallback_test.cc checks), are
+// compared with the CPU kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -203,23 +203,6 @@ TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
   // Same shapes again: plans come from the cache.
   CausalAttentionFwdCudnn(qg, kg, vg, scale, out, lse);
   EXPECT_EQ(SdpaPlanCacheSize(), 2u);
-}
-
-// NOTE [attention fallback]: which calls cuDNN is asked to take.
-TEST(CudnnAttentionFallback, ReasonNamesWhatCudnnCannotTake) {
-  EXPECT_EQ(CudnnAttentionUnsupportedReason(DType::kBFloat16, 64), nullptr);
-  EXPECT_EQ(CudnnAttentionUnsupportedReason(DType::kFloat16, 8), nullptr);
-  EXPECT_EQ(CudnnAttentionUnsupportedReason(DType::kBFloat16, 256), nullptr);
-  for (DType d : {DType::kFloat32, DType::kFloat64}) {
-    const char* r = CudnnAttentionUnsupportedReason(d, 64);
-    ASSERT_NE(r, nullptr) << Name(d);
-    EXPECT_NE(std::string(r).find("bfloat16 or float16"), std::string::npos) << r;
-  }
-  for (int64_t dim : {1, 4, 60, 264, 512}) {
-    const char* r = CudnnAttentionUnsupportedReason(DType::kBFloat16, dim);
-    ASSERT_NE(r, nullptr) << dim;
-    EXPECT_NE(std::string(r).find("multiple of 8, <= 256"), std::string::npos) << r;
-  }
 }
 
 // float32 (any head dim) and bf16 with a head dim cuDNN cannot take run the

@@ -14,7 +14,6 @@
 #include "autograd/grad_mode.h"
 #include "ops/attention.h"
 #include "ops/attention_kernels.h"
-#include "ops/attention_unfused.h"
 #include "tests/test_util.h"
 
 namespace octet {
@@ -164,47 +163,6 @@ TEST_P(AttentionDtypeTest, BackwardMatchesF64Reference) {
     EXPECT_TRUE(AllClose(v.grad(), ref.dv, tol, tol)) << "dv " << ShapeStr(shape) << " " << Name(dtype);
     EXPECT_EQ(q.grad().dtype(), dtype);
   }
-}
-
-// NOTE [unfused attention]: the CUDA fallback's code, run here on the CPU
-// ops, against the same float64 reference: out, lse, and every subset of
-// the gradients; the q/k/v slices of a fused projection as inputs.
-TEST_P(AttentionDtypeTest, UnfusedOpsMatchF64Reference) {
-  const DType dtype = GetParam();
-  for (const Shape& shape : {Shape{1, 1, 1, 1}, Shape{2, 3, 17, 5}, Shape{1, 2, 64, 64}, Shape{1, 1, 70, 80}}) {
-    const Inputs in = MakeInputs(shape, dtype, 25);
-    const Tensor dout = RandomTensor(shape, 98, dtype);
-    const std::vector<double> dov = dout.ToDoubles();
-    const double scale = 0.4;
-    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale, &dov);
-    const std::string what = ShapeStr(shape) + " " + Name(dtype);
-    Tensor out = Empty(shape, {.dtype = dtype});
-    Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(dtype)});
-    CausalAttentionFwdUnfused(in.q, in.k, in.v, scale, out, lse);
-    EXPECT_TRUE(AllClose(out, ref.out, ForwardTol(dtype), ForwardTol(dtype))) << what;
-    const double lse_tol = dtype == DType::kFloat64 ? 1e-12 : 1e-5;
-    EXPECT_TRUE(AllClose(lse, ref.lse, lse_tol, lse_tol)) << what;
-    const double tol = BackwardTol(dtype);
-    for (int wanted = 1; wanted < 8; ++wanted) {  // every non-empty subset of {dq, dk, dv}
-      Tensor g[3];
-      for (int i = 0; i < 3; ++i)
-        if (wanted & (1 << i)) g[i] = Full(shape, 7.0, {.dtype = dtype});  // overwritten, not accumulated
-      CausalAttentionBwdUnfused(in.q, in.k, in.v, out, dout, lse, scale, g[0], g[1], g[2]);
-      const std::vector<double>* want[3] = {&ref.dq, &ref.dk, &ref.dv};
-      for (int i = 0; i < 3; ++i)
-        if (g[i].defined()) EXPECT_TRUE(AllClose(g[i], *want[i], tol, tol)) << what << " grad " << i << " of " << wanted;
-    }
-  }
-  // Strided inputs: the q/k/v slices of a (B,T,3,H,D) projection.
-  const int64_t b = 2, t = 19, h = 2, d = 8;
-  const Tensor qkv = RandomTensor({b, t, 3, h, d}, 52, dtype).Permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
-  const Tensor q = qkv.Select(0, 0), k = qkv.Select(0, 1), v = qkv.Select(0, 2);
-  const Shape shape{b, h, t, d};
-  const Ref ref = Reference(q.ToDoubles(), k.ToDoubles(), v.ToDoubles(), shape, 0.5);
-  Tensor out = Empty(shape, {.dtype = dtype});
-  Tensor lse = Empty({b, h, t}, {.dtype = AttentionLseDtype(dtype)});
-  CausalAttentionFwdUnfused(q, k, v, 0.5, out, lse);
-  EXPECT_TRUE(AllClose(out, ref.out, ForwardTol(dtype), ForwardTol(dtype))) << "strided " << Name(dtype);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, AttentionDtypeTest,
