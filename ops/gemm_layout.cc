@@ -242,6 +242,9 @@ GemmPlan PlanGemm(const GemmRequest& r) {
   if (!Fp8GemmSupported(r.cc)) {
     return fallback("sm_" + std::to_string(r.cc.value()) + " has no FP8 tensor cores (needs sm_89 or newer)");
   }
+  // cuBLASLt's FP8 table has an E5M2 output only when an input is E5M2.
+  if (r.d_dtype == DType::kFloat8E5M2 && r.a_dtype == DType::kFloat8E4M3 && r.b_dtype == DType::kFloat8E4M3)
+    return fallback("cuBLASLt has no fp8_e4m3 x fp8_e4m3 -> fp8_e5m2 kernel");
 
   // Orientation (NOTE [FP8 TN rule]): A as [M,K], B as [N,K].
   bool trans_a = r.trans_a, trans_b = r.trans_b;
@@ -269,6 +272,7 @@ GemmPlan PlanGemm(const GemmRequest& r) {
   const int64_t d_size = SizeOf(r.d_dtype);
   const int64_t out_multiple = 16 / d_size;
   std::string misaligned;
+  if (r.k % 16 != 0) misaligned += "K " + std::to_string(r.k) + " % 16 != 0; ";
   if (lda_eff % 16 != 0) misaligned += "row stride of A " + std::to_string(lda_eff) + " % 16 != 0; ";
   if (ldb_eff % 16 != 0) misaligned += "row stride of B " + std::to_string(ldb_eff) + " % 16 != 0; ";
   if (r.n % out_multiple != 0) {
@@ -398,7 +402,7 @@ bool operator==(const GemmDescKey& x, const GemmDescKey& y) {
          x.b_scale_mode == y.b_scale_mode && x.fast_accum == y.fast_accum && x.d_scale == y.d_scale &&
          x.amax_d == y.amax_d && x.alpha_device == y.alpha_device && x.aux_ld == y.aux_ld && x.batch == y.batch &&
          x.stride_a == y.stride_a && x.stride_b == y.stride_b && x.stride_d == y.stride_d &&
-         x.align_aux == y.align_aux && x.align_a == y.align_a && x.align_b == y.align_b && x.align_c == y.align_c &&
+         x.align_bias == y.align_bias && x.align_aux == y.align_aux && x.align_a == y.align_a && x.align_b == y.align_b && x.align_c == y.align_c &&
          x.align_d == y.align_d && x.workspace_bytes == y.workspace_bytes && x.sm_count_target == y.sm_count_target;
 }
 

@@ -223,7 +223,9 @@ struct GemmDescKey {
   int32_t batch = 1;  // strided batch (BATCH_COUNT); strides in elements
   int64_t stride_a = 0, stride_b = 0, stride_d = 0;
   uint32_t align_a = 256, align_b = 256, align_c = 256, align_d = 256;
-  uint32_t align_aux = 256;  // min alignment of the bias and aux pointers (the heuristic reads them)
+  // Alignments of the bias and aux pointers, each on its own: the heuristic
+  // reads both pointer values.
+  uint32_t align_bias = 256, align_aux = 256;
   uint64_t workspace_bytes = 0;
   int32_t sm_count_target = 0;
 
@@ -235,7 +237,7 @@ struct GemmDescKey {
                       key.transa, key.transb, key.a_dtype, key.b_dtype, key.c_dtype, key.d_dtype, key.bias_dtype,
                       key.epilogue, key.a_scale_mode, key.b_scale_mode, key.fast_accum, key.d_scale, key.amax_d,
                       key.alpha_device, key.aux_ld, key.batch, key.stride_a, key.stride_b, key.stride_d, key.align_a,
-                      key.align_b, key.align_c, key.align_d, key.align_aux, key.workspace_bytes, key.sm_count_target);
+                      key.align_b, key.align_c, key.align_d, key.align_bias, key.align_aux, key.workspace_bytes, key.sm_count_target);
   }
   std::string ToString() const;
 };

@@ -72,7 +72,10 @@ bool RunLt(const GemmDescKey& key, const LtCall& call, cudaStream_t stream, std:
       e.workspace = result.workspaceSize;
       OCTET_CHECK(e.workspace <= key.workspace_bytes, "cuBLASLt GEMM: the heuristic asks for ", e.workspace,
                   " workspace bytes, more than the ", key.workspace_bytes, " offered; ", key.ToString());
-    } else if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_SUCCESS) {
+    } else if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_SUCCESS ||
+               // cuBLASLt reports unsupported FP8 scale/type combinations as
+               // INVALID_VALUE: for FP8 keys that means "take the fallback".
+               (st == CUBLAS_STATUS_INVALID_VALUE && (IsFp8(key.a_dtype) || IsFp8(key.b_dtype)))) {
       e.supported = false;
       e.unsupported = UnsupportedGemmMessage(key, st, returned);
     } else {
@@ -129,6 +132,17 @@ void ValidateArgs(const GemmArgs& g) {
   if (IsFp8(g.d_dtype)) {
     OCTET_CHECK(g.d_scale != nullptr, "cuBLASLt GEMM: an FP8 output needs its scale (device fp32) pointer: ", what);
     OCTET_CHECK(g.beta == 0.0f, "cuBLASLt GEMM: an FP8 output cannot accumulate (beta must be 0): ", what);
+    // AMAX_D is written per cuBLASLt call, and batches may run as separate calls.
+    OCTET_CHECK(g.batch == 1 || g.d_amax == nullptr,
+                "cuBLASLt GEMM: the amax of a batched FP8 output is not supported (run the batches one by one): ",
+                what);
+  }
+  // Transposed copies of a batch are read at offsets of whole contiguous matrices.
+  for (const GemmOperand* op : {&g.a, &g.b}) {
+    if (op->transposed == nullptr || g.batch == 1 || op->transposed_ld == 0) continue;
+    const int64_t width = op == &g.a ? (g.trans_a ? g.k : g.m) : (g.trans_b ? g.n : g.k);
+    OCTET_CHECK(op->transposed_ld == width, "cuBLASLt GEMM: a batched transposed copy must be contiguous (row stride ",
+                width, "), got ", op->transposed_ld, ": ", what);
   }
   if (EpilogueUsesBias(g.epilogue)) {
     OCTET_CHECK(g.bias != nullptr, "cuBLASLt GEMM: epilogue ", Name(g.epilogue), " needs a bias pointer: ", what);
@@ -171,9 +185,11 @@ GemmRequest ToRequest(const GemmArgs& g, ComputeCapability cc) {
   r.b_has_transpose = g.b.transposed != nullptr;
   r.a_transpose_ld = g.a.transposed_ld;
   r.b_transpose_ld = g.b.transposed_ld;
-  r.align_a = AlignOf(g.a.data);
-  r.align_b = AlignOf(g.b.data);
-  r.align_d = AlignOf(g.d);
+  // Every matrix of a strided batch must meet the alignment, not just the first.
+  const int64_t bs = g.batch > 1 ? 1 : 0;
+  r.align_a = AlignOf(g.a.data, bs * g.batch_stride_a * SizeOf(g.a.dtype));
+  r.align_b = AlignOf(g.b.data, bs * g.batch_stride_b * SizeOf(g.b.dtype));
+  r.align_d = AlignOf(g.d, bs * g.batch_stride_d * SizeOf(g.d_dtype));
   r.align_a_transpose = AlignOf(g.a.transposed);
   r.align_b_transpose = AlignOf(g.b.transposed);
   r.epilogue = g.epilogue;
@@ -200,10 +216,8 @@ GemmDescKey BaseKey(const Ctx& x) {
   k.epilogue = x.g.epilogue;
   k.bias_dtype = x.g.bias_dtype;
   k.aux_ld = x.g.aux_ld;
-  uint32_t align_aux = 256;
-  if (EpilogueUsesBias(x.g.epilogue)) align_aux = std::min(align_aux, AlignOf(x.g.bias));
-  if (EpilogueUsesAux(x.g.epilogue)) align_aux = std::min(align_aux, AlignOf(x.g.aux));
-  k.align_aux = align_aux;
+  k.align_bias = EpilogueUsesBias(x.g.epilogue) ? AlignOf(x.g.bias) : 256;
+  k.align_aux = EpilogueUsesAux(x.g.epilogue) ? AlignOf(x.g.aux) : 256;
   return k;
 }
 
@@ -358,10 +372,10 @@ bool RunPadded(const Ctx& x, const GemmPlan& plan, int64_t bi, std::string* why)
     aux = auxp.raw_data();
   }
   GemmDescKey k = BaseKey(x);
-  if (bias != g.bias) k.align_aux = AlignOf(bias);
+  if (bias != g.bias) k.align_bias = AlignOf(bias);
   if (EpilogueUsesAux(g.epilogue)) {
     k.aux_ld = auxp.defined() ? np : g.aux_ld;
-    k.align_aux = std::min(k.align_aux, AlignOf(aux));
+    k.align_aux = AlignOf(aux);
   }
   k.m = np;
   k.n = M;
@@ -459,8 +473,8 @@ void RunBf16Fallback(const Ctx& x, const GemmPlan& plan, const GemmRequest& req,
   k.align_a = AlignOf(bbf.raw_data());
   k.align_b = AlignOf(abf.raw_data());
   k.alpha_device = true;
-  if (EpilogueUsesBias(g.epilogue))
-    k.align_aux = std::min<uint32_t>(AlignOf(bias), EpilogueUsesAux(g.epilogue) ? AlignOf(g.aux) : 256);
+  if (EpilogueUsesBias(g.epilogue)) k.align_bias = AlignOf(bias);
+  if (EpilogueUsesAux(g.epilogue)) k.align_aux = AlignOf(g.aux);
   LtCall call;
   GemmArgs plain = g;  // FillOutput must not see the FP8 D
   plain.d_dtype = lt_d;
@@ -496,6 +510,15 @@ void CublasLtGemm(const GemmArgs& g) {
         DescribeArgs(g)};
   const GemmRequest req = ToRequest(g, x.cc);
   const GemmPlan plan = PlanGemm(req);
+  // The caller can apply the epilogue itself (GemmArgs::epilogue_unsupported):
+  // an FP8 GEMM that could not run its epilogue directly declines it rather
+  // than dropping the whole GEMM to BF16.
+  const bool may_decline = g.epilogue != GemmEpilogue::kNone && g.epilogue_unsupported != nullptr;
+  if (may_decline && plan.fp8 && (plan.path == GemmPath::kBf16Fallback || plan.path == GemmPath::kPadded) &&
+      EpilogueUsesAux(g.epilogue)) {
+    *g.epilogue_unsupported = true;
+    return;
+  }
   switch (plan.path) {
     case GemmPath::kEmpty:
       return;
@@ -518,7 +541,7 @@ void CublasLtGemm(const GemmArgs& g) {
     case GemmPath::kDirect: {
       std::string why;
       if (RunDirect(x, plan, &why)) return;
-      if (!plan.fp8 && g.epilogue != GemmEpilogue::kNone && g.epilogue_unsupported != nullptr) {
+      if (may_decline) {
         *g.epilogue_unsupported = true;
         return;
       }

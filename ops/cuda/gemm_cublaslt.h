@@ -71,10 +71,12 @@ struct GemmArgs {
   int32_t batch = 1;
   int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_d = 0;
   bool allow_padding = true;
-  // When set, a non-FP8 GEMM for which cuBLASLt has no algorithm with this
-  // epilogue sets *epilogue_unsupported = true and returns without writing
-  // anything (the caller then applies the epilogue itself) instead of
-  // throwing. FP8 GEMMs take the BF16 fallback, which runs every epilogue.
+  // When set and cuBLASLt has no algorithm for this GEMM with its epilogue
+  // (or, for FP8 with a GELU aux epilogue, the GEMM would need padding or the
+  // BF16 fallback), sets *epilogue_unsupported = true and returns without
+  // writing anything: the caller then runs it without the epilogue and
+  // applies that itself, instead of an error (non-FP8) or the BF16 fallback
+  // of the whole GEMM (FP8).
   bool* epilogue_unsupported = nullptr;
   int32_t sm_count_target = 0;  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET when > 0
 };

@@ -179,10 +179,10 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
     }
   }
   const Tensor& final_dst = gelu_after ? gelu_pre : out;
-  // No cuBLASLt algorithm with the GELU epilogue: bias epilogue into
-  // gelu_pre, then the GELU kernel.
-  bool gelu_unsupported = false;
-  if (gelu_epilogue) g.epilogue_unsupported = &gelu_unsupported;
+  // When cuBLASLt cannot run the epilogue (GemmArgs::epilogue_unsupported),
+  // the bias is added by accumulating onto it and the GELU is the kernel.
+  bool declined = false;
+  if (g.epilogue != GemmEpilogue::kNone) g.epilogue_unsupported = &declined;
   if (flat) {
     g.batch = static_cast<int32_t>(nbatch);
     g.batch_stride_a = sa;
@@ -200,14 +200,18 @@ void RunMatmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
       CublasLtGemm(g);
     }
   }
-  if (gelu_unsupported) {  // gelu_epilogue implies one 2-D GEMM
-    g.epilogue = GemmEpilogue::kBias;
+  if (declined) {  // an epilogue implies one 2-D GEMM (nbatch == 1)
+    const Tensor& dst = gelu_epilogue ? gelu_pre : out;
+    copy_kernel(device)(bias.Expand(dst.shape()), dst);
+    g.epilogue = GemmEpilogue::kNone;
+    g.epilogue_unsupported = nullptr;
+    g.bias = nullptr;
     g.aux = nullptr;
     g.aux_ld = 0;
-    g.epilogue_unsupported = nullptr;
-    g.d = gelu_pre.raw_data();
+    g.beta = 1.0f;
+    g.d = dst.raw_data();
     CublasLtGemm(g);
-    gelu_pass();
+    if (gelu_epilogue) gelu_pass();
     return;
   }
   if (!target.is_same(final_dst)) copy_kernel(device)(target, final_dst);

@@ -154,6 +154,23 @@ TEST(GemmLayout, TokenCountNotMultipleOf16PadsWgrad) {
   EXPECT_EQ(PlanGemm(LinearFprop(100, Kin, Nout, kE4M3, kE4M3, kBF16, kHopper)).path, GemmPath::kDirect);
 }
 
+// A K that is not a multiple of 16 pads even when the row strides are
+// aligned (a K-slice of a wider matrix), and E4M3 x E4M3 cannot produce E5M2.
+TEST(GemmLayout, Fp8KNotMultipleOf16PadsAndE5M2OutputFromE4M3FallsBack) {
+  GemmRequest r = LinearFprop(64, 40, 64, kE4M3, kE4M3, kBF16, kHopper);  // K = Kin = 40
+  r.lda = r.ldb = 64;
+  GemmPlan p = PlanGemm(r);
+  EXPECT_EQ(p.path, GemmPath::kPadded) << p.ToString();
+  EXPECT_EQ(p.k_padded, 48);
+  EXPECT_NE(p.reason.find("K 40 % 16 != 0"), std::string::npos) << p.reason;
+  r = LinearFprop(64, 64, 64, kE4M3, kE4M3, DType::kFloat8E5M2, kHopper);
+  p = PlanGemm(r);
+  EXPECT_EQ(p.path, GemmPath::kBf16Fallback) << p.ToString();
+  EXPECT_NE(p.reason.find("no fp8_e4m3 x fp8_e4m3 -> fp8_e5m2 kernel"), std::string::npos) << p.reason;
+  r = LinearFprop(64, 64, 64, kE4M3, kE5M2, DType::kFloat8E5M2, kHopper);
+  EXPECT_EQ(PlanGemm(r).path, GemmPath::kDirect);
+}
+
 TEST(GemmLayout, ExpensivePaddingFallsBackToBf16) {
   GemmRequest r = LinearWgrad(8, Kin, Nout, kE5M2, kE4M3, kF32, kHopper);  // K=8 -> 16 doubles the work
   r.a_transpose_ld = r.b_transpose_ld = 8;
@@ -470,6 +487,7 @@ TEST(GemmDescKey, EqualKeysHashEqualAndEveryFieldMatters) {
   vary([](GemmDescKey& k) { k.stride_b = 2048; });
   vary([](GemmDescKey& k) { k.stride_d = 3072; });
   vary([](GemmDescKey& k) { k.align_aux = 16; });
+  vary([](GemmDescKey& k) { k.align_bias = 16; });
   vary([](GemmDescKey& k) { k.align_a = 16; });
   vary([](GemmDescKey& k) { k.align_b = 16; });
   vary([](GemmDescKey& k) { k.align_c = 16; });
