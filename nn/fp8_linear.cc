@@ -89,7 +89,7 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
               slot.name(), " scaling state is on ", slot.device(),
               "; move the module with To(device) (it moves its FP8 state too)");
   // NOTE [slot state on the device]: the amax and the scale stay tensors.
-  const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.ScaleFor(recipe, octet::Amax(x)) : slot.scale_tensor();
+  const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.CurrentScale(recipe, octet::Amax(x)) : slot.scale_tensor();
   Tensor q;
   if (transposed != nullptr) {
     OCTET_CHECK(x.dim() == 2, "fp8_linear: a transposed FP8 copy needs a 2-D tensor, got ", Describe(x));
@@ -141,7 +141,7 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   ctx.state = state;
   ctx.shapes = {x.shape()};
   ctx.dtypes = {x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
-  ctx.ints = {tn ? 1 : 0, M, N, K};
+  ctx.ints = {tn ? 1 : 0, M, N};
   return y.Reshape(out_shape);
 }
 

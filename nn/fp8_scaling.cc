@@ -22,7 +22,6 @@ float HalfMinSubnormal(DType fp8) {
 // Host copies of small float32 state tensors (device tensors round-trip).
 std::vector<float> HostFloats(const Tensor& t) { return t.ToFloats(); }
 
-
 }  // namespace
 
 ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
@@ -90,8 +89,12 @@ void Fp8Slot::CheckOnDevice(const Tensor& t, const char* what) const {
 
 Tensor Fp8Slot::ScaleFor(const Recipe& recipe, const Tensor& amax) const {
   CheckOnDevice(amax, "amax");
+  return NeedsAmaxFirst(recipe) ? CurrentScale(recipe, amax) : scale_->Clone();
+}
+
+Tensor Fp8Slot::CurrentScale(const Recipe& recipe, const Tensor& amax) const {
+  CheckOnDevice(amax, "amax");
   Tensor next = scale_->Clone();
-  if (!NeedsAmaxFirst(recipe)) return next;
   // Current scaling is a delayed-scaling update over a one-entry history:
   // reduced amax = amax, scale = ComputeScale(amax, ..., previous = slot scale).
   const TensorOptions f32{.dtype = DType::kFloat32, .device = device()};

@@ -107,6 +107,10 @@ class Fp8Slot {
   // recipe's margin and power-of-two rule; the slot's scale when amax is 0 or
   // not finite); otherwise a copy of the slot's scale. No host sync.
   Tensor ScaleFor(const Recipe& recipe, const Tensor& amax) const;
+  // Current scaling from `amax` alone (what ScaleFor does when
+  // NeedsAmaxFirst): for a caller that has already asked NeedsAmaxFirst,
+  // which reads the device while the slot is uninitialised.
+  Tensor CurrentScale(const Recipe& recipe, const Tensor& amax) const;
 
   // Pushes `amax` (float32 [1] on device()) into the history; for delayed
   // scaling recomputes the next scale from the history, for current scaling

@@ -1,6 +1,5 @@
 #include "optim/sgd.h"
 
-#include <cstring>
 #include <type_traits>
 
 #include "autograd/grad_mode.h"
@@ -21,12 +20,7 @@ SGD::SGD(NamedTensors params, Options options)
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Tensor& p = this->params()[i].second;
     const DType d = p.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    if (p.device().is_cpu()) {
-      buffers_[i] = Empty(p.shape(), {.dtype = d});
-      if (buffers_[i].nbytes() > 0) std::memset(buffers_[i].raw_data(), 0, buffers_[i].nbytes());
-    } else {
-      buffers_[i] = Zeros(p.shape(), {.dtype = d, .device = p.device()});
-    }
+    buffers_[i] = Zeros(p.shape(), {.dtype = d, .device = p.device()});
   }
   for (size_t i = 0; i < buffers_.size(); ++i) RegisterState("sgd.momentum." + this->params()[i].first, &buffers_[i]);
 }
