@@ -54,4 +54,21 @@ void CheckDeviceExists(Device device, std::string_view what) {
               device.type, " device", n == 1 ? "" : "s", ")");
 }
 
+void Synchronize(Device device) {
+  if (device.is_cpu()) return;
+  CheckDeviceExists(device, "octet::Synchronize");
+  const DeviceBackendInfo& info = BackendInfo(device.type);
+  OCTET_CHECK(info.synchronize != nullptr, "octet::Synchronize: the ", device.type, " backend registered no synchronize");
+  info.synchronize(device.index);
+}
+
+void* NativeStream(Device device) {
+  if (device.is_cpu()) return nullptr;
+  CheckDeviceExists(device, "octet::NativeStream");
+  const DeviceBackendInfo& info = BackendInfo(device.type);
+  OCTET_CHECK(info.native_stream != nullptr, "octet::NativeStream: the ", device.type,
+              " backend registered no stream");
+  return info.native_stream(device.index);
+}
+
 }  // namespace octet

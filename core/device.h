@@ -44,11 +44,31 @@ std::string DeviceUnavailableReason(DeviceType type);
 // `what` names the caller ("--device").
 void CheckDeviceExists(Device device, std::string_view what);
 
+// NOTE [waiting for a device]: octet queues GPU work asynchronously on its
+// own non-blocking streams (NOTE [cuda streams] in ops/cuda/device_context.h),
+// so a host clock, an event on the legacy default stream or the caller's own
+// kernels see none of it. An embedding program orders or times its work
+// against octet's with these two functions.
+//
+// Synchronize(device) returns when every piece of work octet has queued on
+// `device` (from any thread, on any of its streams) has finished. For CUDA
+// it is cudaDeviceSynchronize on that device, so an asynchronous fault of an
+// earlier kernel surfaces here as an octet::Error; for the CPU it returns at
+// once (CPU ops finish before they return). Throws when the device does not
+// exist (CheckDeviceExists).
+void Synchronize(Device device);
+// The native stream octet queues work on for `device` from the calling thread
+// (a cudaStream_t for CUDA, to record events on or make the caller's stream
+// wait for; nullptr for the CPU). Throws when the device does not exist.
+void* NativeStream(Device device);
+
 // Called once by a backend's static initialiser (the CUDA backend in
 // ops/cuda/device_context.cc) so core code can ask about its devices.
 struct DeviceBackendInfo {
   int (*count)() = nullptr;
   std::string (*unavailable_reason)() = nullptr;
+  void (*synchronize)(int index) = nullptr;      // waits for the device's queued work
+  void* (*native_stream)(int index) = nullptr;   // this thread's current stream
 };
 void RegisterDeviceBackend(DeviceType type, DeviceBackendInfo info);
 std::ostream& operator<<(std::ostream& os, Device d);

@@ -1,5 +1,6 @@
 // CPU kernels of the embedding family: a row gather (memcpy per position)
 // and the deterministic scatter-add of NOTE [embedding backward].
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -40,9 +41,10 @@ EmbeddingFwdResult EmbeddingFwdTyped(const Tensor& weight,   // (V,C)
 // atomics or per-thread (V, C) copies, a stable counting sort groups the
 // positions by index (O(N + V), serial, a few microseconds at GPT sizes); then
 // each dweight row is owned by exactly one thread, which adds its positions in
-// increasing order in the compute type and writes the row once. The result is
-// exactly that of the serial loop, whatever the thread count, and rows never
-// looked up come out as zeros in the same pass.
+// the order of NOTE [embedding backward order] (ops/embedding_kernels.h) in
+// the compute type and writes the row once. The result never depends on the
+// thread count and equals the CUDA kernel's bit for bit; rows never looked up
+// come out as zeros in the same pass.
 template <typename T, typename I>
 void EmbeddingBwdTyped(const Tensor& dout,       // (N,C)
                        const Tensor& indices,    // (N)
@@ -59,13 +61,19 @@ void EmbeddingBwdTyped(const Tensor& dout,       // (N,C)
   const T* g = dout.data<T>();
   T* dw = dweight.data<T>();
   ParallelFor(v, RowGrain(c), [&](int64_t k0, int64_t k1) {
-    std::vector<A> acc(c), gbuf(c);
+    std::vector<A> acc(c), gbuf(c), part(c);
     for (int64_t k = k0; k < k1; ++k) {
       A* a = RowOut(dw + k * c, acc.data());
       for (int64_t j = 0; j < c; ++j) a[j] = 0;
-      for (int64_t p = start[k]; p < start[k + 1]; ++p) {
-        const A* gr = LoadRow(g + order[p] * c, c, gbuf.data());
-        for (int64_t j = 0; j < c; ++j) a[j] += gr[j];
+      // NOTE [embedding backward order]: chunk sums, added in order.
+      for (int64_t p0 = start[k]; p0 < start[k + 1]; p0 += kEmbeddingBwdChunk) {
+        const int64_t p1 = std::min(p0 + kEmbeddingBwdChunk, start[k + 1]);
+        for (int64_t j = 0; j < c; ++j) part[j] = 0;
+        for (int64_t p = p0; p < p1; ++p) {
+          const A* gr = LoadRow(g + order[p] * c, c, gbuf.data());
+          for (int64_t j = 0; j < c; ++j) part[j] += gr[j];
+        }
+        for (int64_t j = 0; j < c; ++j) a[j] += part[j];
       }
       StoreRow(a, dw + k * c, c);
     }

@@ -86,7 +86,7 @@ int64_t CausalMask(CudnnGraph& g, int64_t s_in, int64_t neg_inf, const std::vect
 
 }  // namespace
 
-std::unique_ptr<CudnnGraph> BuildSdpaForwardGraph(const SdpaConfig& c) {
+std::unique_ptr<CudnnGraph> BuildSdpaForwardGraph(const SdpaConfig& c, cudnnHandle_t handle) {
   OCTET_CHECK(!c.backward, Describe(c), ": BuildSdpaForwardGraph needs a forward config");
   ValidateConfig(c);
   auto g = std::make_unique<CudnnGraph>(Describe(c));
@@ -124,11 +124,11 @@ std::unique_ptr<CudnnGraph> BuildSdpaForwardGraph(const SdpaConfig& c) {
   g->Pointwise("div", CUDNN_POINTWISE_DIV, ex, sum, -1, p);
   const int64_t o = g->Tensor("O", kSdpaO, io, qdims, Vec(c.o));
   g->Matmul("bmm2", p, v, o);
-  g->Finalize();
+  g->Finalize(handle);
   return g;
 }
 
-std::unique_ptr<CudnnGraph> BuildSdpaBackwardGraph(const SdpaConfig& c) {
+std::unique_ptr<CudnnGraph> BuildSdpaBackwardGraph(const SdpaConfig& c, cudnnHandle_t handle) {
   OCTET_CHECK(c.backward, Describe(c), ": BuildSdpaBackwardGraph needs a backward config");
   ValidateConfig(c);
   auto g = std::make_unique<CudnnGraph>(Describe(c));
@@ -196,7 +196,7 @@ std::unique_ptr<CudnnGraph> BuildSdpaBackwardGraph(const SdpaConfig& c) {
   g->Matmul("matmul_dS_K", ds, kk, dq_accum);
   const int64_t dq = g->Tensor("dQ", kSdpaDQ, io, qdims, Vec(c.dq));
   g->Pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, dq_accum, -1, -1, dq);
-  g->Finalize();
+  g->Finalize(handle);
   return g;
 }
 
@@ -221,7 +221,9 @@ const CudnnPlan* TryPlanFor(const SdpaConfig& c, std::string* why) {
   auto it = cache.find(c);
   if (it == cache.end()) {
     auto entry = std::make_unique<CachedSdpa>();
-    entry->graph = c.backward ? BuildSdpaBackwardGraph(c) : BuildSdpaForwardGraph(c);
+    // The graph cache is per thread, like the handle it is finalized with.
+    const cudnnHandle_t handle = CudnnHandle(c.device);
+    entry->graph = c.backward ? BuildSdpaBackwardGraph(c, handle) : BuildSdpaForwardGraph(c, handle);
     try {
       // Mode A is what Transformer Engine uses for SDPA; FALLBACK as a second chance.
       entry->plan = BuildPlan(*entry->graph, {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK});

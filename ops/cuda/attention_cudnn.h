@@ -92,11 +92,13 @@ struct SdpaConfig {
 // A config with contiguous BHSD strides for every tensor.
 SdpaConfig ContiguousSdpaConfig(int64_t b, int64_t h, int64_t s, int64_t d, DType dtype, bool backward);
 
-// Builds and finalizes the composite graphs (no GPU needed). Throws
-// octet::Error naming the config for unsupported dtypes / head dims and, for
-// anything cuDNN rejects, the op and cuDNN's error text.
-std::unique_ptr<CudnnGraph> BuildSdpaForwardGraph(const SdpaConfig& c);
-std::unique_ptr<CudnnGraph> BuildSdpaBackwardGraph(const SdpaConfig& c);
+// Builds and finalizes the composite graphs for the GPU of `handle`
+// (CudnnHandle(c.device); nullptr only to check the construction on a
+// machine without a GPU, NOTE [cudnn graph handle]). Throws octet::Error
+// naming the config for unsupported dtypes / head dims and, for anything
+// cuDNN rejects, the op and cuDNN's error text.
+std::unique_ptr<CudnnGraph> BuildSdpaForwardGraph(const SdpaConfig& c, cudnnHandle_t handle);
+std::unique_ptr<CudnnGraph> BuildSdpaBackwardGraph(const SdpaConfig& c, cudnnHandle_t handle);
 
 // Kernels (the causal_attention_fwd/bwd tables' CUDA entries; signatures of
 // ops/attention_kernels.h). scale multiplies the scores.

@@ -8,6 +8,8 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <string_view>
+
 #include "core/error.h"
 
 #define OCTET_CUDA_CHECK(expr)                                                                   \
@@ -39,4 +41,31 @@
     const ncclResult_t octet_st_ = (expr);                                                      \
     OCTET_CHECK(octet_st_ == ncclSuccess || octet_st_ == ncclInProgress, "NCCL call ", #expr,   \
                 " failed: ", ncclGetErrorString(octet_st_));                                    \
+  } while (0)
+
+namespace octet::cuda {
+
+// NOTE [cuda sync check]: with OCTET_CUDA_SYNC_CHECK=1 in the environment,
+// every kernel launch (OCTET_CUDA_LAUNCH_CHECK) and library call (cuBLASLt
+// matmul, cuDNN execute) of the CUDA backend waits for the device and checks
+// it, so an asynchronous fault (an illegal address, a trap) is blamed on the
+// op that caused it, by its kernel's name, instead of on whichever later call
+// happens to notice it. For debugging only: it serialises host and device.
+// Work queued while the current stream is being captured into a CUDA graph is
+// not checked (a synchronisation would invalidate the capture).
+bool SyncCheckEnabled();
+// Overrides the environment (tests).
+void SetSyncCheckForTesting(bool on);
+// Parses the variable's value: "" or "0" -> off, "1" -> on; anything else
+// throws octet::Error naming the variable and the value.
+bool ParseSyncCheck(std::string_view value);
+// Waits for the current device and throws an octet::Error naming `what` if
+// it reports an error.
+void SyncCheck(std::string_view what);
+
+}  // namespace octet::cuda
+
+#define OCTET_CUDA_SYNC_CHECK_AFTER(what)                                   \
+  do {                                                                      \
+    if (::octet::cuda::SyncCheckEnabled()) ::octet::cuda::SyncCheck(what);  \
   } while (0)

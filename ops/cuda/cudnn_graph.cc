@@ -3,6 +3,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_context.h"
 
 namespace octet::cuda {
 
@@ -231,7 +233,7 @@ void CudnnGraph::AddOperation(const std::string& name, BackendDescriptor op, Bac
   op_names_.push_back(name);
 }
 
-void CudnnGraph::Finalize() {
+void CudnnGraph::Finalize(cudnnHandle_t handle) {
   OCTET_CHECK(!finalized_, name_, " graph: already finalized");
   OCTET_CHECK(!ops_.empty(), name_, " graph: no operations");
   const std::string what = name_ + " graph (" + std::to_string(ops_.size()) + " ops)";
@@ -241,7 +243,15 @@ void CudnnGraph::Finalize() {
   graph_ = BackendDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what);
   graph_.Set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()), ops.data(),
              what);
+  if (handle != nullptr) {
+    // Deprecated in the header since 9.8, yet required by 9.19's engines (NOTE [cudnn graph handle]).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    graph_.Set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, what);
+#pragma GCC diagnostic pop
+  }
   graph_.Finalize(what);
+  handle_ = handle;
   finalized_ = true;
 }
 
@@ -297,6 +307,12 @@ int64_t HeuristicConfigCount(const CudnnGraph& graph, cudnnBackendHeurMode_t mod
 }
 
 std::unique_ptr<CudnnPlan> BuildPlan(const CudnnGraph& graph, std::initializer_list<cudnnBackendHeurMode_t> modes) {
+  // Without a device no engine exists anyway (the host tests rely on that);
+  // with one, a handle-less graph would make every engine refuse and look
+  // like "cuDNN cannot do this" instead of the bug it is.
+  OCTET_CHECK(graph.handle() != nullptr || DeviceCount() == 0, "cuDNN: the ", graph.name(),
+              " graph was finalized without a cuDNN handle, so no engine can know which GPU it is for; finalize it "
+              "with CudnnHandle(device) (NOTE [cudnn graph handle])");
   std::ostringstream tried;
   for (cudnnBackendHeurMode_t mode : modes) {
     const std::string what = graph.name() + " graph, heuristics mode " + HeurName(mode);
@@ -356,6 +372,7 @@ void ExecutePlan(cudnnHandle_t handle, const CudnnPlan& plan, const std::vector<
   pack.Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace, what);
   pack.Finalize(what);
   CheckCudnn(cudnnBackendExecute(handle, plan.plan.get(), pack.get()), "cudnnBackendExecute", what);
+  OCTET_CUDA_SYNC_CHECK_AFTER("cudnnBackendExecute (" + what + ")");
 }
 
 }  // namespace octet::cuda

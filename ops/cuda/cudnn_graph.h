@@ -4,7 +4,8 @@
 // error text (cudnnGetLastErrorString), heuristics -> execution plan, and
 // execution through a variant pack. Graph construction needs no GPU and no
 // handle (CUDA_NOTES §5), so tests/cuda/cudnn_graph_test.cc runs it for real;
-// engine selection, plans and execution need a device.
+// engine selection, plans and execution need a device, and a graph that is to
+// run must be finalized with the device's handle (NOTE [cudnn graph handle]).
 #pragma once
 
 #include <cudnn.h>
@@ -81,8 +82,16 @@ class CudnnGraph {
   void Reduction(const std::string& name, cudnnReduceTensorOp_t op, int64_t x, int64_t y);
   void Reshape(const std::string& name, int64_t x, int64_t y);
 
-  // Finalizes the operation graph (no handle: cuDNN >= 9.8 needs none).
-  void Finalize();
+  // Finalizes the operation graph for the GPU of `handle` (CudnnHandle(device)).
+  // NOTE [cudnn graph handle]: cuDNN 9.19 lets a graph finalize without a
+  // handle, but then no engine knows the GPU (smVersion 0 in its log) and every
+  // one refuses with NOT_SUPPORTED_ARCH_MISMATCH: measured on an H100
+  // (shared/gpu/H100-2026-11-23.md). nullptr is accepted only to check a
+  // graph's construction on a machine without a GPU; BuildPlan refuses such a
+  // graph when a device exists.
+  void Finalize(cudnnHandle_t handle);
+  // The handle the graph was finalized with (nullptr: none).
+  cudnnHandle_t handle() const { return handle_; }
   bool finalized() const { return finalized_; }
   cudnnBackendDescriptor_t graph() const { return graph_.get(); }
   int op_count() const { return static_cast<int>(ops_.size()); }
@@ -106,6 +115,7 @@ class CudnnGraph {
   std::vector<std::string> op_names_;
   BackendDescriptor graph_;
   int64_t next_virtual_uid_ = 1000;
+  cudnnHandle_t handle_ = nullptr;
   bool finalized_ = false;
 };
 

@@ -1,7 +1,10 @@
 #include "ops/cuda/device_context.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -97,12 +100,31 @@ const std::string& UnavailableReason() { return Detect().reason; }
 
 namespace {
 // Lets core code (ParseDevice users, train_gpt --device) ask about CUDA devices.
-const bool kRegistered = (RegisterDeviceBackend(DeviceType::kCUDA, {.count = &DeviceCount,
-                                                                    .unavailable_reason = [] {
-                                                                      return UnavailableReason();
-                                                                    }}),
+const bool kRegistered = (RegisterDeviceBackend(DeviceType::kCUDA,
+                                                {.count = &DeviceCount,
+                                                 .unavailable_reason = [] { return UnavailableReason(); },
+                                                 .synchronize = &SynchronizeDevice,
+                                                 .native_stream = [](int device) -> void* {
+                                                   return CurrentStream(device);
+                                                 }}),
                           true);
 }  // namespace
+
+void SynchronizeDevice(int device) {
+  CheckDevice(device, "octet::Synchronize");
+  DeviceGuard guard(device);
+  const cudaError_t err = cudaDeviceSynchronize();
+  OCTET_CHECK(err == cudaSuccess, "octet::Synchronize(cuda:", device, "): the device reported ", cudaGetErrorName(err),
+              " (", cudaGetErrorString(err), ") from work queued earlier; run with OCTET_CUDA_SYNC_CHECK=1 to find "
+              "the kernel that caused it");
+}
+
+void MakeContextCurrent(int device) {
+  CheckDevice(device, "cuda::MakeContextCurrent");
+  // cudaSetDevice initialises the primary context and makes it current
+  // (CUDA >= 12), even when the device is already the current one.
+  OCTET_CUDA_CHECK(cudaSetDevice(device));
+}
 
 void CheckDevice(int device, const char* what) {
   const int n = DeviceCount();
@@ -170,6 +192,7 @@ cublasLtHandle_t CublasLtHandle(int device) {
   cublasLtHandle_t& h = Tls().cublaslt[device];
   if (h == nullptr) {
     DeviceGuard guard(device);
+    MakeContextCurrent(device);
     cublasLtHandle_t created = nullptr;
     OCTET_CUBLAS_CHECK(cublasLtCreate(&created));
     h = created;
@@ -182,6 +205,7 @@ cudnnHandle_t CudnnHandle(int device) {
   cudnnHandle_t& h = Tls().cudnn[device];
   if (h == nullptr) {
     DeviceGuard guard(device);
+    MakeContextCurrent(device);
     cudnnHandle_t created = nullptr;
     OCTET_CUDNN_CHECK(cudnnCreate(&created));
     h = created;
@@ -257,6 +281,44 @@ void StreamWaitStream(cudaStream_t waiter, cudaStream_t producer) {
 void SynchronizeCurrentStream(int device) {
   DeviceGuard guard(device);
   OCTET_CUDA_CHECK(cudaStreamSynchronize(CurrentStream(device)));
+}
+
+}  // namespace octet::cuda
+
+// ---- NOTE [cuda sync check] ----
+namespace octet::cuda {
+namespace {
+// -1: not read from the environment yet.
+std::atomic<int> g_sync_check{-1};
+}  // namespace
+
+bool ParseSyncCheck(std::string_view value) {
+  if (value.empty() || value == "0") return false;
+  if (value == "1") return true;
+  OCTET_FAIL("OCTET_CUDA_SYNC_CHECK must be 0 or 1, got '", value, "'");
+}
+
+bool SyncCheckEnabled() {
+  int on = g_sync_check.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* env = std::getenv("OCTET_CUDA_SYNC_CHECK");
+    on = ParseSyncCheck(env != nullptr ? env : "") ? 1 : 0;
+    g_sync_check.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+void SetSyncCheckForTesting(bool on) { g_sync_check.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void SyncCheck(std::string_view what) {
+  int device = 0;
+  OCTET_CUDA_CHECK(cudaGetDevice(&device));
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  OCTET_CUDA_CHECK(cudaStreamIsCapturing(CurrentStream(device), &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  const cudaError_t err = cudaDeviceSynchronize();
+  OCTET_CHECK(err == cudaSuccess, "OCTET_CUDA_SYNC_CHECK: cuda:", device, " failed in or before ", what, ": ",
+              cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
 }
 
 }  // namespace octet::cuda

@@ -123,5 +123,16 @@ class Event {
 void StreamWaitStream(cudaStream_t waiter, cudaStream_t producer);
 // Waits on the host for this thread's current stream on `device`.
 void SynchronizeCurrentStream(int device);
+// Waits on the host for all work queued on `device` (cudaDeviceSynchronize
+// with that device current); an asynchronous error of earlier work is thrown
+// as an octet::Error naming the device. octet::Synchronize(Device) calls it.
+void SynchronizeDevice(int device);
+
+// Makes `device`'s primary context current on the calling thread (and the
+// device current). The runtime does this lazily for its own calls, but
+// libraries that use the driver API (cuBLASLt, cuDNN, NCCL) find no context on
+// a thread that has made no runtime call yet: cublasLtCreate then failed with
+// CUDA_ERROR_INVALID_CONTEXT on an H100 (shared/gpu/H100-2026-11-23.md).
+void MakeContextCurrent(int device);
 
 }  // namespace octet::cuda

@@ -7,10 +7,12 @@
 // Backward keeps NOTE [embedding backward] (ops/cpu/embedding_cpu.cc) on the
 // GPU, asynchronously: a stable radix sort of (index, position) pairs (CUB)
 // groups the positions of each row in increasing order; run-length encoding
-// gives each distinct row's positions; one block per distinct row adds its
-// rows of dout in that order in the compute type and writes the dweight row
-// once. No atomics, the CPU's summation order (so float32 results match the
-// CPU bit for bit), rows never looked up are zeroed first.
+// gives each distinct row's positions; then the sums follow NOTE [embedding
+// backward order] (ops/embedding_kernels.h): a block per chunk of 32
+// positions, then a block per distinct row adds its chunk sums in order and
+// writes the dweight row once. No atomics, the CPU's summation order (so
+// float32 results match the CPU bit for bit), rows never looked up are zeroed
+// first, and a frequent row is spread over many blocks.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
@@ -42,22 +44,61 @@ __global__ void GatherRowsKernel(const W* __restrict__ weight, const I* __restri
   }
 }
 
-// One block per distinct looked-up row r < *num_runs: dweight[rows[r]] =
-// sum of dout[pos[p]] for p in [offsets[r], offsets[r] + counts[r]), in order.
-template <typename T, typename I>
-__global__ void AccumulateRowsKernel(const T* __restrict__ dout, const I* __restrict__ rows,
-                                     const int64_t* __restrict__ pos, const int64_t* __restrict__ offsets,
-                                     const int64_t* __restrict__ counts, const int64_t* __restrict__ num_runs,
-                                     int64_t v, int64_t c, T* __restrict__ dweight) {
-  using A = AccType<T>;
+// NOTE [embedding backward order] on the GPU, two passes. Chunk q of run r
+// covers sorted positions [offsets[r] + K q, min(offsets[r] + K (q + 1),
+// offsets[r] + counts[r])), K = kEmbeddingBwdChunk; the chunks of all runs are
+// numbered consecutively (chunk_offsets[r] = first chunk of run r).
+
+// chunk_counts[r] = ceil(counts[r] / K) for r < *num_runs, 0 past it.
+__global__ void ChunkCountsKernel(const int64_t* __restrict__ counts, const int64_t* __restrict__ num_runs, int64_t n,
+                                  int64_t* __restrict__ chunk_counts) {
+  const int64_t runs = *num_runs;
+  for (int64_t r = GlobalThreadId(); r < n; r += GridStride())
+    chunk_counts[r] = r < runs ? (counts[r] + kEmbeddingBwdChunk - 1) / kEmbeddingBwdChunk : 0;
+}
+
+// Pass 1, one block per chunk: partials[q] = sum of its dout rows, in order,
+// from zero, in the compute type A.
+template <typename T, typename A>
+__global__ void ChunkSumsKernel(const T* __restrict__ dout, const int64_t* __restrict__ pos,
+                                const int64_t* __restrict__ offsets, const int64_t* __restrict__ counts,
+                                const int64_t* __restrict__ chunk_offsets, const int64_t* __restrict__ chunk_counts,
+                                const int64_t* __restrict__ num_runs, int64_t c, A* __restrict__ partials) {
+  const int64_t runs = *num_runs;
+  if (runs == 0) return;
+  const int64_t total = chunk_offsets[runs - 1] + chunk_counts[runs - 1];
+  for (int64_t q = blockIdx.x; q < total; q += gridDim.x) {
+    // The run of chunk q: the last r with chunk_offsets[r] <= q (every run has >= 1 chunk).
+    int64_t lo = 0, hi = runs - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (chunk_offsets[mid] <= q) lo = mid; else hi = mid - 1;
+    }
+    const int64_t end = offsets[lo] + counts[lo];
+    const int64_t p0 = offsets[lo] + (q - chunk_offsets[lo]) * kEmbeddingBwdChunk;
+    const int64_t p1 = p0 + kEmbeddingBwdChunk < end ? p0 + kEmbeddingBwdChunk : end;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      A part = A(0);
+      for (int64_t p = p0; p < p1; ++p) part += ConvertElement<A>(dout[pos[p] * c + j]);
+      partials[q * c + j] = part;
+    }
+  }
+}
+
+// Pass 2, one block per run: dweight[rows[r]] = its chunk sums added in order.
+template <typename T, typename A, typename I>
+__global__ void AddChunkSumsKernel(const A* __restrict__ partials, const I* __restrict__ rows,
+                                   const int64_t* __restrict__ chunk_offsets,
+                                   const int64_t* __restrict__ chunk_counts, const int64_t* __restrict__ num_runs,
+                                   int64_t v, int64_t c, T* __restrict__ dweight) {
   const int64_t runs = *num_runs;
   for (int64_t r = blockIdx.x; r < runs; r += gridDim.x) {
     const int64_t row = static_cast<int64_t>(rows[r]);
     if (row < 0 || row >= v) continue;  // validated by the forward; never write out of bounds
-    const int64_t p0 = offsets[r], p1 = p0 + counts[r];
+    const int64_t q0 = chunk_offsets[r], q1 = q0 + chunk_counts[r];
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
       A acc = A(0);
-      for (int64_t p = p0; p < p1; ++p) acc += ConvertElement<A>(dout[pos[p] * c + j]);
+      for (int64_t q = q0; q < q1; ++q) acc += partials[q * c + j];
       dweight[row * c + j] = ConvertElement<T>(acc);
     }
   }
@@ -164,10 +205,36 @@ void EmbeddingBwdTyped(const KernelContext& ctx, const Tensor& dout, const Tenso
     OCTET_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.raw_data(), bytes, run_counts.data<int64_t>(),
                                                    run_offsets.data<int64_t>(), n, stream));
   }
-  AccumulateRowsKernel<T, I><<<RowGrid(n), RowThreads(c), 0, stream>>>(
-      dout.data<T>(), run_rows.data<I>(), pos_out, run_offsets.data<int64_t>(), run_counts.data<int64_t>(),
-      num_runs.data<int64_t>(), v, c, dweight.data<T>());
-  OCTET_CUDA_LAUNCH_CHECK("embedding backward");
+  // NOTE [embedding backward order]: number the chunks of every run, sum each
+  // chunk in its own block, then add each run's chunk sums in order. The runs
+  // are at most min(V, N) and each has ceil(count / K) <= count chunks, so
+  // there are at most min(V, N) + N / K chunks; the host never learns the
+  // exact numbers (no synchronisation): the kernels read them on the device.
+  using A = AccType<T>;
+  const Tensor chunk_counts = Empty({n}, i64);   // (runs) then zeros
+  const Tensor chunk_offsets = Empty({n}, i64);  // (runs)
+  ChunkCountsKernel<<<ctx.Grid(n), kElementwiseThreads, 0, stream>>>(
+      run_counts.data<int64_t>(), num_runs.data<int64_t>(), n, chunk_counts.data<int64_t>());
+  OCTET_CUDA_LAUNCH_CHECK("embedding backward (chunk counts)");
+  bytes = 0;
+  OCTET_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, chunk_counts.data<int64_t>(),
+                                                 chunk_offsets.data<int64_t>(), n, stream));
+  {
+    const Tensor tmp = Scratch(bytes, dev);
+    OCTET_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.raw_data(), bytes, chunk_counts.data<int64_t>(),
+                                                   chunk_offsets.data<int64_t>(), n, stream));
+  }
+  const int64_t max_chunks = std::min(v, n) + (n + kEmbeddingBwdChunk - 1) / kEmbeddingBwdChunk;
+  const Tensor partials = Scratch(static_cast<size_t>(max_chunks * c) * sizeof(A), dev);  // (chunks, C) in A
+  A* part = static_cast<A*>(partials.raw_data());
+  ChunkSumsKernel<T, A><<<RowGrid(max_chunks), RowThreads(c), 0, stream>>>(
+      dout.data<T>(), pos_out, run_offsets.data<int64_t>(), run_counts.data<int64_t>(), chunk_offsets.data<int64_t>(),
+      chunk_counts.data<int64_t>(), num_runs.data<int64_t>(), c, part);
+  OCTET_CUDA_LAUNCH_CHECK("embedding backward (chunk sums)");
+  AddChunkSumsKernel<T, A, I><<<RowGrid(std::min(v, n)), RowThreads(c), 0, stream>>>(
+      part, run_rows.data<I>(), chunk_offsets.data<int64_t>(), chunk_counts.data<int64_t>(), num_runs.data<int64_t>(),
+      v, c, dweight.data<T>());
+  OCTET_CUDA_LAUNCH_CHECK("embedding backward (rows)");
 }
 
 EmbeddingFwdResult EmbeddingFwdCuda(const Tensor& weight, const Tensor& indices, const Tensor& out) {

@@ -93,6 +93,7 @@ bool RunLt(const GemmDescKey& key, const LtCall& call, cudaStream_t stream, std:
                      call.d, e.desc->d, &e.algo, workspace, e.workspace, stream);
   OCTET_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt call cublasLtMatmul failed: ", CublasStatusText(st), "; ",
               key.ToString());
+  OCTET_CUDA_SYNC_CHECK_AFTER("cublasLtMatmul");
   return true;
 }
 

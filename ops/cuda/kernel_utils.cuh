@@ -23,6 +23,7 @@
     const cudaError_t octet_launch_err_ = cudaGetLastError();                                              \
     OCTET_CHECK(octet_launch_err_ == cudaSuccess, "CUDA kernel ", kernel_name, " failed to launch: ",      \
                 cudaGetErrorName(octet_launch_err_), " (", cudaGetErrorString(octet_launch_err_), ")");    \
+    OCTET_CUDA_SYNC_CHECK_AFTER(kernel_name);                                                              \
   } while (0)
 
 namespace octet::cuda {

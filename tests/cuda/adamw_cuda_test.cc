@@ -16,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "optim/adamw_kernels.h"
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
@@ -184,7 +185,7 @@ void RunParity(const std::vector<int64_t>& sizes, DType param_dtype, DType grad_
 }
 
 TEST_P(AdamWCudaParity, MatchesCpuOverSteps) {
-  if (!octet::cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device";
+  OCTET_SKIP_WITHOUT_CUDA();
   const auto [param_dtype, grad_dtype, state] = GetParam();
   RunParity(Sizes(), param_dtype, grad_dtype, state);
 }
@@ -195,7 +196,7 @@ TEST_P(AdamWCudaParity, MatchesCpuOverSteps) {
 // after small tensors (it starts a new one), and an empty tensor in the
 // middle of a call (no blocks; its amax is written 0, as on the CPU).
 TEST(AdamWCudaLimits, TensorsLargerThanOneLaunchAndEmptyTensors) {
-  if (!octet::cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device";
+  OCTET_SKIP_WITHOUT_CUDA();
   const std::vector<int64_t> sizes = {7, 1000, 300 * 16384 + 5, 321 * 16384 + 11, 0, 33};
   for (State state : {State::kFloat32, State::kFp8Fp16}) RunParity(sizes, DType::kFloat32, DType::kFloat32, state);
 }
@@ -217,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A step whose gradient is zero everywhere keeps m = v = 0: the amax is 0 and
 // the scales must stay as they were (ComputeScale keeps the old scale).
 TEST(AdamWCuda, ScaledStateKeepsScalesOnZeroAmax) {
-  if (!octet::cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device";
+  OCTET_SKIP_WITHOUT_CUDA();
   const Device gpu = CUDA(0);
   Slot cpu = MakeSlot(5000, 7, DType::kFloat32, State::kFp8Fp16, 0.0);
   cpu.m_scale.Fill_(4.0);
@@ -239,7 +240,7 @@ TEST(AdamWCuda, ScaledStateKeepsScalesOnZeroAmax) {
 
 #else  // !OCTET_WITH_CUDA
 
-TEST(AdamWCuda, Skipped) { GTEST_SKIP() << "no CUDA device: octet was built without the CUDA backend"; }
+TEST(AdamWCuda, Skipped) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #endif
 

@@ -30,7 +30,7 @@ namespace {
 
 #if !OCTET_WITH_CUDA
 
-TEST(AttentionFallback, NotBuilt) { GTEST_SKIP() << "octet was built without the CUDA backend"; }
+TEST(AttentionFallback, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 
@@ -79,7 +79,7 @@ TEST(AttentionFallback, DecisionAgreesWithTheGraphBuilder) {
       const bool cudnn = CudnnAttentionUnsupportedReason(dtype, d) == nullptr;
       for (bool backward : {false, true}) {
         const SdpaConfig c = ContiguousSdpaConfig(2, 3, 37, d, dtype, backward);
-        const std::string msg = ErrorOf([&] { backward ? BuildSdpaBackwardGraph(c) : BuildSdpaForwardGraph(c); });
+        const std::string msg = ErrorOf([&] { backward ? BuildSdpaBackwardGraph(c, nullptr) : BuildSdpaForwardGraph(c, nullptr); });
         const std::string what =
             std::string(Name(dtype)) + " D=" + std::to_string(d) + (backward ? " backward" : " forward");
         if (cudnn) {
@@ -113,7 +113,7 @@ TEST(AttentionFallback, NoEnginePredicateMatchesBuildPlansError) {
   if (IsAvailable()) GTEST_SKIP() << "a CUDA device is present: heuristics return real engines";
   for (bool backward : {false, true}) {
     const SdpaConfig c = ContiguousSdpaConfig(1, 2, 37, 64, DType::kBFloat16, backward);
-    auto g = backward ? BuildSdpaBackwardGraph(c) : BuildSdpaForwardGraph(c);
+    auto g = backward ? BuildSdpaBackwardGraph(c, nullptr) : BuildSdpaForwardGraph(c, nullptr);
     const std::string msg = ErrorOf([&] { BuildPlan(*g, {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}); });
     ASSERT_NE(msg, "");
     EXPECT_TRUE(IsCudnnNoEngineError(msg)) << msg;
@@ -139,7 +139,7 @@ TEST(AttentionFallbackDevice, Float32AndFloat64MatchCpuThroughTheOp) {
     const Tensor qkv = RandomTensor({b, t, 3, h, c.d}, 71, c.dtype);  // (B,T,3,H,D)
     const Tensor w = RandomTensor({b, h, t, c.d}, 72, c.dtype);       // the loss weights
     auto run = [&](const Device& dev, std::vector<Tensor>* grads) {
-      Tensor all = qkv.To(dev);
+      Tensor all = qkv.detach().To(dev);  // To(kCPU) returns qkv itself: keep requires_grad off it
       all.requires_grad_();
       const Tensor view = all.Permute({2, 0, 3, 1, 4});  // (3,B,H,T,D)
       const Tensor out = CausalAttention(view.Select(0, 0), view.Select(0, 1), view.Select(0, 2), 0.3);

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
@@ -23,7 +24,7 @@ namespace {
 
 #if !OCTET_WITH_CUDA
 
-TEST(CublasLtDesc, NotBuilt) { GTEST_SKIP() << "octet was built without the CUDA backend"; }
+TEST(CublasLtDesc, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 

@@ -11,6 +11,7 @@
 
 #include <cmath>
 
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
@@ -26,7 +27,7 @@ namespace {
 
 #if !OCTET_WITH_CUDA
 
-TEST(CudnnGraph, NotBuilt) { GTEST_SKIP() << "octet was built without the CUDA backend"; }
+TEST(CudnnGraph, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 
@@ -37,7 +38,7 @@ using namespace ::octet::cuda;  // NOLINT
 
 TEST(CudnnGraph, ForwardGraphFinalizesWith14OpsInFrontendOrder) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
-    auto g = BuildSdpaForwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, dt, /*backward=*/false));
+    auto g = BuildSdpaForwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, dt, /*backward=*/false), nullptr);
     ASSERT_TRUE(g->finalized());
     EXPECT_EQ(g->op_count(), 14);
     const std::vector<std::string> expected = {
@@ -63,7 +64,7 @@ TEST(CudnnGraph, BshdStridesFinalize) {
   const int64_t b = 2, h = 12, s = 64, d = 64;
   c.q = c.k = c.v = {s * 3 * h * d, d, 3 * h * d, 1};
   c.o = BshdStrides(b, h, s, d);
-  auto g = BuildSdpaForwardGraph(c);
+  auto g = BuildSdpaForwardGraph(c, nullptr);
   EXPECT_EQ(g->op_count(), 14);
   EXPECT_EQ(g->info(kSdpaQ).strides, (std::vector<int64_t>{s * 3 * h * d, d, 3 * h * d, 1}));
   EXPECT_EQ(g->info(kSdpaO).strides, (std::vector<int64_t>{s * h * d, d, h * d, 1}));
@@ -73,7 +74,7 @@ TEST(CudnnGraph, BackwardGraphFinalizesWith22Ops) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
     SdpaConfig c = ContiguousSdpaConfig(2, 4, 128, 64, dt, /*backward=*/true);
     c.dout = BshdStrides(2, 4, 128, 64);  // a strided dO
-    auto g = BuildSdpaBackwardGraph(c);
+    auto g = BuildSdpaBackwardGraph(c, nullptr);
     ASSERT_TRUE(g->finalized());
     EXPECT_EQ(g->op_count(), 22);
     const std::vector<std::string>& ops = g->op_names();
@@ -94,7 +95,7 @@ TEST(CudnnGraph, WrongShapeIsRejectedWithCudnnText) {
   const int64_t s = g.Virtual("S", CUDNN_DATA_FLOAT, {1, 1, 16, 8}, {128, 128, 8, 1});  // should be 16x16
   const std::string msg = ErrorOf([&] {
     g.Matmul("bmm1", q, kt, s);
-    g.Finalize();
+    g.Finalize(nullptr);
   });
   ASSERT_FALSE(msg.empty()) << "cuDNN accepted a 16x64 · 64x16 matmul into 16x8";
   EXPECT_NE(msg.find("cuDNN: bad matmul graph"), std::string::npos) << msg;
@@ -118,25 +119,25 @@ TEST(CudnnGraph, BuilderChecksItsOwnArguments) {
               g.Tensor("Z", 2, CUDNN_DATA_FLOAT, {1, 4}, {4});
             }).find("differ in rank"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([&] { g.Finalize(); }).find("no operations"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { g.Finalize(nullptr); }).find("no operations"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { g.Matmul("mm", 1, 77, 1); }).find("no tensor with UID 77"), std::string::npos);
 }
 
 TEST(CudnnGraph, UnsupportedConfigsNameTheProblem) {
-  std::string msg = ErrorOf([] { BuildSdpaForwardGraph(ContiguousSdpaConfig(1, 2, 16, 60, DType::kBFloat16, false)); });
+  std::string msg = ErrorOf([] { BuildSdpaForwardGraph(ContiguousSdpaConfig(1, 2, 16, 60, DType::kBFloat16, false), nullptr); });
   EXPECT_NE(msg.find("multiple of 8 and at most 256, got 60"), std::string::npos) << msg;
   EXPECT_NE(msg.find("B=1 H=2 T=16 D=60 bfloat16"), std::string::npos) << msg;
-  msg = ErrorOf([] { BuildSdpaForwardGraph(ContiguousSdpaConfig(1, 2, 16, 64, DType::kFloat32, false)); });
+  msg = ErrorOf([] { BuildSdpaForwardGraph(ContiguousSdpaConfig(1, 2, 16, 64, DType::kFloat32, false), nullptr); });
   EXPECT_NE(msg.find("the cuDNN attention graphs take bfloat16 or float16"), std::string::npos) << msg;
   SdpaConfig c = ContiguousSdpaConfig(1, 2, 16, 64, DType::kBFloat16, false);
   c.q[3] = 2;
-  msg = ErrorOf([&] { BuildSdpaForwardGraph(c); });
+  msg = ErrorOf([&] { BuildSdpaForwardGraph(c, nullptr); });
   EXPECT_NE(msg.find("unit stride"), std::string::npos) << msg;
 }
 
 TEST(CudnnGraph, NoDeviceHeuristicsReportNoEngineCleanly) {
   if (IsAvailable()) GTEST_SKIP() << "a CUDA device is present: heuristics return real engines";
-  auto fwd = BuildSdpaForwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, DType::kBFloat16, false));
+  auto fwd = BuildSdpaForwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, DType::kBFloat16, false), nullptr);
   EXPECT_EQ(HeuristicConfigCount(*fwd, CUDNN_HEUR_MODE_A), 0);
   std::string msg = ErrorOf([&] { BuildPlan(*fwd, {CUDNN_HEUR_MODE_A}); });
   EXPECT_NE(msg.find("cuDNN: no engine for the causal attention forward B=2 H=4 T=128 D=64 bfloat16 graph (14 ops)"),
@@ -147,7 +148,7 @@ TEST(CudnnGraph, NoDeviceHeuristicsReportNoEngineCleanly) {
   const int64_t fallback = HeuristicConfigCount(*fwd, CUDNN_HEUR_MODE_FALLBACK);
   msg = ErrorOf([&] { BuildPlan(*fwd, {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}); });
   EXPECT_NE(msg.find("mode FALLBACK: " + std::to_string(fallback) + " config"), std::string::npos) << msg;
-  auto bwd = BuildSdpaBackwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, DType::kBFloat16, true));
+  auto bwd = BuildSdpaBackwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, DType::kBFloat16, true), nullptr);
   EXPECT_EQ(HeuristicConfigCount(*bwd, CUDNN_HEUR_MODE_A), 0);
   EXPECT_NE(ErrorOf([&] { BuildPlan(*bwd, {CUDNN_HEUR_MODE_A}); }).find("(22 ops): mode A: 0 configs"),
             std::string::npos);
@@ -171,7 +172,7 @@ TEST(CudnnGraph, ConfigKeyDistinguishesLayouts) {
 // ---- on a GPU: cuDNN vs the CPU kernels ----
 
 TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
-  if (!IsAvailable()) GTEST_SKIP() << "no CUDA device: " << UnavailableReason();
+  OCTET_SKIP_WITHOUT_CUDA();
   const int64_t B = 2, H = 3, T = 64, D = 64;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   Tensor q = RandomTensor({B, H, T, D}, 1, DType::kBFloat16);
@@ -205,10 +206,66 @@ TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
   EXPECT_EQ(SdpaPlanCacheSize(), 2u);
 }
 
+// NOTE [cudnn graph handle]: the graphs the attention op builds carry the
+// device's handle, and with it cuDNN has a native engine for bf16/f16 on
+// sm_80+ (on an H100 without it every engine refused: ARCH_MISMATCH).
+TEST(CudnnAttentionDevice, GraphsCarryTheDeviceHandleAndGetAnEngine) {
+  OCTET_SKIP_WITHOUT_CUDA();
+  const cudnnHandle_t handle = CudnnHandle(0);
+  for (bool backward : {false, true}) {
+    for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+      const SdpaConfig c = ContiguousSdpaConfig(2, 4, 128, 64, dt, backward);
+      auto g = backward ? BuildSdpaBackwardGraph(c, handle) : BuildSdpaForwardGraph(c, handle);
+      EXPECT_EQ(g->handle(), handle);
+      cudnnHandle_t back = nullptr;
+      int64_t n = 0;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      ASSERT_EQ(cudnnBackendGetAttribute(g->graph(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &n, &back),
+                CUDNN_STATUS_SUCCESS);
+#pragma GCC diagnostic pop
+      EXPECT_EQ(n, 1);
+      EXPECT_EQ(back, handle);
+      if (Props(0).major >= 8) {
+        EXPECT_NO_THROW(BuildPlan(*g, {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}))
+            << (backward ? "backward " : "forward ") << Name(dt) << " on sm_" << Props(0).major << Props(0).minor;
+      }
+    }
+  }
+  // A graph finalized without the handle is a loud error on a machine with a
+  // GPU, never a quiet "no engine" that would send every call to the fallback.
+  auto bare = BuildSdpaForwardGraph(ContiguousSdpaConfig(2, 4, 128, 64, DType::kBFloat16, false), nullptr);
+  const std::string msg = ErrorOf([&] { BuildPlan(*bare, {CUDNN_HEUR_MODE_A}); });
+  EXPECT_NE(msg.find("graph was finalized without a cuDNN handle"), std::string::npos) << msg;
+  EXPECT_FALSE(IsCudnnNoEngineError(msg)) << msg;
+}
+
+// The test that fails if a supported call takes the fallback: bf16/f16 with a
+// head dim cuDNN supports on sm_80+, forward and backward through the op.
+TEST(CudnnAttentionDevice, SupportedCallsNeverTakeTheFallback) {
+  OCTET_SKIP_WITHOUT_CUDA();
+  if (Props(0).major < 8) GTEST_SKIP() << "cuDNN's fused attention needs sm_80+, this is sm_" << Props(0).major;
+  const Device gpu = CUDA(0);
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    for (int64_t d : {64, 128}) {
+      const Shape shape{2, 3, 80, d};
+      const TensorOptions io{.dtype = dt, .device = gpu};
+      Tensor q = RandomTensor(shape, 11, dt).To(gpu), k = RandomTensor(shape, 12, dt).To(gpu);
+      Tensor v = RandomTensor(shape, 13, dt).To(gpu), dout = RandomTensor(shape, 14, dt).To(gpu);
+      const int64_t before = AttentionFallbackCount();
+      Tensor out = Empty(shape, io), lse = Empty({2, 3, 80}, {.device = gpu});
+      CausalAttentionFwdCudnn(q, k, v, 0.125, out, lse);
+      Tensor dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
+      CausalAttentionBwdCudnn(q, k, v, out, dout, lse, 0.125, dq, dk, dv);
+      EXPECT_EQ(AttentionFallbackCount(), before) << Name(dt) << " D=" << d << " took the unfused fallback";
+    }
+  }
+}
+
 // float32 (any head dim) and bf16 with a head dim cuDNN cannot take run the
 // unfused fallback on the GPU and match the CPU kernels; each call is counted.
 TEST(CudnnAttentionDevice, FallbackMatchesCpuAndIsCounted) {
-  if (!IsAvailable()) GTEST_SKIP() << "no CUDA device: " << UnavailableReason();
+  OCTET_SKIP_WITHOUT_CUDA();
   const Device gpu = CUDA(0);
   struct Case {
     DType dtype;

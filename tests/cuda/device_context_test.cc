@@ -2,12 +2,14 @@
 // caching allocator behind CUDA tensors and host<->device copies. The
 // no-device behaviour is tested for real on machines without a GPU; the rest
 // skips there.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
@@ -16,6 +18,8 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_context.h"
 #include "ops/embedding_kernels.h"
+#include "ops/matmul.h"
+#include "ops/pointwise.h"
 #include "ops/norm_kernels.h"
 #include "ops/pointwise_kernels.h"
 #include "ops/random_kernels.h"
@@ -28,14 +32,13 @@ namespace {
 
 #if !OCTET_WITH_CUDA
 
-TEST(CudaRuntime, NotBuilt) { GTEST_SKIP() << "octet was built without the CUDA backend"; }
+TEST(CudaRuntime, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 
 using testing::ErrorOf;
 
-#define SKIP_WITHOUT_DEVICE() \
-  if (!cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device: " << cuda::UnavailableReason()
+#define SKIP_WITHOUT_DEVICE() OCTET_SKIP_WITHOUT_CUDA()
 
 #define SKIP_WITH_DEVICE() \
   if (cuda::IsAvailable()) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path"
@@ -67,6 +70,60 @@ TEST(CudaRuntime, DeviceQueriesThrowWithoutADevice) {
   EXPECT_NE(ErrorOf([] { cuda::CurrentStream(0); }).find("no CUDA device"), std::string::npos);
   EXPECT_NE(ErrorOf([] { cuda::CublasLtHandle(0); }).find("no CUDA device"), std::string::npos);
   EXPECT_NE(ErrorOf([] { cuda::Workspace(0, 1024); }).find("no CUDA device"), std::string::npos);
+}
+
+// ---- NOTE [require cuda] and NOTE [cuda sync check] switches -------------------
+
+void SkipWithoutCudaProbe() { OCTET_SKIP_WITHOUT_CUDA(); }
+
+// Sets an environment variable for the scope, restoring the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(RequireCuda, ParsesTheVariable) {
+  EXPECT_FALSE(testing::CudaRequiredByValue(nullptr));
+  EXPECT_FALSE(testing::CudaRequiredByValue(""));
+  EXPECT_FALSE(testing::CudaRequiredByValue("0"));
+  EXPECT_TRUE(testing::CudaRequiredByValue("1"));
+  EXPECT_TRUE(testing::CudaRequiredByValue("yes"));  // a typo asks for a device, loudly
+}
+
+TEST(RequireCuda, TurnsTheSkipWithoutADeviceIntoAFailure) {
+  SKIP_WITH_DEVICE();
+  EXPECT_NE(testing::NoCudaReason().find("no CUDA device: "), std::string::npos);
+  ScopedEnv env("OCTET_REQUIRE_CUDA", "1");
+  EXPECT_FATAL_FAILURE(SkipWithoutCudaProbe(), "OCTET_REQUIRE_CUDA=1 but no CUDA device: ");
+}
+
+TEST(RequireCuda, NoReasonWhenADeviceIsUsable) {
+  if (!cuda::IsAvailable()) GTEST_SKIP() << "checks the with-device path";
+  EXPECT_EQ(testing::NoCudaReason(), "");
+}
+
+TEST(CudaSyncCheck, ParsesTheVariable) {
+  EXPECT_FALSE(cuda::ParseSyncCheck(""));
+  EXPECT_FALSE(cuda::ParseSyncCheck("0"));
+  EXPECT_TRUE(cuda::ParseSyncCheck("1"));
+  const std::string msg = ErrorOf([] { cuda::ParseSyncCheck("on"); });
+  EXPECT_NE(msg.find("OCTET_CUDA_SYNC_CHECK must be 0 or 1, got 'on'"), std::string::npos) << msg;
+}
+
+TEST(Synchronize, CpuReturnsAndAMissingDeviceIsAnError) {
+  Synchronize(kCPU);
+  EXPECT_EQ(NativeStream(kCPU), nullptr);
+  const std::string msg = ErrorOf([] { Synchronize(CUDA(cuda::DeviceCount())); });
+  EXPECT_NE(msg.find("octet::Synchronize: cuda:" + std::to_string(cuda::DeviceCount())), std::string::npos) << msg;
 }
 
 TEST(CudaRuntime, KernelsAndAllocatorAreRegisteredForCuda) {
@@ -150,6 +207,9 @@ TEST(CudaRuntime, DeviceGuardRestoresThePreviousDevice) {
 
 TEST(CudaRuntime, LibraryHandlesArePerThreadAndCuDnnFollowsTheStream) {
   SKIP_WITHOUT_DEVICE();
+  // A thread that has made no CUDA runtime call has no current context;
+  // creating the handle there failed with CUDA_ERROR_INVALID_CONTEXT on an
+  // H100 until MakeContextCurrent. A GEMM from such a thread must work too.
   cublasLtHandle_t lt = cuda::CublasLtHandle(0);
   ASSERT_NE(lt, nullptr);
   EXPECT_EQ(cuda::CublasLtHandle(0), lt);
@@ -157,10 +217,28 @@ TEST(CudaRuntime, LibraryHandlesArePerThreadAndCuDnnFollowsTheStream) {
   std::thread([&] { other = cuda::CublasLtHandle(0); }).join();
   EXPECT_NE(other, nullptr);
   EXPECT_NE(other, lt);
+  std::vector<double> from_thread;
+  std::thread([&] {
+    const Tensor a = Full({16, 16}, 0.5, {.device = CUDA(0)}), b = Full({16, 16}, 2.0, {.device = CUDA(0)});
+    from_thread = Matmul(a, b).To(kCPU).ToDoubles();
+  }).join();
+  EXPECT_EQ(from_thread, std::vector<double>(256, 16.0));  // 16 terms of 0.5 * 2
   cudnnHandle_t dnn = cuda::CudnnHandle(0);
   cudaStream_t s = nullptr;
   OCTET_CUDNN_CHECK(cudnnGetStream(dnn, &s));
   EXPECT_EQ(s, cuda::CurrentStream(0));
+}
+
+TEST(Synchronize, WaitsForOctetsStreamAndSyncCheckPasses) {
+  SKIP_WITHOUT_DEVICE();
+  EXPECT_EQ(NativeStream(CUDA(0)), static_cast<void*>(cuda::CurrentStream(0)));
+  cuda::SetSyncCheckForTesting(true);
+  const Tensor x = Full({1 << 20}, 3.0, {.device = CUDA(0)});
+  const Tensor y = Mul(x, x);  // launches checked synchronously now
+  cuda::SetSyncCheckForTesting(false);
+  Synchronize(CUDA(0));
+  EXPECT_EQ(cudaStreamQuery(cuda::CurrentStream(0)), cudaSuccess);  // nothing left queued
+  EXPECT_EQ(y.To(kCPU).ToDoubles()[12345], 9.0);
 }
 
 TEST(CudaRuntime, WorkspaceIsAlignedAndGrowsOnly) {

@@ -15,6 +15,7 @@
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
@@ -26,7 +27,7 @@ namespace {
 
 #if !OCTET_WITH_CUDA
 
-TEST(GptCuda, NotBuilt) { GTEST_SKIP() << "octet was built without the CUDA backend"; }
+TEST(GptCuda, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 
@@ -57,7 +58,7 @@ StepLog Train(Device device, nn::amp::Level level, int steps, const std::vector<
 }
 
 TEST(GptCuda, TrainingStepsMatchTheCpuAtEveryAmpLevel) {
-  if (!cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device: " << cuda::UnavailableReason();
+  OCTET_SKIP_WITHOUT_CUDA();
   constexpr int kSteps = 4;
   std::vector<Tensor> inputs, targets;
   for (int s = 0; s < kSteps; ++s) {
@@ -88,11 +89,13 @@ TEST(GptCuda, TrainingStepsMatchTheCpuAtEveryAmpLevel) {
 }
 
 TEST(GptCuda, GradNormOfDeviceGradientsMatchesTheCpu) {
-  if (!cuda::IsAvailable()) GTEST_SKIP() << "no CUDA device: " << cuda::UnavailableReason();
+  OCTET_SKIP_WITHOUT_CUDA();
   nn::NamedTensors cpu, gpu;
   for (int i = 0; i < 3; ++i) {
-    Tensor p = Zeros({17 + i, 5}).requires_grad_();
-    p.set_grad(::octet::testing::RandomTensor({17 + i, 5}, 90 + i, i == 1 ? DType::kBFloat16 : DType::kFloat32));
+    // A gradient has its parameter's dtype (set_grad checks it): one bf16 parameter.
+    const DType dt = i == 1 ? DType::kBFloat16 : DType::kFloat32;
+    Tensor p = Zeros({17 + i, 5}, {.dtype = dt}).requires_grad_();
+    p.set_grad(::octet::testing::RandomTensor({17 + i, 5}, 90 + i, dt));
     Tensor q = p.detach().To(CUDA(0)).requires_grad_();
     q.set_grad(p.grad().To(CUDA(0)));
     cpu.emplace_back("p" + std::to_string(i), p);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "distributed/store.h"
+#include "tests/cuda/require_cuda.h"
 #include "tests/distributed/file_store_fixture.h"
 
 #if OCTET_WITH_CUDA
@@ -24,7 +25,7 @@ namespace {
 
 #if !OCTET_WITH_CUDA
 
-TEST(NcclBootstrap, NotBuilt) { GTEST_SKIP() << "octet was built without the CUDA backend"; }
+TEST(NcclBootstrap, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 

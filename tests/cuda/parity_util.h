@@ -11,16 +11,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
-
-#if OCTET_WITH_CUDA
-#include "ops/cuda/device_context.h"
-#define OCTET_SKIP_WITHOUT_CUDA()    \
-  if (!::octet::cuda::IsAvailable()) \
-  GTEST_SKIP() << "no CUDA device: " << ::octet::cuda::UnavailableReason()
-#else
-#define OCTET_SKIP_WITHOUT_CUDA() GTEST_SKIP() << "no CUDA device: octet was built without the CUDA backend"
-#endif
 
 namespace octet::testing {
 

@@ -10,6 +10,7 @@
 
 #include "autograd/gradcheck.h"
 #include "ops/embedding.h"
+#include "ops/embedding_kernels.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 #include "tests/test_util.h"
@@ -121,6 +122,41 @@ TEST(EmbeddingGrad, IsBitwiseIndependentOfTheThreadCount) {
   const Tensor one = dweight(1), two = dweight(2);
   EXPECT_TRUE(AllClose(one, two, 0, 0));
   EXPECT_TRUE(AllClose(one, RefDWeight(dout.ToDoubles(), idx, v, c), 1e-4, 0.05));
+}
+
+// NOTE [embedding backward order], written out here independently: per row,
+// float32 sums of chunks of kEmbeddingBwdChunk positions (in increasing
+// position), added in chunk order. The CPU kernel must equal it bit for bit
+// (and the CUDA kernel equals the CPU's in tests/cuda/kernels_nn_test.cc), so
+// the order both backends share is pinned down, with runs shorter than, equal
+// to and many times a chunk.
+TEST(EmbeddingGrad, SumsEachRowInChunksOfTheDocumentedSize) {
+  const int64_t v = 6, c = 33, n = 3 * kEmbeddingBwdChunk + 150;
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = i < kEmbeddingBwdChunk ? 1 : (i % 3 == 0 ? 2 : (i % 7 == 0 ? 4 : 1));
+  idx[5] = 3;  // a row hit once; row 0 and 5 never
+  const Tensor dout = RandomTensor({n, c}, 17, DType::kFloat32, -1e3, 1e3);
+  const std::vector<double> g = dout.ToDoubles();
+  std::vector<float> want(v * c, 0.0f);
+  for (int64_t row = 0; row < v; ++row) {
+    std::vector<int64_t> pos;
+    for (int64_t i = 0; i < n; ++i)
+      if (idx[i] == row) pos.push_back(i);
+    for (int64_t j = 0; j < c; ++j) {
+      float acc = 0.0f;
+      for (size_t p0 = 0; p0 < pos.size(); p0 += kEmbeddingBwdChunk) {
+        float part = 0.0f;
+        for (size_t p = p0; p < std::min(pos.size(), p0 + kEmbeddingBwdChunk); ++p)
+          part += static_cast<float>(g[pos[p] * c + j]);
+        acc += part;
+      }
+      want[row * c + j] = acc;
+    }
+  }
+  Tensor w = Zeros({v, c}).requires_grad_();
+  Embedding(w, FromVector(idx, {n})).Backward(dout);
+  const std::vector<double> got = w.grad().ToDoubles();
+  for (int64_t i = 0; i < v * c; ++i) ASSERT_EQ(static_cast<float>(got[i]), want[i]) << "element " << i;
 }
 
 TEST(EmbeddingErrors, OutOfRangeIndexNamesValuePositionAndV) {
