@@ -265,7 +265,7 @@ OCTET_HOST_DEVICE OCTET_FLASH_INLINE void ScoresNT(const A* a, const A* b, int t
     OCTET_FLASH_UNROLL
     for (int j = 0; j < kM; ++j) acc[i][j] = A(0);
 #if defined(__CUDACC__)
-#pragma unroll 4
+#pragma unroll 1
 #endif
   for (int c = 0; c < G::kDP; c += 4) {
     Quad<A> av[kM], bv[kM];

@@ -54,7 +54,7 @@ struct DeviceExec {
 extern __shared__ __align__(16) unsigned char g_flash_smem[];
 
 template <typename T, int kDP>
-__global__ void __launch_bounds__(kThreads) FlashFwdKernel(const FwdParams<T, AccType<T>> p) {
+__global__ void __launch_bounds__(kThreads, 2) FlashFwdKernel(const FwdParams<T, AccType<T>> p) {
   using A = AccType<T>;
   using G = Geom<A, kDP>;
   DeviceExec<flash::FwdState<G, A>> ex;
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) FlashFwdKernel(const FwdParams<T, Ac
 }
 
 template <typename T, int kDP>
-__global__ void __launch_bounds__(kThreads) FlashBwdKvKernel(const BwdParams<T, AccType<T>> p) {
+__global__ void __launch_bounds__(kThreads, kDP == 64 ? 2 : 1) FlashBwdKvKernel(const BwdParams<T, AccType<T>> p) {
   using A = AccType<T>;
   using G = Geom<A, kDP>;
   DeviceExec<flash::BwdKvState<G, A>> ex;
@@ -70,12 +70,18 @@ __global__ void __launch_bounds__(kThreads) FlashBwdKvKernel(const BwdParams<T, 
 }
 
 template <typename T, int kDP>
-__global__ void __launch_bounds__(kThreads) FlashBwdQKernel(const BwdParams<T, AccType<T>> p) {
+__global__ void __launch_bounds__(kThreads, kDP == 64 ? 2 : 1) FlashBwdQKernel(const BwdParams<T, AccType<T>> p) {
   using A = AccType<T>;
   using G = Geom<A, kDP>;
   DeviceExec<flash::BwdQState<G, A>> ex;
   flash::BwdQBlock<G>(ex, p, static_cast<int64_t>(blockIdx.x), reinterpret_cast<A*>(g_flash_smem));
 }
+
+// Register budgets: __launch_bounds__(256, 2) caps a thread at 128 registers
+// so two blocks share an SM where shared memory allows it (ptxas on sm_90a:
+// float32 D <= 64 kernels fit without spills with the ScoresNT loop not
+// unrolled; D = 128 forward spills a few bytes). The float32 D = 128 backward
+// kernels need more shared memory than two blocks get, so they keep 1.
 
 // Di = rowsum(dO∘O), one warp per row of the (BH*T) rows.
 inline constexpr int kDiRowsPerBlock = kThreads / 32;
