@@ -10,8 +10,9 @@
 // rows (64 for float, 32 for double, so float64's shared memory stays within
 // an H100's 227 KiB), queries and keys alike, so only the diagonal tile pair
 // needs the causal mask. Head-dim rows live in shared memory padded to kDP
-// (64 or 128) columns, zero past D, with a row stride of kDP + 4 (odd in
-// 16-byte units: the column-strided reads below hit distinct banks).
+// (64 or 128) columns, zero past D, with a row stride of kDP + 4 (for float an
+// odd number of 16-byte units: the row-strided float4 reads below hit
+// distinct banks).
 //   Thread (ty, tx) owns score rows ty + 16 i and score columns tx + 16 j
 //   (i, j < kM = kTile/16), and head-dim columns 64 g + 4 tx + u (g < kDP/64,
 //   u < 4) of its rows of an output accumulator. Two products only:
@@ -32,6 +33,11 @@
 //   dSᵀ = Pᵀ∘(V dOᵀ - Di),                        dK += dSᵀ Q  (·scale at the end)
 // and a second kernel, one block per query tile, recomputes P and dS over the
 // key tiles at or before it for dQ += dS K (·scale at the end).
+// These are the formulas of the CPU kernel (NOTE [flash attention on CPU],
+// ops/cpu/attention_cpu.cc: log2-domain scores, the same lse and Di), not its
+// code: its tile functions are GCC vector-extension code built per ISA, so
+// what both backends share is this contract, and the CPU runs this file's
+// code only in the tests.
 //
 // An execution policy `Ex` runs the phases: Ex::Each(f) calls f(tid, state)
 // for the block's threads (each has its own registers `state`), Ex::Sync() is
