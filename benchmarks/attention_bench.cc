@@ -12,7 +12,15 @@
 // on the CPU ops: batched GEMMs and pointwise/reduction passes over the
 // materialised T x T scores. They count the same FLOPs, so the FLOP/s ratio
 // is the speed-up of fusion.
+//
+// BM_CudaAttentionF32ForwardBackward: float32 forward + backward on the first
+// CUDA device at GPT-2 size (B8 H12 T1024 D64), the flash kernels
+// (ops/cuda/attention_flash_cuda.h, flash=1) against the unfused path the
+// CUDA backend used for float32 before (flash=0). Each iteration ends with a
+// 256-byte copy of dq to the host (the copy waits for the stream). Skipped
+// without a device.
 //   octet_attention_bench --benchmark_filter=Forward
+//   octet_attention_bench --benchmark_filter=Cuda
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -24,6 +32,9 @@
 #include "ops/attention.h"
 #include "ops/attention_kernels.h"
 #include "ops/attention_unfused.h"
+#if OCTET_WITH_CUDA
+#include "ops/cuda/attention_flash_cuda.h"
+#endif
 
 namespace octet {
 namespace {
@@ -147,6 +158,49 @@ void Args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_CausalAttentionForward)->Apply(Args);
 BENCHMARK(BM_CausalAttentionForwardBackward)->Apply(Args);
+
+// float32 on CUDA: flash kernels (range 4 == 1) or the unfused path (0).
+void BM_CudaAttentionF32ForwardBackward(benchmark::State& state) {
+#if OCTET_WITH_CUDA
+  if (DeviceCount(DeviceType::kCUDA) == 0) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const Device gpu = CUDA(0);
+  const Shape shape = ShapeOf(state);
+  const bool flash = state.range(4) == 1;
+  const DType dtype = DType::kFloat32;
+  const Tensor q = RandomInput(shape, dtype, 1).To(gpu), k = RandomInput(shape, dtype, 2).To(gpu),
+               v = RandomInput(shape, dtype, 3).To(gpu), dout = RandomInput(shape, dtype, 4).To(gpu);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(shape[3]));
+  const TensorOptions io{.dtype = dtype, .device = gpu};
+  Tensor out = Empty(shape, io), dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
+  Tensor lse = Empty({shape[0], shape[1], shape[2]}, io);
+  const Tensor probe = dq.Select(0, 0).Select(0, 0).Select(0, 0);  // (D,)
+  for (auto _ : state) {
+    if (flash) {
+      cuda::CausalAttentionFwdFlash(q, k, v, scale, out, lse);
+      cuda::CausalAttentionBwdFlash(q, k, v, out, dout, lse, scale, dq, dk, dv);
+    } else {
+      CausalAttentionFwdUnfused(q, k, v, scale, out, lse);
+      CausalAttentionBwdUnfused(q, k, v, out, dout, lse, scale, dq, dk, dv);
+    }
+    benchmark::DoNotOptimize(probe.To(kCPU).raw_data());
+  }
+  state.SetLabel(flash ? "flash" : "unfused");
+  state.counters["FLOP/s"] =
+      benchmark::Counter(3.5 * ForwardFlops(shape) * state.iterations(), benchmark::Counter::kIsRate);
+#else
+  state.SkipWithError("octet was built without the CUDA backend");
+#endif
+}
+
+BENCHMARK(BM_CudaAttentionF32ForwardBackward)
+    ->Args({8, 12, 1024, 64, 1})
+    ->Args({8, 12, 1024, 64, 0})
+    ->ArgNames({"B", "H", "T", "D", "flash"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace octet

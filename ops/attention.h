@@ -19,7 +19,9 @@ namespace octet {
 // and v. The CPU kernel is fused (see NOTE [flash attention on CPU] in
 // ops/cpu/attention_cpu.cc): it never forms the T x T score matrix, keeps
 // the per-row log-sum-exp for backward, and its backward is deterministic
-// (the same bits for any thread count).
+// (the same bits for any thread count). On CUDA, bfloat16/float16 run cuDNN's
+// fused attention and float32/float64 octet's flash kernels (NOTE [flash
+// attention on CUDA] in ops/attention_flash.h), also without the T x T matrix.
 //
 // Errors (octet::Error naming the op and the shapes/dtypes): rank != 4,
 // shapes of q, k, v differ, dtypes or devices differ, non-float or FP8 dtype,

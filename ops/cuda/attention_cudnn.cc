@@ -13,6 +13,7 @@
 
 #include "ops/attention_kernels.h"
 #include "ops/attention_unfused.h"
+#include "ops/cuda/attention_flash_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_context.h"
 #include "ops/registry.h"
@@ -276,7 +277,9 @@ void CheckOutput(const Tensor& t, const char* what) {
 void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
                              const Tensor& out, const Tensor& lse) {
   if (const char* reason = CudnnAttentionUnsupportedReason(q_in.dtype(), q_in.size(3))) {
-    RecordAttentionFallback(std::string(reason) + " (forward, " + Describe(q_in) + ")");
+    const char* flash = FlashAttentionUnsupportedReason(q_in.dtype(), q_in.size(3), q_in.device());
+    if (flash == nullptr) return CausalAttentionFwdFlash(q_in, k_in, v_in, scale, out, lse);
+    RecordAttentionFallback(std::string(reason) + "; " + flash + " (forward, " + Describe(q_in) + ")");
     return CausalAttentionFwdUnfused(q_in, k_in, v_in, scale, out, lse);
   }
   const Tensor q = Readable(q_in), k = Readable(k_in), v = Readable(v_in);
@@ -315,7 +318,10 @@ void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
                              const Tensor& dout_in, const Tensor& lse, double scale, const Tensor& dq_in,
                              const Tensor& dk_in, const Tensor& dv_in) {
   if (const char* reason = CudnnAttentionUnsupportedReason(q_in.dtype(), q_in.size(3))) {
-    RecordAttentionFallback(std::string(reason) + " (backward, " + Describe(q_in) + ")");
+    const char* flash = FlashAttentionUnsupportedReason(q_in.dtype(), q_in.size(3), q_in.device());
+    if (flash == nullptr)
+      return CausalAttentionBwdFlash(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
+    RecordAttentionFallback(std::string(reason) + "; " + flash + " (backward, " + Describe(q_in) + ")");
     return CausalAttentionBwdUnfused(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
   }
   const Tensor q = Readable(q_in), k = Readable(k_in), v = Readable(v_in), out = Readable(out_in),

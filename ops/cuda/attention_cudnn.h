@@ -22,11 +22,15 @@
 // Supported by the cuDNN graphs: bfloat16 and float16, head dim a multiple of
 // 8 and <= 256.
 //
-// NOTE [attention fallback]: the CUDA kernels run a call through the unfused
-// ops of ops/attention_unfused.h (cuBLASLt GEMMs, the softmax pieces as CUDA
-// kernels) when the dtype or head dim is outside that
-// (CudnnAttentionUnsupportedReason) or when cuDNN has no engine for the
-// shape: BuildPlan's "no engine" error (IsCudnnNoEngineError), which the
+// NOTE [attention fallback]: calls whose dtype or head dim cuDNN does not
+// take (CudnnAttentionUnsupportedReason) go to the flash kernels of
+// ops/cuda/attention_flash_cuda.h when those take them (float32 and float64,
+// head dim <= 128: FlashAttentionUnsupportedReason), which are not a
+// fallback and are not counted. The CUDA kernels run a call through the
+// unfused ops of ops/attention_unfused.h (cuBLASLt GEMMs, the softmax pieces
+// as CUDA kernels) when neither takes it (e.g. float32 with head dim > 128,
+// bfloat16 with a head dim that is not a multiple of 8) or when cuDNN has no
+// engine for the shape: BuildPlan's "no engine" error (IsCudnnNoEngineError), which the
 // plan cache remembers. Any other failure of the plan lookup (a heuristics
 // query, a descriptor cuDNN rejects) is raised, not cached. Each fallback is
 // counted (AttentionFallbackCount) and reported on stderr once per distinct
