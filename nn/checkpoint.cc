@@ -200,11 +200,7 @@ absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim
 std::string CheckpointDirInfo::Describe() const {
   if (!exists) return "the directory does not exist";
   if (num_entries == 0) return "the directory is empty";
-  std::vector<std::string> parts;
-  for (int64_t s : complete_steps) parts.push_back(StepDirName(s));
-  parts.insert(parts.end(), incomplete.begin(), incomplete.end());
-  parts.insert(parts.end(), temporaries.begin(), temporaries.end());
-  parts.insert(parts.end(), others.begin(), others.end());
+  const std::vector<std::string>& parts = described;
   constexpr size_t kMax = 8;
   std::string out = absl::StrCat(num_entries, num_entries == 1 ? " entry: " : " entries: ");
   for (size_t i = 0; i < parts.size() && i < kMax; ++i) absl::StrAppend(&out, i ? ", " : "", parts[i]);
@@ -265,6 +261,12 @@ absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir) {
     }
   }
   std::sort(info.complete_steps.begin(), info.complete_steps.end());
+  for (const DirEntry& e : *entries) {  // in name order; incomplete step directories with the reason
+    std::string d = e.name;
+    for (const std::string& inc : info.incomplete)
+      if (inc.rfind(e.name + " (", 0) == 0) d = inc;
+    info.described.push_back(d);
+  }
   if (info.latest_problem.empty() && !info.complete_steps.empty()) {
     const std::string newest = StepDirName(info.newest());
     if (!has_latest) {

@@ -95,6 +95,7 @@ struct CheckpointDirInfo {
   std::vector<std::string> incomplete;  // "step_00000300 (no train_state.safetensors)", ...
   std::vector<std::string> temporaries;  // names of interrupted saves' leftovers
   std::vector<std::string> others;       // every other entry, by name
+  std::vector<std::string> described;    // every entry in name order, incomplete ones with the reason
   std::string latest;                    // LATEST's step directory name, "" when unusable
   std::string latest_problem;            // why LATEST is unusable or stale, "" when fine
   int64_t num_entries = 0;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -272,13 +273,21 @@ TEST_F(CheckpointVerifyTest, NextSaveRemovesStaleTemporariesOfDeadProcessesOnly)
 TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteOne) {
   // Tensors made before fork(): the child only writes (no OpenMP after fork).
   std::vector<TrainingState> states;
-  for (int64_t step = 1; step <= 400; ++step) {
+  for (int64_t step = 1; step <= 100; ++step) {
     TrainingState s = MakeState(step);
     s.model.emplace_back("big", Full({1 << 16}, static_cast<double>(step)));
     states.push_back(std::move(s));
   }
+  // Kill points spread over about three saves (fsync makes a save's time
+  // depend on the machine, so it is measured).
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(SaveTrainingState((dir_ / "timing").string(), states[0]).ok());
+  const int64_t save_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count() + 1;
+  fs::remove_all(dir_ / "timing");
   std::mt19937 gen(3);
   int64_t last = 0;
+  int leftovers = 0;  // kills that struck inside a save
   for (int kill = 0; kill < 12; ++kill) {
     const int64_t from = last;
     const pid_t pid = ::fork();
@@ -287,13 +296,14 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
         if (!SaveTrainingState(Dir(), states[i]).ok()) ::_exit(1);
       ::_exit(0);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(2000 + gen() % 20000));
+    std::this_thread::sleep_for(std::chrono::microseconds(save_us / 2 + gen() % (3 * save_us)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) << status;
     absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
     ASSERT_TRUE(info.ok()) << info.status();
+    leftovers += !info->temporaries.empty();
     if (info->complete_steps.empty()) continue;
     absl::StatusOr<TrainingState> l = LoadTrainingState(Dir());
     ASSERT_TRUE(l.ok()) << "after kill " << kill << ": " << l.status();
@@ -302,6 +312,7 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
     last = l->step;
   }
   EXPECT_GT(last, 0);  // the kills did land after complete saves
+  std::printf("12 kills, %d inside a save; the last resume was at step %lld\n", leftovers, static_cast<long long>(last));
   // The next save clears what the killed saves left.
   ASSERT_TRUE(SaveTrainingState(Dir(), states[0]).ok());
   absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
