@@ -87,6 +87,24 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path, const std::string& 
   return fd;
 }
 
+absl::Status ReadFullyAt(int fd, uint64_t offset, void* dst, size_t n, const std::string& path,
+                         const std::string& prefix) {
+  if (const int e = Injected("read", path); e != 0) return absl::ErrnoToStatus(e, prefix + "cannot read");
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, prefix + "cannot read");
+    }
+    if (r == 0) return absl::DataLossError(absl::StrCat(prefix, "the file ended at byte ", offset, " while being read"));
+    p += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadSmallRegularFile(const std::string& path, const std::string& prefix,
                                                  uint64_t max_bytes) {
   uint64_t size = 0;

@@ -38,6 +38,12 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path, const std::string& 
 absl::StatusOr<std::string> ReadSmallRegularFile(const std::string& path, const std::string& prefix,
                                                  uint64_t max_bytes);
 
+// Reads exactly n bytes at `offset` of fd (the file `path`). Errors start
+// with `prefix`: an I/O error (errno text), or end of file first ("the file
+// ended at byte X", a file shortened while being read).
+absl::Status ReadFullyAt(int fd, uint64_t offset, void* dst, size_t n, const std::string& path,
+                         const std::string& prefix);
+
 struct DirEntry {
   enum class Type { kRegular, kDirectory, kOther };
   std::string name;
@@ -49,7 +55,7 @@ struct DirEntry {
 // does not exist; other failures (not a directory, EACCES, EIO) name the path.
 absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir);
 
-// Test hook: called with ("open" | "opendir" | "stat", path) before each such
+// Test hook: called with ("open" | "opendir" | "stat" | "read", path) before each such
 // call above; a non-zero return is used as that call's errno. Pass nullptr to
 // remove it.
 using FileFaultHook = std::function<int(std::string_view op, const std::string& path)>;

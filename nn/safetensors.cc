@@ -1,7 +1,6 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -242,16 +241,6 @@ bool ParseEntry(const std::string& name, const json& j, Entry* e, std::string* p
   return true;
 }
 
-// A read-only mapping of a whole file, unmapped on destruction.
-struct Mapping {
-  void* addr = MAP_FAILED;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr != MAP_FAILED) ::munmap(addr, size);
-  }
-  const char* data() const { return static_cast<const char*>(addr); }
-};
-
 struct Fd {
   int fd = -1;
   ~Fd() {
@@ -381,12 +370,9 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
     return Corrupt(path, absl::StrCat("header too small: the file has ", file_size,
                                       " bytes, fewer than the 8-byte header length"));
   }
-  Mapping map;
-  map.size = static_cast<size_t>(file_size);
-  map.addr = ::mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (map.addr == MAP_FAILED) return Errno(errno, where + "cannot map");
+  // Read with pread, not mmap: an I/O error is then a Status, not a SIGBUS.
   uint64_t n;
-  std::memcpy(&n, map.data(), 8);
+  if (absl::Status s = ReadFullyAt(fd.fd, 0, &n, 8, path, where); !s.ok()) return s;
   // Rules 2 and 3: header size limit, header inside the file.
   if (n > kSafetensorsMaxHeaderSize) {
     return Corrupt(path, absl::StrCat("header too large: the header length is ", n, " bytes, more than the limit of ",
@@ -396,7 +382,9 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
     return Corrupt(path, absl::StrCat("invalid header length: the header claims ", n, " bytes but the file has only ",
                                       file_size - 8, " after the length (truncated?)"));
   }
-  const char* hdr = map.data() + 8;
+  std::string header_bytes(static_cast<size_t>(n), '\0');
+  if (absl::Status s = ReadFullyAt(fd.fd, 8, header_bytes.data(), header_bytes.size(), path, where); !s.ok()) return s;
+  const char* hdr = header_bytes.data();
   // Rule 4: UTF-8, JSON, schema; plus explicit duplicate-key detection.
   if (!ValidUtf8(hdr, n)) return Corrupt(path, "the header is not valid UTF-8");
   std::string duplicate;
@@ -490,8 +478,9 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
 
   // Checksums (NOTE [safetensors checksums]): all verified before anything
   // is built, so a corrupt file is never partly loaded.
-  const char* data = hdr + n;
+  const uint64_t data_start = 8 + n;
   std::map<std::string, std::string> checksums;
+  std::map<std::string, uint32_t> stored_crc;  // tensor name -> its checksum, when checksummed
   for (auto it = file.metadata.begin(); it != file.metadata.end();) {
     if (it->first.rfind(kChecksumPrefix, 0) == 0) {
       checksums.insert(*it);
@@ -520,11 +509,7 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
       const std::string key = kChecksumPrefix + e.name;
       if (absl::Status s = stored(key, absl::StrCat("tensor '", e.name, "'"), &want); !s.ok()) return s;
       covered.insert(key);
-      const uint32_t got = EntryChecksum(Info(e.dtype).safetensors_name, e.shape, data + e.begin, e.end - e.begin);
-      if (got != want) {
-        return Corrupt(path, absl::StrCat("checksum mismatch in tensor '", e.name, "' (stored crc32c ", Crc32cHex(want),
-                                          ", computed ", Crc32cHex(got), "): its data or header entry is corrupt"));
-      }
+      stored_crc[e.name] = want;  // compared as the data is read, below
     }
     for (const auto& [k, v] : checksums) {
       if (!covered.count(k)) {
@@ -540,9 +525,22 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
   // any tensor is built.
   std::map<std::string, const Entry*> by_name;
   for (const Entry& e : entries) by_name[e.name] = &e;
+  // Reads entry e's bytes into dst and checks them against its checksum.
+  auto read_entry = [&](const Entry& e, void* dst) -> absl::Status {
+    const size_t bytes = static_cast<size_t>(e.end - e.begin);
+    if (absl::Status s = ReadFullyAt(fd.fd, data_start + e.begin, dst, bytes, path, where); !s.ok()) return s;
+    auto want = stored_crc.find(e.name);
+    if (want == stored_crc.end()) return absl::OkStatus();
+    const uint32_t got = EntryChecksum(Info(e.dtype).safetensors_name, e.shape, dst, bytes);
+    if (got == want->second) return absl::OkStatus();
+    return Corrupt(path, absl::StrCat("checksum mismatch in tensor '", e.name, "' (stored crc32c ",
+                                      Crc32cHex(want->second), ", computed ", Crc32cHex(got),
+                                      "): its data or header entry is corrupt"));
+  };
+  absl::Status read_status;
   auto read_f32 = [&](const Entry& e) {
-    float v;
-    std::memcpy(&v, data + e.begin, 4);
+    float v = 0.0f;
+    if (absl::Status s = read_entry(e, &v); !s.ok() && read_status.ok()) read_status = s;
     return v;
   };
   std::set<std::string> companions;
@@ -569,6 +567,7 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
       companions.insert(ce.name);
     }
     const float scale_inv = read_f32(*si->second), amax = am == by_name.end() ? 0.0f : read_f32(*am->second);
+    if (!read_status.ok()) return read_status;
     if (!(std::isfinite(scale_inv) && scale_inv > 0.0f)) {
       return Corrupt(path, absl::StrCat("FP8 tensor '", e.name, "' has ", e.name, kScaleInvSuffix, " = ", scale_inv,
                                         "; a scale must be finite and > 0"));
@@ -584,7 +583,7 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
   for (const Entry& e : entries) {
     if (companions.count(e.name)) continue;
     Tensor t = Empty(e.shape, {.dtype = e.dtype});
-    if (t.nbytes() > 0) std::memcpy(t.raw_data(), data + e.begin, t.nbytes());
+    if (absl::Status s = read_entry(e, t.raw_data()); !s.ok()) return s;
     if (e.dtype == DType::kBool) {
       // Any nonzero byte is true; normalise so every bool holds 0 or 1.
       uint8_t* b = static_cast<uint8_t*>(t.raw_data());

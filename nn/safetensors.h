@@ -44,7 +44,8 @@
 // not exactly 8 + N + the last end (truncation, trailing bytes). Every error
 // is an absl::Status whose message starts with "safetensors file '<path>': "
 // and names the problem (and the tensor, when there is one). The data is
-// mapped (mmap) once and copied into freshly allocated CPU tensors.
+// read (pread, not mmap: an I/O error is a Status, not a SIGBUS) straight
+// into freshly allocated CPU tensors.
 //
 // NOTE [safetensors checksums]: SaveSafetensors writes, into __metadata__,
 // "octet.crc32c.<name>" for every tensor entry of the file (FP8 companions

@@ -46,17 +46,18 @@ absl::StatusOr<ResumePlan> PlanResume(const std::string& dir, ResumeMode mode, b
   // A step directory as --ckpt_dir would get step directories nested inside it.
   const fs::path norm = fs::path(dir).lexically_normal();
   const std::string base = norm.filename().empty() ? norm.parent_path().filename().string() : norm.filename().string();
+  std::string why;
   int64_t step;
-  for (const char* f : {"model.safetensors", "train_state.safetensors"}) {
-    if (nn::ParseStepDirName(base, &step) || Exists(norm / f)) {
-      const std::string parent = norm.filename().empty() ? norm.parent_path().parent_path().string()
-                                                         : norm.parent_path().string();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--ckpt_dir '", dir, "' is a step directory (",
-          nn::ParseStepDirName(base, &step) ? absl::StrCat("named ", base) : absl::StrCat("it holds ", f),
-          "), not a checkpoint directory; pass the directory that holds the step directories",
-          parent.empty() ? "" : absl::StrCat(" ('", parent, "')")));
-    }
+  if (nn::ParseStepDirName(base, &step)) why = absl::StrCat("named ", base);
+  for (const char* f : {"model.safetensors", "train_state.safetensors"})
+    if (why.empty() && Exists(norm / f)) why = absl::StrCat("it holds ", f);
+  if (!why.empty()) {
+    const std::string parent =
+        norm.filename().empty() ? norm.parent_path().parent_path().string() : norm.parent_path().string();
+    return absl::InvalidArgumentError(absl::StrCat("--ckpt_dir '", dir, "' is a step directory (", why,
+                                                   "), not a checkpoint directory; pass the directory that holds the "
+                                                   "step directories",
+                                                   parent.empty() ? "" : absl::StrCat(" ('", parent, "')")));
   }
   absl::StatusOr<nn::CheckpointDirInfo> info = nn::ScanCheckpointDir(dir);
   if (!info.ok()) return absl::Status(info.status().code(), absl::StrCat("--ckpt_dir: ", info.status().message()));

@@ -275,6 +275,14 @@ TEST_F(SafetensorsTest, FifoAndUnreadableFilesAreErrorsNotHangs) {
   EXPECT_NE(f.status().message().find("safetensors file '" + path + "': cannot open: Permission denied"),
             std::string::npos)
       << f.status();
+  // A read that fails with an I/O error (a bad disk): an error, not a SIGBUS.
+  SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "read" && p == path ? EIO : 0; });
+  f = LoadSafetensors(path);
+  SetFileFaultHookForTesting(nullptr);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("safetensors file '" + path + "': cannot read: Input/output error"),
+            std::string::npos)
+      << f.status();
   EXPECT_TRUE(LoadSafetensors(path).ok());
 }
 
