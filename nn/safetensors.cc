@@ -476,8 +476,9 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
                                             file_size - (8 + n + expected), " extra)"));
   }
 
-  // Checksums (NOTE [safetensors checksums]): all verified before anything
-  // is built, so a corrupt file is never partly loaded.
+  // Checksums (NOTE [safetensors checksums]): the metadata's and the
+  // coverage are checked here, each tensor's data as it is read (read_entry
+  // below); the file is returned only when every one passed.
   const uint64_t data_start = 8 + n;
   std::map<std::string, std::string> checksums;
   std::map<std::string, uint32_t> stored_crc;  // tensor name -> its checksum, when checksummed
