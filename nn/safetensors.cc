@@ -1,20 +1,22 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "autograd/grad_mode.h"
+#include "core/crc32c.h"
 #include "core/scaling.h"
+#include "nn/file_util.h"
 
 namespace octet::nn {
 
@@ -27,6 +29,36 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr const char* kScaleInvSuffix = ".scale_inv";
 constexpr const char* kAmaxSuffix = ".amax";
+constexpr const char* kChecksumPrefix = "octet.crc32c.";
+constexpr const char* kMetadataChecksumKey = "octet.crc32c.__metadata__";
+
+// NOTE [safetensors checksums]: dtype and shape as text, then the data.
+uint32_t EntryChecksum(const char* dtype_name, const Shape& shape, const void* data, size_t n) {
+  std::string head = absl::StrCat(dtype_name, "[");
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&head, i ? "," : "", shape[i]);
+  head += "]";
+  return Crc32cExtend(Crc32c(head), data, n);
+}
+
+uint32_t MetadataChecksum(const std::map<std::string, std::string>& metadata) {
+  uint32_t crc = 0;
+  for (const auto& [k, v] : metadata) {
+    if (k.rfind(kChecksumPrefix, 0) == 0) continue;
+    crc = Crc32cExtend(crc, k.data(), k.size() + 1);  // with the '\0'
+    crc = Crc32cExtend(crc, v.data(), v.size() + 1);
+  }
+  return crc;
+}
+
+// The fingerprint of a file: over its checksum entries, in key order.
+uint32_t Digest(const std::map<std::string, std::string>& checksums) {
+  uint32_t crc = 0;
+  for (const auto& [k, v] : checksums) {
+    const std::string line = absl::StrCat(k, "=", v, "\n");
+    crc = Crc32cExtend(crc, line.data(), line.size());
+  }
+  return crc;
+}
 
 std::string Prefix(const std::string& path) { return absl::StrCat("safetensors file '", path, "': "); }
 
@@ -209,16 +241,6 @@ bool ParseEntry(const std::string& name, const json& j, Entry* e, std::string* p
   return true;
 }
 
-// A read-only mapping of a whole file, unmapped on destruction.
-struct Mapping {
-  void* addr = MAP_FAILED;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr != MAP_FAILED) ::munmap(addr, size);
-  }
-  const char* data() const { return static_cast<const char*>(addr); }
-};
-
 struct Fd {
   int fd = -1;
   ~Fd() {
@@ -239,9 +261,15 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
 }
 
 absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                             const std::map<std::string, std::string>& metadata) {
+                             const std::map<std::string, std::string>& user_metadata, uint32_t* digest) {
   NoGradGuard no_grad;
   const std::string where = Prefix(path);
+  for (const auto& [k, v] : user_metadata) {
+    if (k.rfind(kChecksumPrefix, 0) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "metadata key '", k, "' is reserved (keys starting with '",
+                                                     kChecksumPrefix, "' hold the checksums)"));
+    }
+  }
   // Expand FP8 companions and collect contiguous CPU copies, checking names.
   std::vector<std::pair<std::string, Tensor>> out;
   std::set<std::string> names;
@@ -275,8 +303,19 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
     if (absl::Status s = add(name + kAmaxSuffix, Full({1}, amax)); !s.ok()) return s;
   }
 
+  // NOTE [safetensors checksums]
+  std::map<std::string, std::string> checksums;
+  for (const auto& [name, t] : out) {
+    checksums[kChecksumPrefix + name] =
+        Crc32cHex(EntryChecksum(Info(t.dtype()).safetensors_name, t.shape(), t.raw_data(), t.nbytes()));
+  }
+  checksums[kMetadataChecksumKey] = Crc32cHex(MetadataChecksum(user_metadata));
+  std::map<std::string, std::string> metadata = user_metadata;
+  metadata.insert(checksums.begin(), checksums.end());
+  if (digest != nullptr) *digest = Digest(checksums);
+
   ordered_json header = ordered_json::object();
-  if (!metadata.empty()) {
+  {
     ordered_json m = ordered_json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
     header["__metadata__"] = std::move(m);
@@ -319,25 +358,21 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
 
 absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
   const std::string where = Prefix(path);
+  // Regular files only: a FIFO would block the open (nn/file_util.h).
+  uint64_t file_size = 0;
+  absl::StatusOr<int> opened = OpenRegularFile(path, where, &file_size);
+  if (!opened.ok()) return opened.status();
   Fd fd;
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd.fd < 0) return Errno(errno, where + "cannot open");
-  struct stat st;
-  if (::fstat(fd.fd, &st) != 0) return Errno(errno, where + "cannot stat");
-  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(where + "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  fd.fd = *opened;
 
   // Rule 1: the 8-byte length.
   if (file_size < 8) {
     return Corrupt(path, absl::StrCat("header too small: the file has ", file_size,
                                       " bytes, fewer than the 8-byte header length"));
   }
-  Mapping map;
-  map.size = static_cast<size_t>(file_size);
-  map.addr = ::mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (map.addr == MAP_FAILED) return Errno(errno, where + "cannot map");
+  // Read with pread, not mmap: an I/O error is then a Status, not a SIGBUS.
   uint64_t n;
-  std::memcpy(&n, map.data(), 8);
+  if (absl::Status s = ReadFullyAt(fd.fd, 0, &n, 8, path, where); !s.ok()) return s;
   // Rules 2 and 3: header size limit, header inside the file.
   if (n > kSafetensorsMaxHeaderSize) {
     return Corrupt(path, absl::StrCat("header too large: the header length is ", n, " bytes, more than the limit of ",
@@ -347,7 +382,9 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
     return Corrupt(path, absl::StrCat("invalid header length: the header claims ", n, " bytes but the file has only ",
                                       file_size - 8, " after the length (truncated?)"));
   }
-  const char* hdr = map.data() + 8;
+  std::string header_bytes(static_cast<size_t>(n), '\0');
+  if (absl::Status s = ReadFullyAt(fd.fd, 8, header_bytes.data(), header_bytes.size(), path, where); !s.ok()) return s;
+  const char* hdr = header_bytes.data();
   // Rule 4: UTF-8, JSON, schema; plus explicit duplicate-key detection.
   if (!ValidUtf8(hdr, n)) return Corrupt(path, "the header is not valid UTF-8");
   std::string duplicate;
@@ -439,14 +476,72 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
                                             file_size - (8 + n + expected), " extra)"));
   }
 
+  // Checksums (NOTE [safetensors checksums]): the metadata's and the
+  // coverage are checked here, each tensor's data as it is read (read_entry
+  // below); the file is returned only when every one passed.
+  const uint64_t data_start = 8 + n;
+  std::map<std::string, std::string> checksums;
+  std::map<std::string, uint32_t> stored_crc;  // tensor name -> its checksum, when checksummed
+  for (auto it = file.metadata.begin(); it != file.metadata.end();) {
+    if (it->first.rfind(kChecksumPrefix, 0) == 0) {
+      checksums.insert(*it);
+      it = file.metadata.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!checksums.empty()) {
+    auto stored = [&](const std::string& key, const std::string& what, uint32_t* crc) -> absl::Status {
+      auto it = checksums.find(key);
+      if (it == checksums.end()) return Corrupt(path, absl::StrCat(what, " has no checksum ('", key, "' is missing)"));
+      if (!ParseCrc32cHex(it->second, crc)) {
+        return Corrupt(path, absl::StrCat("checksum '", key, "' of ", what, " is not 8 hex digits: '", it->second, "'"));
+      }
+      return absl::OkStatus();
+    };
+    uint32_t want = 0;
+    if (absl::Status s = stored(kMetadataChecksumKey, "the metadata", &want); !s.ok()) return s;
+    if (const uint32_t got = MetadataChecksum(file.metadata); got != want) {
+      return Corrupt(path, absl::StrCat("checksum mismatch in the metadata (stored crc32c ", Crc32cHex(want),
+                                        ", computed ", Crc32cHex(got), "): the header was changed or is corrupt"));
+    }
+    std::set<std::string> covered = {kMetadataChecksumKey};
+    for (const Entry& e : entries) {
+      const std::string key = kChecksumPrefix + e.name;
+      if (absl::Status s = stored(key, absl::StrCat("tensor '", e.name, "'"), &want); !s.ok()) return s;
+      covered.insert(key);
+      stored_crc[e.name] = want;  // compared as the data is read, below
+    }
+    for (const auto& [k, v] : checksums) {
+      if (!covered.count(k)) {
+        return Corrupt(path, absl::StrCat("checksum '", k, "' names tensor '", k.substr(std::strlen(kChecksumPrefix)),
+                                          "', which the file does not hold (a tensor was removed or renamed)"));
+      }
+    }
+    file.checksummed = true;
+    file.digest = Digest(checksums);
+  }
+
   // FP8 scale companions (NOTE [safetensors fp8 scales]), validated before
   // any tensor is built.
-  const char* data = hdr + n;
   std::map<std::string, const Entry*> by_name;
   for (const Entry& e : entries) by_name[e.name] = &e;
+  // Reads entry e's bytes into dst and checks them against its checksum.
+  auto read_entry = [&](const Entry& e, void* dst) -> absl::Status {
+    const size_t bytes = static_cast<size_t>(e.end - e.begin);
+    if (absl::Status s = ReadFullyAt(fd.fd, data_start + e.begin, dst, bytes, path, where); !s.ok()) return s;
+    auto want = stored_crc.find(e.name);
+    if (want == stored_crc.end()) return absl::OkStatus();
+    const uint32_t got = EntryChecksum(Info(e.dtype).safetensors_name, e.shape, dst, bytes);
+    if (got == want->second) return absl::OkStatus();
+    return Corrupt(path, absl::StrCat("checksum mismatch in tensor '", e.name, "' (stored crc32c ",
+                                      Crc32cHex(want->second), ", computed ", Crc32cHex(got),
+                                      "): its data or header entry is corrupt"));
+  };
+  absl::Status read_status;
   auto read_f32 = [&](const Entry& e) {
-    float v;
-    std::memcpy(&v, data + e.begin, 4);
+    float v = 0.0f;
+    if (absl::Status s = read_entry(e, &v); !s.ok() && read_status.ok()) read_status = s;
     return v;
   };
   std::set<std::string> companions;
@@ -472,14 +567,24 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
       }
       companions.insert(ce.name);
     }
-    scales[e.name] = {read_f32(*si->second), am == by_name.end() ? 0.0f : read_f32(*am->second)};
+    const float scale_inv = read_f32(*si->second), amax = am == by_name.end() ? 0.0f : read_f32(*am->second);
+    if (!read_status.ok()) return read_status;
+    if (!(std::isfinite(scale_inv) && scale_inv > 0.0f)) {
+      return Corrupt(path, absl::StrCat("FP8 tensor '", e.name, "' has ", e.name, kScaleInvSuffix, " = ", scale_inv,
+                                        "; a scale must be finite and > 0"));
+    }
+    if (!(std::isfinite(amax) && amax >= 0.0f)) {
+      return Corrupt(path, absl::StrCat("FP8 tensor '", e.name, "' has ", e.name, kAmaxSuffix, " = ", amax,
+                                        "; an amax must be finite and >= 0"));
+    }
+    scales[e.name] = {scale_inv, amax};
   }
 
   // Everything is valid: build the tensors, in data order.
   for (const Entry& e : entries) {
     if (companions.count(e.name)) continue;
     Tensor t = Empty(e.shape, {.dtype = e.dtype});
-    if (t.nbytes() > 0) std::memcpy(t.raw_data(), data + e.begin, t.nbytes());
+    if (absl::Status s = read_entry(e, t.raw_data()); !s.ok()) return s;
     if (e.dtype == DType::kBool) {
       // Any nonzero byte is true; normalise so every bool holds 0 or 1.
       uint8_t* b = static_cast<uint8_t*>(t.raw_data());

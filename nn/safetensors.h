@@ -44,7 +44,27 @@
 // not exactly 8 + N + the last end (truncation, trailing bytes). Every error
 // is an absl::Status whose message starts with "safetensors file '<path>': "
 // and names the problem (and the tensor, when there is one). The data is
-// mapped (mmap) once and copied into freshly allocated CPU tensors.
+// read (pread, not mmap: an I/O error is a Status, not a SIGBUS) straight
+// into freshly allocated CPU tensors.
+//
+// NOTE [safetensors checksums]: SaveSafetensors writes, into __metadata__,
+// "octet.crc32c.<name>" for every tensor entry of the file (FP8 companions
+// included): 8 hex digits of CRC-32C (core/crc32c.h) over the entry's dtype
+// name and shape as text ("F32[2,3]") followed by its data bytes; and
+// "octet.crc32c.__metadata__": CRC-32C over the other metadata entries, each
+// as key '\0' value '\0', in key order. Plain safetensors readers see string
+// metadata and ignore it. On load, a file with any "octet.crc32c." key is
+// verified completely before anything is returned: a mismatch names the file
+// and the tensor ("checksum mismatch in tensor 'w'"), a tensor without a
+// checksum or a checksum without a tensor is an error. The checksum keys are
+// not returned in SafetensorsFile::metadata; SafetensorsFile::checksummed says
+// the file had (and passed) them, and SafetensorsFile::digest is CRC-32C over
+// all of them ("key=value\n" in key order), a fingerprint of the file's whole
+// content that SaveSafetensors also returns. Files without checksums (other
+// writers) load as before, unverified.
+//
+// Values: an FP8 scale companion must hold a finite scale_inv > 0 and a
+// finite amax >= 0 (0 or NaN would make every dequantized value inf/NaN).
 #pragma once
 
 #include <map>
@@ -65,7 +85,9 @@ struct SafetensorsFile {
   // In the order of the data buffer (= the order they were saved in by
   // SaveSafetensors). CPU tensors, contiguous, not requiring grad.
   std::vector<std::pair<std::string, Tensor>> tensors;
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata;  // without the checksum keys
+  bool checksummed = false;  // NOTE [safetensors checksums]: had checksums, all verified
+  uint32_t digest = 0;       // ... and their fingerprint (0 when not checksummed)
 
   // The tensor named `name`, or nullptr.
   const Tensor* Find(const std::string& name) const;
@@ -74,10 +96,12 @@ struct SafetensorsFile {
 // Errors (absl::Status): an undefined tensor, an empty or repeated name, the
 // name "__metadata__", a name colliding with an FP8 companion, FP8 scale
 // metadata that is not per-tensor, a header over the limit, and any I/O
-// failure (message names the path and the errno text). Tensors may be on any
-// device and non-contiguous (they are copied to contiguous CPU bytes first).
+// failure (message names the path and the errno text), a metadata key
+// starting with "octet.crc32c." (reserved for the checksums). Tensors may be
+// on any device and non-contiguous (they are copied to contiguous CPU bytes
+// first). `digest`, when given, gets SafetensorsFile::digest of the file.
 absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                             const std::map<std::string, std::string>& metadata = {});
+                             const std::map<std::string, std::string>& metadata = {}, uint32_t* digest = nullptr);
 
 absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path);
 

@@ -2,7 +2,7 @@
 //
 //   sample_gpt --ckpt /tmp/ckpt --prompt "Q: " --tokens 300 --temperature 0.8 --top_k 40
 //
-// --ckpt is a checkpoint directory (its LATEST is followed) or one step
+// --ckpt is a checkpoint directory (its newest complete step is loaded) or one step
 // directory. The model configuration comes from the checkpoint's metadata.
 // Byte-level models (vocab 256) print text; others print token ids.
 #include <cstdio>

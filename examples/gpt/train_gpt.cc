@@ -36,6 +36,7 @@
 #include "core/random.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/model_meta.h"
+#include "examples/gpt/run_state.h"
 #include "nn/amp.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
@@ -58,7 +59,11 @@ ABSL_FLAG(bool, fp8_lm_head, false, "O1: run the (tied) lm_head GEMM in FP8 too"
 ABSL_FLAG(int64_t, steps, 3000, "Optimizer steps (the default takes ~3 minutes on 2 cores)");
 ABSL_FLAG(int64_t, seed, 1337, "Seed for initialisation, data order and sampling");
 ABSL_FLAG(std::string, ckpt_dir, "", "Checkpoint directory (empty: no checkpoints)");
-ABSL_FLAG(bool, resume, false, "Resume from the latest checkpoint in --ckpt_dir (if there is one)");
+ABSL_FLAG(std::string, resume, "false",
+          "--resume: resume from the newest complete checkpoint in --ckpt_dir (error when there is none); "
+          "--resume=auto: resume if there is one, else start from scratch");
+ABSL_FLAG(bool, overwrite, false, "Start from scratch even if --ckpt_dir holds checkpoints (removes them)");
+ABSL_FLAG(bool, resume_anyway, false, "Resume even if the checkpoint's model/amp/seed/data differ (warns)");
 ABSL_FLAG(int64_t, ckpt_every, 0, "Save a checkpoint every N steps (0: only at the end)");
 ABSL_FLAG(int64_t, stop_after, -1, "Stop after this many steps (saving a checkpoint) as if interrupted");
 ABSL_FLAG(int64_t, batch, 16, "Batch size B (sequences per micro-batch)");
@@ -105,6 +110,7 @@ struct Data {
   int64_t vocab_size = 0;
   bool text = true;
   std::string description;
+  std::string fingerprint;  // examples/gpt/run_state.h DatasetFingerprint
 };
 
 absl::StatusOr<Data> LoadData() {
@@ -141,6 +147,7 @@ absl::StatusOr<Data> LoadData() {
       d.val = std::make_shared<TokenDataset>(*std::move(val));
     }
     d.description = absl::StrCat(train_files->size(), " token shard(s)");
+    d.fingerprint = DatasetFingerprint(*d.train, d.val.get(), /*in_memory=*/false);
     return d;
   }
   d.vocab_size = vocab_flag > 0 ? vocab_flag : ByteTokenizer::kVocabSize;
@@ -157,6 +164,7 @@ absl::StatusOr<Data> LoadData() {
   d.description = absl::StrFormat("%d files, %d documents (%d train, %d val), %d train / %d val tokens",
                                   corpus->files.size(), corpus->num_documents, corpus->num_train_documents,
                                   corpus->num_val_documents, corpus->train_tokens.size(), corpus->val_tokens.size());
+  d.fingerprint = DatasetFingerprint(*d.train, d.val.get(), /*in_memory=*/true);
   return d;
 }
 
@@ -260,7 +268,10 @@ absl::Status Run() {
   const int64_t log_every = std::max<int64_t>(1, absl::GetFlag(FLAGS_log_every));
   const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
   const std::string ckpt_dir = absl::GetFlag(FLAGS_ckpt_dir);
-  if (absl::GetFlag(FLAGS_resume) && ckpt_dir.empty()) return Fail("--resume needs --ckpt_dir");
+  ResumeMode resume_mode;
+  if (!ParseResumeMode(absl::GetFlag(FLAGS_resume), &resume_mode))
+    return Fail(absl::StrCat("unknown --resume '", absl::GetFlag(FLAGS_resume), "' (expected true, false or auto)"));
+  if (resume_mode != ResumeMode::kNo && ckpt_dir.empty()) return Fail("--resume needs --ckpt_dir");
   if (absl::GetFlag(FLAGS_threads) > 0) omp_set_num_threads(absl::GetFlag(FLAGS_threads));
   Device device;
   try {
@@ -333,22 +344,29 @@ absl::Status Run() {
   run_meta["train.seq_len"] = absl::StrCat(T);
   run_meta["train.grad_accum"] = absl::StrCat(accum);
   run_meta["train.steps"] = absl::StrCat(steps);
+  run_meta["train.seed"] = absl::StrCat(seed);
+  run_meta["train.state_dtype"] = sd;
+  run_meta["gpt.dropout"] = absl::StrCat(config.dropout);
+  run_meta["amp.recipe"] = level != nn::amp::Level::kO1 ? "none"
+                           : absl::StrCat(nn::amp::Name(recipe.scaling), ",history=", recipe.amax_history_len, ",algo=",
+                                          algo, ",margin=", recipe.margin, ",pow2=", recipe.power_of_two_scales ? 1 : 0,
+                                          ",fp8_lm_head=", recipe.fp8_lm_head ? 1 : 0);
+  run_meta["dataset.fingerprint"] = data->fingerprint;
+  run_meta["dataset.tokenizer"] = data->text ? "bytes" : "llm.c token shards";
 
   // ---- resume ------------------------------------------------------------------------------
   int64_t step = 0;
-  if (absl::GetFlag(FLAGS_resume)) {
-    std::error_code ec;
-    if (fs::exists(fs::path(ckpt_dir) / "LATEST", ec)) {
-      absl::StatusOr<nn::TrainingState> st = nn::LoadTrainingState(ckpt_dir);
+  if (!ckpt_dir.empty()) {  // examples/gpt/run_state.h
+    absl::StatusOr<ResumePlan> plan = PlanResume(ckpt_dir, resume_mode, absl::GetFlag(FLAGS_overwrite));
+    if (!plan.ok()) return plan.status();
+    for (const std::string& note : plan->notes) std::printf("%s\n", note.c_str());
+    if (plan->step >= 0) {
+      absl::StatusOr<nn::TrainingState> st = nn::LoadTrainingState(ckpt_dir, plan->step);
       if (!st.ok()) return st.status();
-      for (const char* key : {"gpt.n_layer", "gpt.n_head", "gpt.n_embd", "gpt.block_size", "gpt.vocab_size",
-                              "amp.level", "train.batch", "train.seq_len", "train.grad_accum", "train.steps"}) {
-        auto it = st->metadata.find(key);
-        if (it == st->metadata.end() || it->second != run_meta[key])
-          return Fail(absl::StrCat("--resume: checkpoint in '", ckpt_dir, "' has ", key, "=",
-                                   it == st->metadata.end() ? "?" : it->second, " but this run has ",
-                                   run_meta[key]));
-      }
+      std::vector<std::string> warnings;
+      if (absl::Status s = CheckRunAgrees(st->metadata, run_meta, absl::GetFlag(FLAGS_resume_anyway), &warnings); !s.ok())
+        return s;
+      for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
       if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
       if (absl::Status s = opt.LoadStateDict(st->optimizer); !s.ok()) return s;
       if (absl::Status s = nn::amp::LoadScalingState(model, st->extra); !s.ok()) return s;
@@ -362,8 +380,8 @@ absl::Status Run() {
         model.generator().SetState(gseed, goffset);
       step = st->step;
       std::printf("resumed from %s at step %lld\n", ckpt_dir.c_str(), static_cast<long long>(step));
-    } else {
-      std::printf("--resume: no checkpoint in '%s' yet, starting from scratch\n", ckpt_dir.c_str());
+    } else if (resume_mode == ResumeMode::kAuto) {
+      std::printf("--resume=auto: no checkpoint in '%s' yet, starting from scratch\n", ckpt_dir.c_str());
     }
   }
   auto save = [&](int64_t at_step) -> absl::Status {
@@ -476,7 +494,8 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Trains a GPT at amp level O0/O1/O2. See --helpfull.");
-  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = octet::gpt::NormalizeResumeFlag(argc, argv);  // a bare --resume
+  const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (rest.size() > 1) {
     std::fprintf(stderr, "train_gpt: error: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
     return 1;

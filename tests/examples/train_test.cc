@@ -192,14 +192,20 @@ TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
     b.push_back("--eval_every=20");
     std::vector<std::string> first = b;
     first.push_back("--stop_after=30");
+    first.push_back("--ckpt_every=10");
     const RunResult r1 = Run(first);
     ASSERT_EQ(r1.exit_code, 0) << amp << r1.err;
     EXPECT_THAT(r1.out, HasSubstr("stopping after step 30"));
+    // LATEST must not matter: missing at O1, stale (naming step 10) at O2.
+    if (amp == "O1") fs::remove(ckpt / "LATEST");
+    if (amp == "O2") std::ofstream(ckpt / "LATEST") << "step_00000010\n";
     std::vector<std::string> second = b;
     second.push_back("--resume");
     const RunResult r2 = Run(second);
     ASSERT_EQ(r2.exit_code, 0) << amp << r2.err;
-    EXPECT_THAT(r2.out, HasSubstr("resumed from"));
+    EXPECT_THAT(r2.out, HasSubstr("resumed from " + ckpt.string() + " at step 30"));
+    if (amp == "O1") EXPECT_THAT(r2.out, HasSubstr("note: no LATEST file (the newest complete checkpoint is step_00000030)"));
+    if (amp == "O2") EXPECT_THAT(r2.out, HasSubstr("note: LATEST names step_00000010 but the newest"));
     const Metrics mf = ReadMetrics(full), ms = ReadMetrics(split);
     ASSERT_EQ(mf.losses.size(), 60u);
     ASSERT_EQ(ms.losses.size(), 60u);
@@ -260,6 +266,75 @@ TEST_F(TrainGpt, TrainsOnLlmcTokenShardsAndRejectsOutOfRangeTokens) {
   const RunResult r = Run(args);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("token id 300 at index 4321 is >= the vocab size 256"));
+}
+
+// NOTE [checkpoint layout] and examples/gpt/run_state.h, end to end: what
+// --resume refuses, each with the message naming what is wrong.
+TEST_F(TrainGpt, ResumeRefusesCheckpointsThatAreNotItsOwn) {
+  const fs::path ckpt = *dir_ / "own", other = *dir_ / "own_other", junk = *dir_ / "own_junk";
+  auto args = [&](const fs::path& dir, std::vector<std::string> extra) {
+    std::vector<std::string> a = BaseArgs("O0", 10, (*dir_ / "own.jsonl").string());
+    a.push_back("--ckpt_dir=" + dir.string());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto expect_error = [&](const std::vector<std::string>& a, const std::string& message) {
+    const RunResult r = Run(a);
+    EXPECT_EQ(r.exit_code, 1) << message << "\n" << r.out;
+    EXPECT_THAT(r.err, HasSubstr("train_gpt: error: "));
+    EXPECT_THAT(r.err, HasSubstr(message));
+  };
+  ASSERT_EQ(Run(args(ckpt, {"--stop_after=5"})).exit_code, 0);
+  ASSERT_TRUE(fs::exists(ckpt / "step_00000005"));
+
+  // Fresh runs do not overwrite existing steps; a step directory is not a --ckpt_dir.
+  expect_error(args(ckpt, {}), "--ckpt_dir '" + ckpt.string() + "' already holds checkpoints (2 entries: LATEST, "
+                                   "step_00000005); pass --resume to continue from the newest, or --overwrite");
+  expect_error(args(ckpt / "step_00000005", {"--resume"}),
+               "--ckpt_dir '" + (ckpt / "step_00000005").string() + "' is a step directory (named step_00000005)");
+  // Another seed, model shape, amp level, data set: both values named.
+  expect_error(args(ckpt, {"--resume", "--seed=12"}),
+               "--resume: the checkpoint is of another run: train.seed: the checkpoint has '11', this run has '12'");
+  expect_error(args(ckpt, {"--resume", "--n_embd=32"}), "gpt.n_embd: the checkpoint has '64', this run has '32'");
+  expect_error(args(ckpt, {"--resume", "--amp=O2"}), "amp.level: the checkpoint has 'O0', this run has 'O2'");
+  const std::string text = ReadFile(*dir_ / "corpus.txt");
+  std::ofstream(*dir_ / "corpus_b.txt") << text.substr(0, text.size() - 1000);
+  std::vector<std::string> other_data = args(ckpt, {"--resume"});
+  other_data[0] = "--data=" + (*dir_ / "corpus_b.txt").string();
+  expect_error(other_data, "dataset.fingerprint: the checkpoint has 'text: ");
+  // ... unless asked.
+  RunResult r = Run(args(ckpt, {"--resume", "--seed=12", "--resume_anyway", "--steps=10"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("warning: --resume_anyway: train.seed: the checkpoint has '11', this run has '12'"));
+
+  // Corrupt data, and another run's model file of the same shapes.
+  ASSERT_EQ(Run(args(other, {"--seed=12", "--stop_after=5"})).exit_code, 0);
+  const fs::path model = ckpt / "step_00000005" / "model.safetensors";
+  std::string bytes = ReadFile(model);
+  bytes[bytes.size() - 3] ^= 0x20;
+  std::ofstream(model, std::ios::binary | std::ios::trunc) << bytes;
+  fs::remove_all(ckpt / "step_00000010");  // the --resume_anyway run's
+  expect_error(args(ckpt, {"--resume"}), "safetensors file '" + model.string() + "': checksum mismatch in tensor '");
+  fs::copy_file(other / "step_00000005" / "model.safetensors", model, fs::copy_options::overwrite_existing);
+  expect_error(args(ckpt, {"--resume"}), "is not the model file train_state.safetensors was saved with");
+
+  // --resume with nothing to resume from names what the directory holds;
+  // --resume=auto starts from scratch there.
+  fs::create_directories(junk);
+  std::ofstream(junk / "notes.txt") << "not a checkpoint\n";
+  expect_error(args(junk, {"--resume"}), "--resume: no checkpoint to resume from in '" + junk.string() +
+                                             "' (1 entry: notes.txt); use --resume=auto");
+  r = Run(args(junk, {"--resume=auto", "--stop_after=2"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("--resume=auto: no checkpoint in '" + junk.string() + "' yet, starting from scratch"));
+  r = Run(args(junk, {"--resume=auto"}));
+  EXPECT_THAT(r.out, HasSubstr("resumed from " + junk.string() + " at step 2"));
+  // --overwrite starts over, removing the old steps first.
+  r = Run(args(ckpt, {"--overwrite", "--stop_after=3"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("--overwrite: removed 1 step directory from '" + ckpt.string() + "' (step_00000005)"));
+  EXPECT_FALSE(fs::exists(ckpt / "step_00000005"));
+  EXPECT_TRUE(fs::exists(ckpt / "step_00000003"));
 }
 
 }  // namespace

@@ -1,20 +1,28 @@
 // safetensors: round trip of every dtype (FP8 with scales), a hand-made file
 // checked byte for byte, every corrupt-file rule of FORMATS.md §1, atomic
-// writes.
+// writes, checksums (NOTE [safetensors checksums]), FIFOs and unreadable files.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/crc32c.h"
 #include "core/scaling.h"
+#include "nn/file_util.h"
 #include "nn/safetensors.h"
 #include "tests/test_util.h"
 
@@ -122,21 +130,160 @@ TEST_F(SafetensorsTest, HandMadeFileByteForByte) {
   const std::string path = Path("hand.safetensors");
   Tensor a = FromVector(std::vector<float>{1.0f, -2.0f}, {2});
   Tensor b = FromVector(std::vector<int32_t>{7, 8, 9}, {3}).To(DType::kUInt8);
-  ASSERT_TRUE(SaveSafetensors(path, {{"a", a}, {"b", b}}, {{"format", "pt"}}).ok());
+  uint32_t digest = 0;
+  ASSERT_TRUE(SaveSafetensors(path, {{"a", a}, {"b", b}}, {{"format", "pt"}}, &digest).ok());
 
-  const std::string json =
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
+  const float fa[2] = {1.0f, -2.0f};
+  const std::string data_a(reinterpret_cast<const char*>(fa), 8), data_b("\x07\x08\x09", 3);
+  // NOTE [safetensors checksums], computed here from the definition.
+  const std::string crc_a = Crc32cHex(Crc32c("F32[2]" + data_a));
+  const std::string crc_b = Crc32cHex(Crc32c("U8[3]" + data_b));
+  const std::string crc_meta = Crc32cHex(Crc32c(std::string("format\0pt\0", 10)));
+  const std::string json = R"({"__metadata__":{"format":"pt","octet.crc32c.__metadata__":")" + crc_meta +
+                           R"(","octet.crc32c.a":")" + crc_a + R"(","octet.crc32c.b":")" + crc_b + R"("},)" +
+                           R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                           R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
   std::string header = json;
   while (header.size() % 8 != 0) header += ' ';  // pad with spaces to 8 bytes
-  const float fa[2] = {1.0f, -2.0f};
-  const std::string data = std::string(reinterpret_cast<const char*>(fa), 8) + std::string("\x07\x08\x09", 3);
-  const std::string expected = U64(header.size()) + header + data;
+  const std::string expected = U64(header.size()) + header + data_a + data_b;
   const std::string actual = ReadBytes(path);
   EXPECT_EQ(actual.size(), 8 + header.size() + 11);
   EXPECT_EQ(header.size() % 8, 0u);
   EXPECT_EQ(actual[8], '{');
   EXPECT_EQ(actual, expected);
+  EXPECT_EQ(digest, Crc32c("octet.crc32c.__metadata__=" + crc_meta + "\noctet.crc32c.a=" + crc_a +
+                           "\noctet.crc32c.b=" + crc_b + "\n"));
+  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->checksummed);
+  EXPECT_EQ(f->digest, digest);
+  EXPECT_EQ(f->metadata, (std::map<std::string, std::string>{{"format", "pt"}}));  // checksum keys hidden
+}
+
+// The byte offset of tensor `name`'s data in a file SaveSafetensors wrote.
+size_t DataOffset(const std::string& bytes, const std::string& name) {
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  const std::string header = bytes.substr(8, n);
+  const size_t at = header.find("\"" + name + "\":{\"dtype\"");
+  const size_t offsets = header.find("\"data_offsets\":[", at) + 16;
+  return 8 + n + std::stoull(header.substr(offsets));
+}
+
+TEST_F(SafetensorsTest, ChecksumsCatchFlippedBytesZeroedDataAndEditedMetadata) {
+  const std::string path = Path("w.safetensors");
+  Tensor fp8 = FromVector(std::vector<double>{1, -2, 3, 4}, {4}, {.dtype = DType::kFloat8E4M3})
+                   .WithScaleMeta(Scale(0.5f, 2.0f));
+  ASSERT_TRUE(SaveSafetensors(path, {{"a", Full({64}, 0.25)}, {"w", FromVector(RandomValues(32, 3), {4, 8})},
+                                     {"q", fp8}},
+                              {{"step", "100"}})
+                  .ok());
+  const std::string good = ReadBytes(path);
+  auto expect_error = [&](const std::string& bytes, const std::string& problem) {
+    WriteBytes(path, bytes);
+    absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+    ASSERT_FALSE(f.ok()) << problem;
+    const std::string msg(f.status().message());
+    EXPECT_TRUE(absl::IsDataLoss(f.status())) << msg;
+    EXPECT_NE(msg.find("safetensors file '" + path + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(problem), std::string::npos) << msg;
+  };
+  for (int bit = 0; bit < 8; ++bit) {  // any single bit of a data byte
+    std::string b = good;
+    b[DataOffset(good, "w") + 37] ^= static_cast<char>(1 << bit);
+    expect_error(b, "checksum mismatch in tensor 'w'");
+  }
+  std::string zeroed = good;  // all-zero weights
+  std::fill(zeroed.begin() + DataOffset(good, "w"), zeroed.begin() + DataOffset(good, "w") + 128, '\0');
+  expect_error(zeroed, "checksum mismatch in tensor 'w'");
+  std::string scale = good;  // the FP8 companion's bytes: scale_inv 0.5 -> 0
+  std::fill(scale.begin() + DataOffset(good, "q.scale_inv"), scale.begin() + DataOffset(good, "q.scale_inv") + 4, '\0');
+  expect_error(scale, "checksum mismatch in tensor 'q.scale_inv'");
+  std::string last = good;  // the very last byte of the file
+  last.back() ^= 1;
+  expect_error(last, "checksum mismatch in tensor 'q.amax'");
+  std::string meta = good;  // a metadata value of the same length
+  meta.replace(meta.find("\"step\":\"100\""), 12, "\"step\":\"900\"");
+  expect_error(meta, "checksum mismatch in the metadata");
+  std::string dtype = good;  // a same-size dtype: F8_E4M3 -> F8_E5M2
+  dtype.replace(dtype.find("F8_E4M3"), 7, "F8_E5M2");
+  expect_error(dtype, "checksum mismatch in tensor 'q'");
+  std::string renamed = good;  // a checksum key naming no tensor
+  renamed.replace(renamed.find("\"octet.crc32c.a\""), 16, "\"octet.crc32c.z\"");
+  expect_error(renamed, "tensor 'a' has no checksum");
+
+  WriteBytes(path, good);
+  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->checksummed);
+  EXPECT_EQ(f->metadata, (std::map<std::string, std::string>{{"step", "100"}}));
+  // Reserved keys are refused on save.
+  const absl::Status st = SaveSafetensors(Path("x.safetensors"), {{"a", Zeros({1})}}, {{"octet.crc32c.a", "0"}});
+  EXPECT_NE(st.message().find("metadata key 'octet.crc32c.a' is reserved"), std::string::npos) << st;
+}
+
+TEST_F(SafetensorsTest, RejectsFp8ScalesThatCannotBeRight) {
+  const std::string path = Path("s.safetensors");
+  Tensor codes = FromVector(std::vector<double>{1, 2}, {2}, {.dtype = DType::kFloat8E4M3});
+  struct Case {
+    float scale_inv, amax;
+    const char* problem;
+  };
+  for (const Case& c : {Case{0.0f, 1.0f, "q.scale_inv = 0; a scale must be finite and > 0"},
+                        Case{-1.0f, 1.0f, "q.scale_inv = -1; a scale must be finite"},
+                        Case{std::numeric_limits<float>::infinity(), 1.0f, "q.scale_inv = inf"},
+                        Case{1.0f, -3.0f, "q.amax = -3; an amax must be finite and >= 0"},
+                        Case{1.0f, std::numeric_limits<float>::quiet_NaN(), "q.amax = nan"}}) {
+    // Correct checksums: the values themselves are refused.
+    ASSERT_TRUE(SaveSafetensors(path, {{"q", codes.WithScaleMeta(Scale(c.scale_inv, c.amax))}}).ok());
+    absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+    ASSERT_FALSE(f.ok()) << c.problem;
+    EXPECT_NE(f.status().message().find(c.problem), std::string::npos) << f.status();
+  }
+}
+
+// Opening a FIFO for reading blocks until a writer comes; the loader must
+// refuse it instead. Should it block (a regression), the guard opens the FIFO
+// for writing, which releases the reader, and the test fails instead of hanging.
+template <typename Fn>
+auto WithFifoGuard(const std::string& fifo, Fn fn) {
+  auto result = std::async(std::launch::async, fn);
+  if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "loading '" << fifo << "' blocked";
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+  return result.get();
+}
+
+TEST_F(SafetensorsTest, FifoAndUnreadableFilesAreErrorsNotHangs) {
+  const std::string fifo = Path("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  absl::StatusOr<SafetensorsFile> f = WithFifoGuard(fifo, [&] { return LoadSafetensors(fifo); });
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("safetensors file '" + fifo + "': not a regular file (it is a FIFO)"),
+            std::string::npos)
+      << f.status();
+  // A read that fails (EACCES; root ignores chmod, so the failure is injected).
+  const std::string path = Path("ok.safetensors");
+  ASSERT_TRUE(SaveSafetensors(path, {{"a", Zeros({2})}}).ok());
+  SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "open" && p == path ? EACCES : 0; });
+  f = LoadSafetensors(path);
+  SetFileFaultHookForTesting(nullptr);
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(f.status())) << f.status();
+  EXPECT_NE(f.status().message().find("safetensors file '" + path + "': cannot open: Permission denied"),
+            std::string::npos)
+      << f.status();
+  // A read that fails with an I/O error (a bad disk): an error, not a SIGBUS.
+  SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "read" && p == path ? EIO : 0; });
+  f = LoadSafetensors(path);
+  SetFileFaultHookForTesting(nullptr);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("safetensors file '" + path + "': cannot read: Input/output error"),
+            std::string::npos)
+      << f.status();
+  EXPECT_TRUE(LoadSafetensors(path).ok());
 }
 
 TEST_F(SafetensorsTest, ReadsFilesOfOtherWriters) {

@@ -1,0 +1,325 @@
+// Checkpoints that cannot be fooled (NOTE [checkpoint layout]): corrupt data,
+// FIFOs, a missing or stale LATEST, swapped step directories, files of
+// another run, values that cannot be right, unreadable directories, stale
+// temporaries of interrupted saves, and saves killed at random points.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "nn/checkpoint.h"
+#include "nn/file_util.h"
+#include "tests/test_util.h"
+
+namespace octet::nn {
+namespace {
+
+namespace fs = std::filesystem;
+using ::octet::testing::RandomValues;
+
+class CheckpointVerifyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("octet_checkpoint_verify_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override {
+    SetFileFaultHookForTesting(nullptr);
+    fs::remove_all(dir_);
+  }
+  std::string Dir() const { return dir_.string(); }
+  fs::path dir_;
+};
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteText(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+
+TrainingState MakeState(int64_t step, uint64_t seed = 1) {
+  TrainingState s;
+  s.step = step;
+  s.model = {{"wte", FromVector(RandomValues(64, seed), {8, 8})}, {"ln.bias", Zeros({8})}};
+  s.optimizer.tensors = {{"m.wte", FromVector(RandomValues(64, seed + 1), {8, 8})}};
+  s.optimizer.scalars = {{"type", "adamw"}, {"step", std::to_string(step)}, {"lr", "0.001"}};
+  s.extra = {{"h.0.fc.fp8_input_amax_history", FromVector(RandomValues(4, seed + 2, 0, 3), {4})},
+             {"h.0.fc.fp8_input_scale", Full({1}, 2.0)}};
+  s.rng_seed = 7;
+  s.rng_offset = 11;
+  s.metadata = {{"data.offset", "5"}};
+  return s;
+}
+
+void ExpectError(const absl::StatusOr<TrainingState>& l, const std::string& piece) {
+  ASSERT_FALSE(l.ok()) << "expected an error with: " << piece;
+  EXPECT_NE(l.status().message().find(piece), std::string::npos) << l.status();
+}
+
+TEST_F(CheckpointVerifyTest, FlippedDataByteNamesFileAndTensor) {
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(3)).ok());
+  const fs::path model = dir_ / "step_00000003" / "model.safetensors";
+  std::string bytes = ReadText(model);
+  // "ln.bias" is saved last: its data ends the file.
+  bytes[bytes.size() - 5] ^= 0x04;
+  WriteText(model, bytes);
+  ExpectError(LoadTrainingState(Dir()), "safetensors file '" + model.string() + "': checksum mismatch in tensor 'ln.bias'");
+  // All-zero optimizer state.
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(3)).ok());
+  const fs::path state = dir_ / "step_00000003" / "train_state.safetensors";
+  bytes = ReadText(state);
+  const std::string m_bytes(reinterpret_cast<const char*>(MakeState(3).optimizer.tensors[0].second.raw_data()), 256);
+  const size_t at = bytes.find(m_bytes);
+  ASSERT_NE(at, std::string::npos);
+  std::fill(bytes.begin() + at, bytes.begin() + at + 256, '\0');
+  WriteText(state, bytes);
+  ExpectError(LoadTrainingState(Dir()), "checksum mismatch in tensor 'optimizer/m.wte'");
+}
+
+template <typename Fn>
+auto WithFifoGuard(const fs::path& fifo, Fn fn) {
+  auto result = std::async(std::launch::async, fn);
+  if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "reading '" << fifo << "' blocked";
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // releases the blocked reader
+    if (fd >= 0) ::close(fd);
+  }
+  return result.get();
+}
+
+TEST_F(CheckpointVerifyTest, FifoInPlaceOfAFileOrOfLatestNeverBlocks) {
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(2)).ok());
+  // LATEST as a FIFO: reported, not opened; the step directories decide.
+  const fs::path latest = dir_ / "LATEST";
+  fs::remove(latest);
+  ASSERT_EQ(::mkfifo(latest.c_str(), 0644), 0);
+  absl::StatusOr<CheckpointDirInfo> info = WithFifoGuard(latest, [&] { return ScanCheckpointDir(Dir()); });
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_NE(info->latest_problem.find("not a regular file (it is a FIFO)"), std::string::npos) << info->latest_problem;
+  absl::StatusOr<TrainingState> l = WithFifoGuard(latest, [&] { return LoadTrainingState(Dir()); });
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->step, 2);
+  // A FIFO in place of a file of the step directory loaded by step.
+  const fs::path model = dir_ / "step_00000001" / "model.safetensors";
+  fs::remove(model);
+  ASSERT_EQ(::mkfifo(model.c_str(), 0644), 0);
+  l = WithFifoGuard(model, [&] { return LoadTrainingState(Dir(), 1); });
+  ExpectError(l, "safetensors file '" + model.string() + "': not a regular file (it is a FIFO)");
+  info = ScanCheckpointDir(Dir());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->complete_steps, std::vector<int64_t>{2});
+  ASSERT_EQ(info->incomplete.size(), 1u);
+  EXPECT_EQ(info->incomplete[0], "step_00000001 (model.safetensors is a FIFO)");
+}
+
+TEST_F(CheckpointVerifyTest, MissingOrStaleLatestStillFindsTheNewestCompleteStep) {
+  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(step)).ok());
+  // An incomplete step directory (a copy cut short) is never chosen.
+  fs::create_directories(dir_ / "step_00000040");
+  fs::copy_file(dir_ / "step_00000030" / "model.safetensors", dir_ / "step_00000040" / "model.safetensors");
+  fs::remove(dir_ / "LATEST");
+  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->complete_steps, (std::vector<int64_t>{10, 20, 30}));
+  EXPECT_EQ(info->incomplete, std::vector<std::string>{"step_00000040 (no train_state.safetensors)"});
+  EXPECT_EQ(info->latest_problem, "no LATEST file (the newest complete checkpoint is step_00000030)");
+  absl::StatusOr<TrainingState> l = LoadTrainingState(Dir());
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->step, 30);
+  // Stale: a kill between the rename of the step directory and LATEST.
+  WriteText(dir_ / "LATEST", "step_00000020\n");
+  info = ScanCheckpointDir(Dir());
+  EXPECT_EQ(info->latest, "step_00000020");
+  EXPECT_EQ(info->latest_problem, "LATEST names step_00000020 but the newest complete checkpoint is step_00000030");
+  EXPECT_EQ(LoadTrainingState(Dir())->step, 30);
+  // Garbage in LATEST is reported, and ignored.
+  WriteText(dir_ / "LATEST", "../../etc\n");
+  info = ScanCheckpointDir(Dir());
+  EXPECT_NE(info->latest_problem.find("holds '../../etc', not a step directory name"), std::string::npos);
+  EXPECT_EQ(LoadTrainingState(Dir())->step, 30);
+}
+
+TEST_F(CheckpointVerifyTest, SwappedStepDirectoriesAndAnotherRunsModelAreRefused) {
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(2)).ok());
+  fs::rename(dir_ / "step_00000001", dir_ / "swap");
+  fs::rename(dir_ / "step_00000002", dir_ / "step_00000001");
+  fs::rename(dir_ / "swap", dir_ / "step_00000002");
+  ExpectError(LoadTrainingState(Dir()), "the directory is named step_00000002 but its files are of step 1");
+  ExpectError(LoadTrainingState((dir_ / "step_00000001").string()),
+              "the directory is named step_00000001 but its files are of step 2");
+
+  // Another run with the same shapes and step: its model file does not pass.
+  fs::remove_all(dir_);
+  const fs::path other = dir_ / "other";
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(5, /*seed=*/1)).ok());
+  ASSERT_TRUE(SaveTrainingState(other.string(), MakeState(5, /*seed=*/99)).ok());
+  fs::copy_file(other / "step_00000005" / "model.safetensors", dir_ / "step_00000005" / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  ExpectError(LoadTrainingState(Dir()), "is not the model file train_state.safetensors was saved with");
+}
+
+TEST_F(CheckpointVerifyTest, ValuesThatCannotBeRightAreRefused) {
+  struct Case {
+    std::string name;
+    std::function<void(TrainingState*)> edit;
+    std::string problem;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"lr nan", [](TrainingState* s) { s->optimizer.scalars["lr"] = "nan"; },
+       "optimizer.lr = 'nan'; a learning rate must be a finite number >= 0"},
+      {"lr negative", [](TrainingState* s) { s->optimizer.scalars["lr"] = "-0.001"; }, "optimizer.lr = '-0.001'"},
+      {"lr inf", [](TrainingState* s) { s->optimizer.scalars["lr"] = "inf"; }, "optimizer.lr = 'inf'"},
+      {"lr text", [](TrainingState* s) { s->optimizer.scalars["lr"] = "fast"; }, "optimizer.lr = 'fast'"},
+      {"negative amax", [](TrainingState* s) { s->extra[0].second = FromVector(std::vector<double>{1, -2, 0, 1}, {4}); },
+       "tensor 'extra/h.0.fc.fp8_input_amax_history' holds -2 at element 1; an amax must be >= 0"},
+      {"zero scale", [](TrainingState* s) { s->extra[1].second = Zeros({1}); },
+       "tensor 'extra/h.0.fc.fp8_input_scale' holds 0 at element 0; a scale must be > 0"},
+      {"nan weight", [nan](TrainingState* s) { s->model[0].second = FromVector(std::vector<double>{0, 1, nan}, {3}); },
+       "tensor 'wte' holds nan at element 2; a checkpoint must hold finite values"},
+      {"inf moment", [](TrainingState* s) {
+         s->optimizer.tensors[0].second = Full({2}, std::numeric_limits<double>::infinity(), {.dtype = DType::kBFloat16});
+       },
+       "tensor 'optimizer/m.wte' holds inf at element 0"},
+      {"fp8 NaN code", [](TrainingState* s) {
+         s->model[1].second = FromVector(std::vector<double>{0, std::nan(""), 1}, {3}, {.dtype = DType::kFloat8E4M3});
+       },
+       "tensor 'ln.bias' holds nan at element 1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(dir_);
+    TrainingState s = MakeState(4);
+    c.edit(&s);
+    ASSERT_TRUE(SaveTrainingState(Dir(), s).ok());
+    ExpectError(LoadTrainingState(Dir()), c.problem);
+  }
+}
+
+TEST_F(CheckpointVerifyTest, UnreadableDirectoryIsAnErrorNotEmpty) {
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
+  // Root ignores permissions, so the EACCES of a non-root user is injected.
+  SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) {
+    return op == "opendir" && p == Dir() ? EACCES : 0;
+  });
+  const std::string want = "directory '" + Dir() + "': cannot list: Permission denied";
+  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(info.status())) << info.status();
+  EXPECT_NE(info.status().message().find(want), std::string::npos) << info.status();
+  ExpectError(LoadTrainingState(Dir()), want);
+  const absl::Status save = SaveTrainingState(Dir(), MakeState(2));
+  EXPECT_NE(save.message().find(want), std::string::npos) << save;
+  // An unreadable file inside.
+  const std::string state = (dir_ / "step_00000001" / "train_state.safetensors").string();
+  SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "open" && p == state ? EIO : 0; });
+  ExpectError(LoadTrainingState(Dir()), "safetensors file '" + state + "': cannot open: Input/output error");
+  SetFileFaultHookForTesting(nullptr);
+  EXPECT_TRUE(LoadTrainingState(Dir()).ok());
+}
+
+// A pid that no process has (a child that has exited and been reaped).
+pid_t DeadPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+TEST_F(CheckpointVerifyTest, NextSaveRemovesStaleTemporariesOfDeadProcessesOnly) {
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
+  const std::string dead = std::to_string(DeadPid()), live = std::to_string(::getppid());
+  const std::vector<std::string> stale = {".tmp.step_00000002." + dead, "LATEST.tmp." + dead};
+  const std::vector<std::string> kept = {".tmp.step_00000002." + live, "LATEST.tmp." + live, ".tmp.step_x.1",
+                                         "notes.tmp.1", "LATEST.tmp.12ab"};
+  for (const std::string& n : {stale[0], kept[0], kept[2]}) {
+    fs::create_directories(dir_ / n);
+    WriteText(dir_ / n / "model.safetensors.tmp.1", std::string(1000, 'x'));
+  }
+  for (const std::string& n : {stale[1], kept[1], kept[3], kept[4]}) WriteText(dir_ / n, "step_00000002\n");
+  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->temporaries.size(), 4u);
+  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(2)).ok());
+  for (const std::string& n : stale) EXPECT_FALSE(fs::exists(dir_ / n)) << n;
+  for (const std::string& n : kept) EXPECT_TRUE(fs::exists(dir_ / n)) << n;
+  EXPECT_EQ(LoadTrainingState(Dir())->step, 2);
+}
+
+TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteOne) {
+  // Tensors made before fork(): the child only writes (no OpenMP after fork).
+  std::vector<TrainingState> states;
+  for (int64_t step = 1; step <= 100; ++step) {
+    TrainingState s = MakeState(step);
+    s.model.emplace_back("big", Full({1 << 16}, static_cast<double>(step)));
+    states.push_back(std::move(s));
+  }
+  // Kill points spread over about three saves (fsync makes a save's time
+  // depend on the machine, so it is measured).
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(SaveTrainingState((dir_ / "timing").string(), states[0]).ok());
+  const int64_t save_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count() + 1;
+  fs::remove_all(dir_ / "timing");
+  std::mt19937 gen(3);
+  int64_t last = 0;
+  int leftovers = 0;  // kills that struck inside a save
+  for (int kill = 0; kill < 12; ++kill) {
+    const int64_t from = last;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      for (int64_t i = from; i < static_cast<int64_t>(states.size()); ++i)
+        if (!SaveTrainingState(Dir(), states[i]).ok()) ::_exit(1);
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(save_us / 2 + gen() % (3 * save_us)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) << status;
+    absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+    ASSERT_TRUE(info.ok()) << info.status();
+    leftovers += !info->temporaries.empty();
+    if (info->complete_steps.empty()) continue;
+    absl::StatusOr<TrainingState> l = LoadTrainingState(Dir());
+    ASSERT_TRUE(l.ok()) << "after kill " << kill << ": " << l.status();
+    EXPECT_GE(l->step, last);
+    EXPECT_EQ(l->model[2].second.ToDoubles()[100], static_cast<double>(l->step));
+    last = l->step;
+  }
+  EXPECT_GT(last, 0);  // the kills did land after complete saves
+  std::printf("12 kills, %d inside a save; the last resume was at step %lld\n", leftovers, static_cast<long long>(last));
+  // The next save clears what the killed saves left.
+  ASSERT_TRUE(SaveTrainingState(Dir(), states[0]).ok());
+  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->temporaries.empty()) << info->Describe();
+  EXPECT_TRUE(info->incomplete.empty()) << info->Describe();
+}
+
+}  // namespace
+}  // namespace octet::nn
