@@ -4,6 +4,8 @@
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <vector>
@@ -93,7 +95,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& master) {
 }
 
 absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int world_size,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout, std::vector<int>* local_pids) {
+  if (local_pids != nullptr) local_pids->assign(world_size, 0);
   const std::string mine = absl::StrCat(run_id, "/rank/", rank);
   absl::StatusOr<bool> exists = store.Check({mine});
   if (!exists.ok()) return exists.status();
@@ -103,7 +106,11 @@ absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int
         "' is already in the store: a stale store from an earlier run with run id '", run_id,
         "', or two ranks started with the same rank. Use a fresh store directory (or a new OCTET_RUN_ID)"));
   }
-  if (absl::Status s = store.Set(mine, std::to_string(world_size)); !s.ok()) return s;
+  // "<world size> <host> <pid>": the size is checked below, host and pid let
+  // the group name a local peer that died (ProcessGroup::SetLocalPeerPids).
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  if (absl::Status s = store.Set(mine, absl::StrCat(world_size, " ", host, " ", ::getpid())); !s.ok()) return s;
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(absl::StrCat(run_id, "/rank/", r));
   if (absl::Status s = store.Wait(keys, timeout); !s.ok()) {
@@ -120,9 +127,14 @@ absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int
   for (int r = 0; r < world_size; ++r) {
     absl::StatusOr<std::string> v = store.Get(keys[r], timeout);
     if (!v.ok()) return v.status();
-    if (*v != std::to_string(world_size)) {
+    const std::vector<std::string> parts = absl::StrSplit(*v, ' ');
+    if (parts[0] != std::to_string(world_size)) {
       return absl::InvalidArgumentError(absl::StrCat("wrong world size: rank ", r, " was started with world size ",
-                                                     *v, " but rank ", rank, " with ", world_size));
+                                                     parts[0], " but rank ", rank, " with ", world_size));
+    }
+    int pid = 0;
+    if (local_pids != nullptr && parts.size() == 3 && parts[1] == host && absl::SimpleAtoi(parts[2], &pid)) {
+      (*local_pids)[r] = pid;
     }
   }
   return absl::OkStatus();
@@ -142,13 +154,15 @@ absl::StatusOr<DistContext> InitProcessGroup(const DistEnv& env) {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(env.master);
   if (!store.ok()) return store.status();
   out.store = std::move(*store);
-  if (absl::Status s = RegisterRank(*out.store, env.run_id, env.rank, env.world_size, env.timeout); !s.ok()) {
+  std::vector<int> pids;
+  if (absl::Status s = RegisterRank(*out.store, env.run_id, env.rank, env.world_size, env.timeout, &pids); !s.ok()) {
     return s;
   }
   absl::StatusOr<std::unique_ptr<ProcessGroup>> g =
       CreateGlooProcessGroup(out.store.get(), env.rank, env.world_size, options);
   if (!g.ok()) return g.status();
   out.group = std::move(*g);
+  out.group->SetLocalPeerPids(std::move(pids));
   return out;
 }
 

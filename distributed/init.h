@@ -32,6 +32,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "distributed/process_group.h"
 #include "distributed/store.h"
@@ -57,8 +58,10 @@ absl::StatusOr<DistEnv> ReadDistEnv();
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& master);
 
 // NOTE [rank registration].
+// On success, `local_pids` (when given) holds the pid of every rank on this
+// host (0 for the others).
 absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int world_size,
-                          std::chrono::milliseconds timeout);
+                          std::chrono::milliseconds timeout, std::vector<int>* local_pids = nullptr);
 
 struct DistContext {
   DistEnv env;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <signal.h>
 #include <sstream>
 #include <vector>
 
@@ -132,8 +135,13 @@ WorkPtr ProcessGroup::Enqueue(std::string what, std::function<void()> fn) {
       } catch (const Error& e) {
         error = std::current_exception();
       } catch (const std::exception& e) {
+        std::string why = DescribeFailure(e);
+        if (why.find("lost rank") == std::string::npos) {
+          const std::string dead = DeadLocalPeers();
+          if (!dead.empty()) why = dead + ": " + why;
+        }
         const std::string msg = "ProcessGroup(" + backend() + ") rank " + std::to_string(rank_) + "/" +
-                                std::to_string(size_) + ": " + what + " failed: " + DescribeFailure(e);
+                                std::to_string(size_) + ": " + what + " failed: " + why;
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (broken_.empty()) broken_ = msg;
@@ -155,6 +163,47 @@ WorkPtr ProcessGroup::Enqueue(std::string what, std::function<void()> fn) {
   }
   cv_.notify_all();
   return work;
+}
+
+void ProcessGroup::SetLocalPeerPids(std::vector<int> pids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  local_pids_ = std::move(pids);
+}
+
+namespace {
+// True when process `pid` no longer runs: gone, or a zombie its parent has
+// not reaped yet (a killed rank stays a zombie until its launcher waits).
+bool ProcessGone(int pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'Z' || text[paren + 2] == 'X');
+}
+}  // namespace
+
+// NOTE [lost rank] (distributed/gloo_group.cc): a transport names a socket
+// address at best. A peer whose socket closed is usually a process that
+// died; on one machine its pid tells. Gives the dying process a moment to
+// finish exiting (its sockets close before it is gone).
+std::string ProcessGroup::DeadLocalPeers() const {
+  std::vector<int> pids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pids = local_pids_;
+  }
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::string out;
+    for (int r = 0; r < static_cast<int>(pids.size()); ++r) {
+      if (r == rank_ || pids[r] <= 0 || !ProcessGone(pids[r])) continue;
+      out += (out.empty() ? "lost rank " : ", lost rank ") + std::to_string(r) + " (pid " + std::to_string(pids[r]) +
+             " is gone)";
+    }
+    if (!out.empty()) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return "";
 }
 
 CommCounters ProcessGroup::counters() const {

@@ -49,6 +49,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -103,6 +104,11 @@ class ProcessGroup {
   CommCounters counters() const;
   void ResetCounters();
 
+  // Process ids of the ranks on this machine (0 for ranks elsewhere, or
+  // unknown): when a transport error does not say which peer was lost, the
+  // group looks for a local rank whose process is gone (NOTE [lost rank]).
+  void SetLocalPeerPids(std::vector<int> pids);
+
  protected:
   ProcessGroup(int rank, int size);
   // Stops the worker thread after the queued collectives ran. Subclasses
@@ -130,6 +136,8 @@ class ProcessGroup {
   // Reduces rank-ordered f32 chunks (size·n floats) into out (n floats).
   void ReduceChunks(const float* chunks, int64_t n, ReduceOp op, float* out) const;
   void CountSent(int64_t bytes);
+  // "lost rank R (pid P exited)" for local peers that are gone, "" if none.
+  std::string DeadLocalPeers() const;
 
   int rank_;
   int size_;
@@ -139,6 +147,7 @@ class ProcessGroup {
   bool stop_ = false;
   std::string broken_;  // NOTE [broken group]: the first failure, empty while healthy
   CommCounters counters_;
+  std::vector<int> local_pids_;
   std::thread worker_;
 };
 
