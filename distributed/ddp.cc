@@ -260,6 +260,7 @@ DistributedDataParallel::DistributedDataParallel(ProcessGroup& pg, NamedTensors 
     std::vector<WorkPtr> works;
     for (const auto& [name, p] : st.params) works.push_back(pg.Broadcast(p.detach(), 0));
     for (WorkPtr& w : works) w->Wait();
+    for (const auto& [name, p] : st.params) p.storage()->BumpVersion();  // caches keyed by version re-read
   }
   // Buckets in reverse parameter order.
   const int np = static_cast<int>(st.params.size());
