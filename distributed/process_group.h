@@ -92,12 +92,14 @@ class ProcessGroup {
   int size() const { return size_; }
   virtual std::string backend() const = 0;
 
-  WorkPtr AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
-  WorkPtr ReduceScatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::kSum);
-  WorkPtr AllGather(const Tensor& input, const Tensor& output);
-  WorkPtr Broadcast(const Tensor& tensor, int root);
-  WorkPtr AllToAll(const Tensor& input, const Tensor& output);
-  WorkPtr Barrier();
+  // The default implementations take CPU tensors and run on the byte
+  // primitives below; a device backend (NcclProcessGroup) overrides them.
+  virtual WorkPtr AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  virtual WorkPtr ReduceScatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::kSum);
+  virtual WorkPtr AllGather(const Tensor& input, const Tensor& output);
+  virtual WorkPtr Broadcast(const Tensor& tensor, int root);
+  virtual WorkPtr AllToAll(const Tensor& input, const Tensor& output);
+  virtual WorkPtr Barrier();
 
   // Counters since construction (or the last ResetCounters). Read them after
   // Wait(): the worker thread updates them.
@@ -127,15 +129,17 @@ class ProcessGroup {
   // Rewrites a transport error so it names the lost rank when known.
   virtual std::string DescribeFailure(const std::exception& e) { return e.what(); }
 
- private:
+  // Queues `fn` on the worker thread (NOTE [broken group] applies).
   WorkPtr Enqueue(std::string what, std::function<void()> fn);
+  void CountSent(int64_t bytes);
+
+ private:
   void WorkerLoop();
   // The collectives themselves (worker thread).
   void RunAllReduce(const Tensor& t, ReduceOp op);
   void RunReduceScatter(const Tensor& in, const Tensor& out, ReduceOp op);
   // Reduces rank-ordered f32 chunks (size·n floats) into out (n floats).
   void ReduceChunks(const float* chunks, int64_t n, ReduceOp op, float* out) const;
-  void CountSent(int64_t bytes);
   // "lost rank R (pid P exited)" for local peers that are gone, "" if none.
   std::string DeadLocalPeers() const;
 
