@@ -40,9 +40,16 @@ ZeroAdamW::ZeroAdamW(ProcessGroup& pg, NamedTensors params, optim::AdamW::Option
     const int64_t lo = std::max(shard_lo_, offsets_[i]);
     const int64_t hi = std::min(shard_hi_, offsets_[i] + params_[i].second.numel());
     if (lo >= hi) continue;
-    Piece piece{.param = static_cast<int>(i), .begin = lo - offsets_[i], .length = hi - lo};
-    const float* src = params_[i].second.data<float>() + piece.begin;
-    piece.master = FromVector(std::vector<float>(src, src + piece.length), {piece.length});
+    Piece piece{.param = static_cast<int>(i), .begin = lo - offsets_[i], .length = hi - lo, .master = Tensor()};
+    if (zero_.gather_dtype == DType::kFloat32) {
+      // The gathered weights are the masters bit for bit: the piece is a view
+      // of the parameter's own storage, so there is no second copy.
+      piece.master = params_[i].second.detach().View({-1}).Narrow(0, piece.begin, piece.length).detach();
+    } else {
+      // Rounded weights come back from the gather: the owner keeps an FP32 master.
+      const float* src = params_[i].second.data<float>() + piece.begin;
+      piece.master = FromVector(std::vector<float>(src, src + piece.length), {piece.length});
+    }
     piece.master.requires_grad_();
     const std::string name = absl::StrCat(params_[i].first, "@", piece.begin);
     bool decayed = params_[i].second.dim() >= 2;
@@ -164,7 +171,7 @@ void ZeroAdamW::Step() {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
-    std::memcpy(p.raw_data(), flat.data<float>() + offsets_[i], p.nbytes());
+    std::memmove(p.raw_data(), flat.data<float>() + offsets_[i], p.nbytes());
     p.storage()->BumpVersion();  // cached FP8 weight copies are per version
   }
 }
@@ -223,10 +230,19 @@ absl::Status ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
   // The masters follow the model's (already loaded) parameters.
   for (Piece& piece : pieces_) {
     const float* src = params_[piece.param].second.data<float>() + piece.begin;
+    if (piece.master.raw_data() == src) continue;  // a view of the parameter
     std::memcpy(piece.master.raw_data(), src, static_cast<size_t>(piece.length) * 4);
     piece.master.storage()->BumpVersion();
   }
   return absl::OkStatus();
 }
 
+}  // namespace octet::dist
+
+namespace octet::dist {
+int64_t ZeroAdamW::state_bytes() const {
+  // m and v, the pieces' gradients, and a separate master unless pieces are views.
+  const int64_t per = zero_.gather_dtype == DType::kFloat32 ? 12 : 16;
+  return per * shard_elements();
+}
 }  // namespace octet::dist

@@ -12,8 +12,9 @@
 // Each parameter's part inside a rank's range is a "piece": a float32 leaf of
 // its own that the rank's private optim::AdamW updates (named
 // "<param>@<offset>", decayed when its parameter has dim >= 2, like AdamW's
-// default), so each rank keeps m and v — and the master copy — for about
-// P/N elements instead of P. Gradients travel as `grad_sync` (fp32, bf16 or
+// default), so each rank keeps m and v for about P/N elements instead of P.
+// With fp32 gathering a piece is a view of its parameter (the parameter is
+// the master); with bf16/fp8 gathering it is a separate FP32 master. Gradients travel as `grad_sync` (fp32, bf16 or
 // fp8 with per-rank scales; every sum in FP32); updated weights come back as
 // `gather_dtype` (fp32: bit-identical to the master; bf16 or fp8_e4m3
 // halve or quarter the bytes and every rank, the owner included, uses the
@@ -72,6 +73,10 @@ class ZeroAdamW {
   // and the bytes the last Step's all-gather + ReduceGradients sent.
   int64_t shard_elements() const { return shard_hi_ - shard_lo_; }
   int64_t total_elements() const { return total_; }
+  // Bytes of optimizer-side memory this rank holds for its shard: m and v,
+  // the shard's gradient and (bf16/fp8 gather only) the FP32 master. Plain
+  // DDP + AdamW holds 8 bytes (m, v) for every element instead.
+  int64_t state_bytes() const;
 
  private:
   struct Piece {

@@ -60,9 +60,11 @@ void DistributedTraining::Attach(nn::Module& model, const optim::AdamW::Options&
     for (auto& [name, p] : model.NamedParameters()) p.storage()->BumpVersion();
     zero_ = std::make_unique<dist::ZeroAdamW>(pg, model.NamedParameters(), adamw,
                                               dist::ZeroOptions{.grad_sync = grad_sync_, .gather_dtype = zero_gather_});
-    std::printf("distributed: %d ranks, ZeRO-1 (%lld of %lld optimizer elements per rank), grads %s, weights %s\n",
-                world_size(), static_cast<long long>(zero_->shard_elements()),
-                static_cast<long long>(zero_->total_elements()), dist::Name(grad_sync_), Name(zero_gather_));
+    std::printf(
+        "distributed: %d ranks, ZeRO-1 (%lld of %lld elements per rank: %.2f MB of optimizer state here vs %.2f MB "
+        "unsharded), grads %s, weights %s\n",
+        world_size(), static_cast<long long>(zero_->shard_elements()), static_cast<long long>(zero_->total_elements()),
+        zero_->state_bytes() / 1e6, 8.0 * zero_->total_elements() / 1e6, dist::Name(grad_sync_), Name(zero_gather_));
   } else {
     ddp_ = std::make_unique<dist::DistributedDataParallel>(
         pg, model.NamedParameters(), dist::DdpOptions{.grad_sync = grad_sync_, .bucket_bytes = bucket_bytes_});
