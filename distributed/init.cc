@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "distributed/gloo_group.h"
+#ifdef OCTET_WITH_CUDA
+#include "distributed/cuda/nccl_group.h"
+#endif
 #include "distributed/redis_store.h"
 
 namespace octet::dist {
@@ -64,6 +67,16 @@ absl::StatusOr<DistEnv> ReadDistEnv() {
   if (const char* m = GetEnv("OCTET_MASTER")) env.master = m;
   if (const char* id = GetEnv("OCTET_RUN_ID")) env.run_id = id;
   if (const char* h = GetEnv("OCTET_HOSTNAME")) env.hostname = h;
+  if (const char* b = GetEnv("OCTET_BACKEND")) env.backend = b;
+  if (env.backend != "gloo" && env.backend != "nccl") {
+    return absl::InvalidArgumentError(absl::StrCat("OCTET_BACKEND='", env.backend, "' (expected gloo or nccl)"));
+  }
+  env.local_rank = env.rank;
+  if (const char* lr = GetEnv("OCTET_LOCAL_RANK")) {
+    int64_t v = 0;
+    if (absl::Status s = ParseIntVar("OCTET_LOCAL_RANK", lr, &v); !s.ok()) return s;
+    env.local_rank = static_cast<int>(v);
+  }
   if (const char* t = GetEnv("OCTET_TIMEOUT_MS")) {
     int64_t ms = 0;
     if (absl::Status s = ParseIntVar("OCTET_TIMEOUT_MS", t, &ms); !s.ok()) return s;
@@ -158,8 +171,17 @@ absl::StatusOr<DistContext> InitProcessGroup(const DistEnv& env) {
   if (absl::Status s = RegisterRank(*out.store, env.run_id, env.rank, env.world_size, env.timeout, &pids); !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> g =
-      CreateGlooProcessGroup(out.store.get(), env.rank, env.world_size, options);
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> g = absl::InternalError("no backend");
+  if (env.backend == "nccl") {
+#ifdef OCTET_WITH_CUDA
+    g = CreateNcclProcessGroup(*out.store, env.rank, env.world_size,
+                               {.device = env.local_rank, .timeout = env.timeout, .key = env.run_id + "/nccl/unique_id"});
+#else
+    return absl::FailedPreconditionError("OCTET_BACKEND=nccl: this octet was built without CUDA");
+#endif
+  } else {
+    g = CreateGlooProcessGroup(out.store.get(), env.rank, env.world_size, options);
+  }
   if (!g.ok()) return g.status();
   out.group = std::move(*g);
   out.group->SetLocalPeerPids(std::move(pids));

@@ -18,6 +18,9 @@
 //                                  one Redis server or directory serve many.
 //   OCTET_TIMEOUT_MS               rendezvous and collective timeout (default 60000).
 //   OCTET_HOSTNAME                 address Gloo listens on (default 127.0.0.1).
+//   OCTET_BACKEND                  gloo (CPU tensors, the default) or nccl
+//                                  (CUDA tensors; CUDA builds; device =
+//                                  OCTET_LOCAL_RANK, else the rank).
 //
 // NOTE [rank registration]: before Gloo connects, each rank registers under
 // "<run id>/rank/<r>" with its world size and waits for all the others. A key
@@ -46,6 +49,8 @@ struct DistEnv {
   std::string run_id = "octet";
   std::chrono::milliseconds timeout{60000};
   std::string hostname = "127.0.0.1";
+  std::string backend = "gloo";
+  int local_rank = 0;  // OCTET_LOCAL_RANK (the CUDA device of an NCCL group)
   std::string source;  // "OCTET_*", "SLURM_*" or "default" (for messages)
 };
 

@@ -154,8 +154,8 @@ class EnvTest : public ::testing::Test {
   void TearDown() override {
     for (const char* v : kVars) ::unsetenv(v);
   }
-  static constexpr const char* kVars[] = {"OCTET_RANK",   "OCTET_WORLD_SIZE", "OCTET_MASTER",    "OCTET_RUN_ID",
-                                          "SLURM_PROCID", "SLURM_NTASKS",     "OCTET_TIMEOUT_MS"};
+  static constexpr const char* kVars[] = {"OCTET_RANK",   "OCTET_WORLD_SIZE", "OCTET_MASTER",     "OCTET_RUN_ID",
+                                          "SLURM_PROCID", "SLURM_NTASKS",     "OCTET_TIMEOUT_MS", "OCTET_BACKEND"};
 };
 
 TEST_F(EnvTest, DefaultsToASingleRank) {
@@ -186,6 +186,17 @@ TEST_F(EnvTest, OctetVariablesWinOverSlurm) {
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->rank, 1);
   EXPECT_EQ(env->world_size, 2);
+}
+
+TEST_F(EnvTest, BackendIsGlooOrNccl) {
+  ::setenv("OCTET_BACKEND", "mpi", 1);
+  absl::StatusOr<DistEnv> env = ReadDistEnv();
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("OCTET_BACKEND='mpi'"), std::string::npos) << env.status();
+  ::setenv("OCTET_BACKEND", "nccl", 1);
+  env = ReadDistEnv();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->backend, "nccl");
 }
 
 TEST_F(EnvTest, BadValuesNameTheVariable) {
