@@ -35,6 +35,7 @@
 #include "autograd/grad_mode.h"
 #include "core/random.h"
 #include "examples/gpt/data.h"
+#include "examples/gpt/distributed_training.h"
 #include "examples/gpt/model_meta.h"
 #include "examples/gpt/run_state.h"
 #include "nn/amp.h"
@@ -281,13 +282,18 @@ absl::Status Run() {
     return Fail(e.what());
   }
 
+  // Data parallelism under octet-run (examples/gpt/distributed_training.h).
+  absl::StatusOr<std::unique_ptr<DistributedTraining>> dist = DistributedTraining::Create();
+  if (!dist.ok()) return dist.status();
+  DistributedTraining& dt = **dist;
+
   // ---- data --------------------------------------------------------------------------
   absl::StatusOr<Data> data = LoadData();
   if (!data.ok()) return data.status();
   std::printf("data: %s\n", data->description.c_str());
   const uint64_t seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
   absl::StatusOr<BatchSampler> sampler =
-      BatchSampler::Create(data->train, {.batch_size = B, .seq_len = T, .shuffle = true, .seed = seed});
+      BatchSampler::Create(data->train, {.batch_size = B, .seq_len = T, .shuffle = true, .seed = dt.DataSeed(seed)});
   if (!sampler.ok()) return sampler.status();
   if (data->val) {
     // Fail early (not at the first evaluation) when the validation split is too short.
@@ -318,7 +324,8 @@ absl::Status Run() {
   adamw.eps = 1e-8;
   adamw.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   adamw.state_dtype = state_dtype;
-  optim::AdamW opt(model.NamedParameters(), adamw);
+  optim::AdamW opt(dt.OptimizerParams(model), adamw);
+  dt.Attach(model, adamw);
   const optim::LrSchedule schedule({.kind = optim::LrScheduleKind::kCosine,
                                     .max_lr = absl::GetFlag(FLAGS_lr),
                                     .warmup_steps = std::min(absl::GetFlag(FLAGS_warmup), steps - 1),
@@ -368,7 +375,7 @@ absl::Status Run() {
         return s;
       for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
       if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
-      if (absl::Status s = opt.LoadStateDict(st->optimizer); !s.ok()) return s;
+      if (absl::Status s = dt.LoadOptimizerState(opt, st->optimizer); !s.ok()) return s;
       if (absl::Status s = nn::amp::LoadScalingState(model, st->extra); !s.ok()) return s;
       absl::StatusOr<DataPosition> pos = PositionFromMetadata(st->metadata);
       if (!pos.ok()) return pos.status();
@@ -386,17 +393,19 @@ absl::Status Run() {
   }
   auto save = [&](int64_t at_step) -> absl::Status {
     if (ckpt_dir.empty()) return absl::OkStatus();
+    const optim::OptimizerState opt_state = dt.OptimizerState(opt);  // a collective under ZeRO-1
+    if (!dt.is_main()) return absl::OkStatus();
     std::map<std::string, std::string> meta = run_meta;
     PositionToMetadata(sampler->position(), &meta);
     meta["model_rng.seed"] = absl::StrCat(model.generator().seed());
     meta["model_rng.offset"] = absl::StrCat(model.generator().offset());
-    return nn::SaveTrainingState(ckpt_dir, at_step, model.StateDict(), opt.StateDict(),
+    return nn::SaveTrainingState(ckpt_dir, at_step, model.StateDict(), opt_state,
                                  nn::amp::ScalingState(model), DefaultGenerator().seed(),
                                  DefaultGenerator().offset(), meta);
   };
 
   MetricsWriter metrics;
-  if (absl::Status s = metrics.Open(absl::GetFlag(FLAGS_metrics), /*append=*/step > 0); !s.ok()) return s;
+  if (absl::Status s = metrics.Open(dt.is_main() ? absl::GetFlag(FLAGS_metrics) : "", /*append=*/step > 0); !s.ok()) return s;
 
   // ---- training loop -------------------------------------------------------------------------
   const int64_t tokens_per_step = B * T * accum;
@@ -417,13 +426,13 @@ absl::Status Run() {
       if (!batch.ok()) return batch.status();
       Tensor loss = model.Loss(batch->inputs.To(device), batch->targets.To(device));
       loss_sum += loss.Item();
+      dt.BeforeBackward(micro, accum);
       (accum == 1 ? loss : MulScalar(loss, 1.0 / static_cast<double>(accum))).Backward();
     }
     const double grad_clip = absl::GetFlag(FLAGS_grad_clip);
-    const double grad_norm = grad_clip > 0 ? optim::ClipGradNorm(opt.params(), grad_clip) : optim::GradNorm(opt.params());
+    const double grad_norm = dt.SyncAndClip(model, opt, grad_clip);
     const double lr = schedule.LrAt(step);
-    opt.set_lr(lr);
-    opt.Step();
+    dt.Step(opt, lr);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (step > 0) {  // the first step pays for one-time setup
       total_ms += ms;
@@ -447,7 +456,7 @@ absl::Status Run() {
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %7.1f ms/step | %8.0f tok/s | %6.1f GFLOP/s",
                   static_cast<long long>(step + 1), static_cast<long long>(steps), loss_value, lr, ms, tok_s, gflops);
       if (level == nn::amp::Level::kO1) std::printf(" | fp8 worst sat %.3f%%", 100.0 * worst_sat);
-      std::printf("\n");
+      std::printf("%s\n", dt.StepSummary().c_str());
     }
     if (!std::isnan(step_val))
       std::printf("step %5lld/%lld | val loss %.4f\n", static_cast<long long>(step + 1), static_cast<long long>(steps),

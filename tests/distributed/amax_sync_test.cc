@@ -1,0 +1,78 @@
+// AllReduceAmaxes: after one O1 step on different data per rank, every rank
+// holds the elementwise MAX of the ranks' amax histories and the MIN of their
+// scales (one collective), and the next quantization uses the same scale on
+// every rank.
+#include "distributed/amax_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "distributed/init.h"
+#include "nn/amp.h"
+#include "nn/linear.h"
+#include "ops/pointwise.h"
+#include "ops/reduce.h"
+#include "tests/distributed/multiprocess.h"
+
+namespace octet::dist {
+namespace {
+
+Tensor Data(int rank, const Shape& shape) {
+  std::vector<float> v(Numel(shape));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * i + rank) * (rank + 1);
+  return FromVector(v, shape);
+}
+
+TEST(AmaxWorker, DISABLED_ReducesEverySlot) {
+  absl::StatusOr<DistContext> dist = InitFromEnvironment();
+  ASSERT_TRUE(dist.ok()) << dist.status();
+  ProcessGroup& pg = *dist->group;
+  const int world = pg.size();
+  nn::Linear lin({.in = 16, .out = 16});
+  lin.SetAmp(nn::amp::Level::kO1);
+  for (int step = 0; step < 2; ++step) {
+    Sum(Square(lin(Data(pg.rank() + step, {16, 16})))).Backward();
+  }
+  const nn::NamedTensors state = nn::amp::ScalingState(lin);
+  ASSERT_EQ(state.size(), 6u) << "three slots, each with a history and a scale";
+  // Every rank's values before the reduction.
+  std::vector<std::vector<float>> before;
+  for (const auto& [name, t] : state) {
+    Tensor all = Empty({world * t.numel()});
+    pg.AllGather(t.Contiguous(), all)->Wait();
+    before.push_back(all.ToFloats());
+  }
+  const int64_t n = AllReduceAmaxes(pg, lin);
+  int64_t expected_n = 0;
+  for (const auto& [name, t] : state) expected_n += t.numel();
+  EXPECT_EQ(n, expected_n);
+  bool ranks_differed = false;
+  for (size_t k = 0; k < state.size(); ++k) {
+    const bool is_scale = state[k].first.find("_scale") != std::string::npos;
+    const std::vector<float> got = state[k].second.ToFloats();
+    for (size_t i = 0; i < got.size(); ++i) {
+      float want = before[k][i];
+      for (int r = 1; r < world; ++r) {
+        const float v = before[k][r * got.size() + i];
+        ranks_differed |= v != want;
+        want = is_scale ? std::min(want, v) : std::max(want, v);
+      }
+      EXPECT_EQ(got[i], want) << state[k].first << "[" << i << "]";
+    }
+  }
+  EXPECT_TRUE(ranks_differed) << "the test data should give different amaxes per rank";
+}
+
+TEST(AmaxSync, ThreeRanksHoldTheMaxHistoryAndMinScale) {
+  if (testing::IsWorker()) GTEST_SKIP();
+  const std::string dir = testing::FreshDir("amax");
+  testing::ExpectAllPassed(testing::RunRanks(
+      3, "AmaxWorker.DISABLED_ReducesEverySlot", {{"OCTET_MASTER", dir + "/store"}, {"OCTET_TIMEOUT_MS", "20000"}},
+      dir));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace octet::dist

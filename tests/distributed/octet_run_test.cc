@@ -1,0 +1,158 @@
+// octet-run end to end: it runs this test binary's worker tests as ranks.
+// A healthy job passes with every line prefixed by its rank; a failing rank, a
+// killed rank, a bad -n, a stale store directory and an unreachable Redis
+// server are each reported clearly, and nothing hangs.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "distributed/init.h"
+#include "tests/distributed/multiprocess.h"
+
+namespace octet::dist {
+namespace {
+
+using testing::IsWorker;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs octet-run with `args` (the program is this binary's worker `worker`).
+RunResult OctetRun(const std::string& args, const std::string& worker, const std::string& dir) {
+  const std::string log = dir + "/octet_run.log";
+  const std::string cmd = std::string("OCTET_TEST_WORKER=1 timeout -s KILL 60 ") + OCTET_BINARY_DIR +
+                          "/octet-run " + args + " -- " + testing::SelfExe() + " --gtest_filter=" + worker +
+                          " --gtest_also_run_disabled_tests > " + log + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.output = testing::ReadFile(log);
+  return r;
+}
+
+// The whole line of `text` that contains `needle` ("" when none does).
+std::string LineWith(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t start = text.rfind('\n', at);
+  const size_t end = text.find('\n', at);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     (end == std::string::npos ? text.size() : end) - (start == std::string::npos ? 0 : start + 1));
+}
+
+// Rank OCTET_TEST_VICTIM exits with status 3 (or, with OCTET_TEST_KILL, is
+// killed); every rank prints a line, and healthy ranks all-reduce.
+TEST(RunWorker, DISABLED_Job) {
+  absl::StatusOr<DistContext> dist = InitFromEnvironment();
+  ASSERT_TRUE(dist.ok()) << dist.status();
+  ProcessGroup& pg = *dist->group;
+  std::printf("hello from rank %d of %d\n", pg.rank(), pg.size());
+  pg.Barrier()->Wait();
+  const char* victim = std::getenv("OCTET_TEST_VICTIM");
+  if (victim != nullptr && std::atoi(victim) == pg.rank()) {
+    if (std::getenv("OCTET_TEST_KILL") != nullptr) ::raise(SIGKILL);
+    std::fflush(stdout);
+    std::_Exit(3);
+  }
+  Tensor t = Full({4}, 1.0);
+  for (int i = 0; i < 50; ++i) pg.AllReduce(t)->Wait();  // throws (gtest fails) when a peer is lost
+  std::printf("rank %d done\n", pg.rank());
+}
+
+class OctetRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (IsWorker()) GTEST_SKIP();
+    dir_ = testing::FreshDir("octetrun");
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(OctetRunTest, HealthyJobPrefixesEveryLineWithItsRank) {
+  RunResult r = OctetRun("-n 3 --timeout-ms 10000", "RunWorker.DISABLED_Job", dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NE(r.output.find("[rank " + std::to_string(k) + "] hello from rank " + std::to_string(k) + " of 3"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("[rank " + std::to_string(k) + "] rank " + std::to_string(k) + " done"),
+              std::string::npos)
+        << r.output;
+  }
+  // The default store is a temporary directory, removed afterwards.
+  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+}
+
+TEST_F(OctetRunTest, FailingRankIsNamedAndTheOthersStop) {
+  ::setenv("OCTET_TEST_VICTIM", "1", 1);
+  RunResult r = OctetRun("-n 3 --timeout-ms 10000", "RunWorker.DISABLED_Job", dir_);
+  ::unsetenv("OCTET_TEST_VICTIM");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("octet-run: rank 1 (pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exited with status 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("octet-run: FAILED: rank 1 exited with status 3"), std::string::npos) << r.output;
+  // The other ranks saw the lost peer themselves and said which it was.
+  EXPECT_NE(r.output.find("[rank 0] "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lost rank 1"), std::string::npos) << r.output;
+}
+
+TEST_F(OctetRunTest, KilledRankMakesEveryOtherRankFailNamingIt) {
+  ::setenv("OCTET_TEST_VICTIM", "2", 1);
+  ::setenv("OCTET_TEST_KILL", "1", 1);
+  RunResult r = OctetRun("-n 3 --timeout-ms 5000 --grace-ms 10000", "RunWorker.DISABLED_Job", dir_);
+  ::unsetenv("OCTET_TEST_VICTIM");
+  ::unsetenv("OCTET_TEST_KILL");
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
+  EXPECT_NE(r.output.find("rank 2 was killed by signal 9"), std::string::npos) << r.output;
+  // Ranks 0 and 1 exited non-zero on their own (within the grace period, not
+  // stopped by octet-run), each naming the lost rank.
+  for (int k = 0; k < 2; ++k) {
+    const std::string line = LineWith(r.output, "ProcessGroup(gloo) rank " + std::to_string(k) +
+                                                    "/3: AllReduce(sum, float32[4]) failed: lost rank 2");
+    EXPECT_EQ(line.rfind("[rank " + std::to_string(k) + "] ", 0), 0u) << r.output;
+    EXPECT_NE(r.output.find("rank " + std::to_string(k) + " exited with status 1"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(OctetRunTest, BadRankCountIsAUsageError) {
+  for (const char* n : {"0", "x", "-3"}) {
+    RunResult r = OctetRun(std::string("-n ") + n, "RunWorker.DISABLED_Job", dir_);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("the number of ranks must be in [1, 1024]"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(OctetRunTest, StaleStoreDirectoryIsRefusedBeforeStarting) {
+  const std::string store = dir_ + "/store";
+  std::filesystem::create_directories(store);
+  testing::Spawn({"/bin/true"}, {}, store + "/octet%2Frank%2F0");  // a left-over key file
+  RunResult r = OctetRun("-n 2 --store " + store, "RunWorker.DISABLED_Job", dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("store directory " + store + " is not empty"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "no rank may start:\n" << r.output;
+}
+
+TEST_F(OctetRunTest, FreshStoreDirectoryWorks) {
+  RunResult r = OctetRun("-n 2 --timeout-ms 10000 --store " + dir_ + "/fresh", "RunWorker.DISABLED_Job", dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(OctetRunTest, UnreachableRedisIsReportedBeforeStarting) {
+  const int port = testing::FreePort();
+  RunResult r = OctetRun("-n 2 --redis 127.0.0.1:" + std::to_string(port), "RunWorker.DISABLED_Job", dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("cannot reach Redis at 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace octet::dist
