@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 
 #include "ops/cpu_gemm_path.h"
 
@@ -93,6 +94,22 @@ inline double BestPeak(PeakKind kind) {
 
 // The peak of the instructions a BF16/FP8 GEMM uses on this machine now
 // (NOTE [CPU GEMM path] in ops/cpu_gemm_path.h).
+// CPU time of every thread of the process, in seconds (with OMP_WAIT_POLICY=passive
+// idle OpenMP threads sleep instead of spinning, so this is the work done).
+inline double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The single-thread peak (flop/s) the CPU GEMM path was chosen from
+// (ops/cpu_gemm_path.h: measured on one thread for well under a millisecond,
+// best of 5, so rarely disturbed by other work on the machine).
+inline double ThreadPeak(PeakKind kind) {
+  const CpuGemmPathInfo info = GetCpuGemmPath();
+  return 1e9 * (kind == PeakKind::kFp32Fma ? info.fp32_fma_gflops : info.bf16_dot_gflops);
+}
+
 inline PeakKind LowPrecisionPeakKind() {
   return ActiveCpuGemmPath() == CpuGemmPath::kBf16Dot ? PeakKind::kBf16Dot : PeakKind::kFp32Fma;
 }

@@ -15,6 +15,8 @@
 //                   included in every iteration
 //   Linear/bf16, Linear/fp8   the same with b = Wᵀ, a column-major view of a
 //                   weight W (N, K): the layout of a Linear layer's forward GEMM
+// cpu_frac_of_peak: flops per CPU-second of all threads over the single-thread
+// peak (steady on a shared machine; run with OMP_WAIT_POLICY=passive).
 // Counters: GFLOP/s (2·M·N·K per GEMM, wall-clock) and frac_of_peak, the
 // GEMM rate over the relevant peak (FP32 FMA for f32; for bf16 and fp8 the
 // peak of the path in use, NOTE [CPU GEMM path]). */fp32fma and */bf16dot
@@ -101,6 +103,7 @@ void BM_Matmul(benchmark::State& state) {
   };
   benchmark::DoNotOptimize(run());  // warm-up: primitive creation, page faults
   int64_t gemms = 0;
+  const double cpu0 = bench::ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor c = run();
@@ -108,10 +111,14 @@ void BM_Matmul(benchmark::State& state) {
     ++gemms;
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu_sec = bench::ProcessCpuSeconds() - cpu0;
   const double flops = 2.0 * M * N * K * gemms / sec;
   state.counters["GFLOP/s"] = flops * 1e-9;
   state.counters["peak_GFLOP/s"] = peak * 1e-9;
   state.counters["frac_of_peak"] = flops / peak;
+  // The same per CPU-second of all threads, against the per-thread peak: what
+  // the kernels achieve while they run, whatever else shares the machine.
+  state.counters["cpu_frac_of_peak"] = 2.0 * M * N * K * gemms / cpu_sec / bench::ThreadPeak(peak_kind);
   static const char* const kLabels[] = {"f32", "bf16", "fp8_e4m3xe4m3", "bf16 b=Wt", "fp8_e4m3xe4m3 b=Wt"};
   state.SetLabel(std::string(kLabels[static_cast<int>(kind)]) + (kind == GemmKind::kF32 ? "" : std::string(" path=") + Name(ActiveCpuGemmPath())));
   internal::SetCpuGemmPathForTesting(std::nullopt);

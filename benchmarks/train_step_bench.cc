@@ -16,12 +16,15 @@
 //   frac_of_peak   GFLOP/s over the measured peak of the instructions the
 //                  GEMMs use: FP32 FMA at O0, the CPU GEMM path's (NOTE [CPU
 //                  GEMM path]) at O1/O2 (benchmarks/cpu_peak.h)
+//   cpu_frac_of_peak  flops per CPU-second of all threads over the single-thread
+//                  peak of the same instructions: steady on a shared machine
 //   peak_rss_MiB   the process's peak resident set during this benchmark:
 //                  reset (/proc/self/clear_refs, 5) after releasing octet's
 //                  and malloc's caches at its start, read from VmHWM at its
 //                  end. Memory still held by earlier benchmarks counts, so
 //                  for O0-vs-O1 memory run one config per process
 //                  (--benchmark_filter=.../wide/O1).
+//   base_rss_MiB   the resident set at that start (libraries, earlier state)
 //   peak_alloc_MiB octet's CPU caching allocator's high-water mark of large
 //                  blocks in use (a per-process maximum: the same caveat).
 // Timings on a shared machine are noisy: compare levels only within one run
@@ -72,13 +75,6 @@ double StatusKiB(const std::string& key) {
   return 0.0;
 }
 
-// CPU time of every thread of the process, in seconds.
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 void ResetPeakRss() {
   EmptyCpuCache();
   malloc_trim(0);
@@ -98,9 +94,11 @@ Tensor RandomTokens(int64_t B, int64_t T, uint64_t seed) {
 void BM_TrainStep(benchmark::State& state) {
   const StepConfig& c = kConfigs[state.range(0)];
   const auto level = static_cast<nn::amp::Level>(state.range(1));
-  const double peak =
-      bench::BestPeak(level == nn::amp::Level::kO0 ? bench::PeakKind::kFp32Fma : bench::LowPrecisionPeakKind());
+  const bench::PeakKind kind =
+      level == nn::amp::Level::kO0 ? bench::PeakKind::kFp32Fma : bench::LowPrecisionPeakKind();
+  const double peak = bench::BestPeak(kind);
   ResetPeakRss();
+  const double base_rss = StatusKiB("VmRSS") / 1024.0;
   {
     nn::GPT model({.n_layer = c.n_layer,
                    .n_head = c.n_head,
@@ -121,14 +119,14 @@ void BM_TrainStep(benchmark::State& state) {
     };
     for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(step().Item());  // primitives, caches, FP8 scales
     int64_t steps = 0;
-    const double cpu0 = ProcessCpuSeconds();
+    const double cpu0 = bench::ProcessCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (auto _ : state) {
       benchmark::DoNotOptimize(step().raw_data());
       ++steps;
     }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double cpu_sec = ProcessCpuSeconds() - cpu0;
+    const double cpu_sec = bench::ProcessCpuSeconds() - cpu0;
     const double tokens = static_cast<double>(c.B * c.T);
     const double flops = static_cast<double>(model.TrainingFlopsPerToken(c.T)) * tokens;
     const double per_step = sec / static_cast<double>(steps);
@@ -137,8 +135,10 @@ void BM_TrainStep(benchmark::State& state) {
     state.counters["tokens/s"] = tokens / per_step;
     state.counters["GFLOP/s"] = flops / per_step * 1e-9;
     state.counters["frac_of_peak"] = flops / per_step / peak;
+    state.counters["cpu_frac_of_peak"] = flops * static_cast<double>(steps) / cpu_sec / bench::ThreadPeak(kind);
   }
   state.counters["peak_rss_MiB"] = StatusKiB("VmHWM") / 1024.0;
+  state.counters["base_rss_MiB"] = base_rss;
   state.counters["peak_alloc_MiB"] = static_cast<double>(GetCpuMemoryStats().peak_cached_allocated_bytes) / (1 << 20);
   state.SetLabel(std::string(c.name) + " " + nn::amp::Name(level) +
                  (level == nn::amp::Level::kO0 ? "" : std::string(" gemm=") + Name(ActiveCpuGemmPath())));
