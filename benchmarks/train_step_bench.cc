@@ -11,6 +11,7 @@
 //   cpu_ms_per_step  CPU time of all threads per step: steadier than wall
 //                  time on a machine shared with other work (with
 //                  OMP_WAIT_POLICY=passive, so that waiting threads do not spin)
+//   faults_per_step  minor page faults per step (fresh pages touched)
 //   tokens/s       B·T per step over the step time
 //   GFLOP/s        GPT::TrainingFlopsPerToken (6·N + 6·L·T·C) per second
 //   frac_of_peak   GFLOP/s over the measured peak of the instructions the
@@ -31,6 +32,7 @@
 // (random interleaving and repetitions help) and read ratios.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <omp.h>
 
 #include <chrono>
@@ -73,6 +75,13 @@ double StatusKiB(const std::string& key) {
   while (std::getline(f, line))
     if (line.rfind(key + ":", 0) == 0) return std::strtod(line.c_str() + key.size() + 1, nullptr);
   return 0.0;
+}
+
+// Minor page faults of the process so far (first touches of fresh pages).
+long MinorFaults() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
 }
 
 void ResetPeakRss() {
@@ -119,6 +128,7 @@ void BM_TrainStep(benchmark::State& state) {
     };
     for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(step().Item());  // primitives, caches, FP8 scales
     int64_t steps = 0;
+    const long faults0 = MinorFaults();
     const double cpu0 = bench::ProcessCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (auto _ : state) {
@@ -127,11 +137,13 @@ void BM_TrainStep(benchmark::State& state) {
     }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu_sec = bench::ProcessCpuSeconds() - cpu0;
+    const long faults = MinorFaults() - faults0;
     const double tokens = static_cast<double>(c.B * c.T);
     const double flops = static_cast<double>(model.TrainingFlopsPerToken(c.T)) * tokens;
     const double per_step = sec / static_cast<double>(steps);
     state.counters["ms_per_step"] = 1e3 * per_step;
     state.counters["cpu_ms_per_step"] = 1e3 * cpu_sec / static_cast<double>(steps);
+    state.counters["faults_per_step"] = static_cast<double>(faults) / static_cast<double>(steps);
     state.counters["tokens/s"] = tokens / per_step;
     state.counters["GFLOP/s"] = flops / per_step * 1e-9;
     state.counters["frac_of_peak"] = flops / per_step / peak;

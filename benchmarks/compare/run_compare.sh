@@ -78,7 +78,7 @@ while [ "$r" -le "$reps" ]; do
       wall[cfg, "O" p[3]] = $(col["ms_per_step"]); cpu[cfg, "O" p[3]] = $(col["cpu_ms_per_step"])
       next
     }
-    { wall[$2, "torch_" $3] = $5; cpu[$2, "torch_" $3] = $7 }
+    { split($0, t, " "); wall[t[2], "torch_" t[3]] = t[5]; cpu[t[2], "torch_" t[3]] = t[7] }
     END {
       split("small wide", cfgs, " ")
       for (ci = 1; ci <= 2; ci++) {
