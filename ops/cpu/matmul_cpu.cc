@@ -261,14 +261,23 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   auto fp8_of = [](const Tensor& t) { return IsFp8(t.dtype()) ? std::optional<DType>(t.dtype()) : std::nullopt; };
   Tensor ka, kb;
   DnnlGemmSpec spec;
-  spec.a = WidenToF32(CompactView(a, &ka), fp8_of(a), ws.a);
-  spec.b = WidenToF32(CompactView(b, &kb), fp8_of(b), ws.b);
+  spec.a = CompactView(a, &ka);
+  spec.b = CompactView(b, &kb);
   const bool f32_out = out.dtype() == DType::kFloat32;
   float* out32 = f32_out ? out.data<float>()
                          : static_cast<float*>(ws.out.Get(static_cast<size_t>(out.numel()) * sizeof(float)));
   spec.out = {out32, out.shape(), out.strides(), DType::kFloat32};
   Coalesce(spec.a, spec.b, spec.out);
   spec.pack_b = WorthPacking(spec.b, spec.out);
+  spec.a = WidenToF32(spec.a, fp8_of(a), ws.a);
+  if (spec.pack_b && !IsFp8(b.dtype())) {
+    // A bf16 B is widened by oneDNN's reorder into its f32 blocked layout, in
+    // the packing pass itself (one pass over B instead of two).
+    spec.b_user_dtype = DType::kBFloat16;
+    spec.b.dtype = DType::kFloat32;
+  } else {
+    spec.b = WidenToF32(spec.b, fp8_of(b), ws.b);
+  }
   spec.scale = scale != nullptr;
   const float* bias32 = nullptr;
   if (bias.defined()) {
