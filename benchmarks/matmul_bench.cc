@@ -15,9 +15,12 @@
 //                   included in every iteration
 //   Linear/bf16, Linear/fp8   the same with b = Wᵀ, a column-major view of a
 //                   weight W (N, K): the layout of a Linear layer's forward GEMM
+// cpu_frac_of_peak: flops per CPU-second of all threads over the single-thread
+// peak (steady on a shared machine; run with OMP_WAIT_POLICY=passive).
 // Counters: GFLOP/s (2·M·N·K per GEMM, wall-clock) and frac_of_peak, the
-// GEMM rate over the relevant peak (FP32 FMA for f32, BF16 dot for bf16 and
-// fp8). The machine is shared, so the peak is re-measured briefly before
+// GEMM rate over the relevant peak (FP32 FMA for f32; for bf16 and fp8 the
+// peak of the path in use, NOTE [CPU GEMM path]). */fp32fma and */bf16dot
+// force a path. The machine is shared, so the peak is re-measured briefly before
 // every GEMM benchmark and the highest peak seen so far is used: the
 // fraction is never flattered by a peak measured in a noisy moment.
 #include <benchmark/benchmark.h>
@@ -29,87 +32,27 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
+#include "benchmarks/cpu_peak.h"
 #include "core/tensor.h"
+#include "ops/cpu_gemm_path.h"
 #include "ops/cast.h"
 #include "ops/matmul.h"
 
 namespace octet {
 namespace {
 
+using bench::BestPeak;
+using bench::MeasurePeak;
+using bench::PeakKind;
+
 // Two threads unless the caller chose otherwise with OMP_NUM_THREADS.
 const bool kThreadsSet = [] {
   if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(2);
   return true;
 }();
-
-constexpr int kAccumulators = 16;
-
-// flop/s of `iters` rounds of 16 independent FMAs on every thread.
-__attribute__((target("avx512f"))) double Fp32FmaRate(int64_t iters) {
-  const auto t0 = std::chrono::steady_clock::now();
-  float sink = 0.0f;
-  int threads = 1;
-#pragma omp parallel reduction(+ : sink)
-  {
-#pragma omp single
-    threads = omp_get_num_threads();
-    __m512 acc[kAccumulators];
-    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * (i + omp_get_thread_num()));
-    const __m512 mul = _mm512_set1_ps(0.9999f), add = _mm512_set1_ps(1e-4f);
-    for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
-    }
-    __m512 s = acc[0];
-    for (int i = 1; i < kAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
-    sink += _mm512_reduce_add_ps(s);
-  }
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  benchmark::DoNotOptimize(sink);
-  return threads * static_cast<double>(iters) * kAccumulators * 32.0 / sec;
-}
-
-// flop/s of `iters` rounds of 16 independent VDPBF16PS on every thread
-// (16 lanes x 2 products x 2 flop).
-__attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate(int64_t iters) {
-  const auto t0 = std::chrono::steady_clock::now();
-  float sink = 0.0f;
-  int threads = 1;
-#pragma omp parallel reduction(+ : sink)
-  {
-#pragma omp single
-    threads = omp_get_num_threads();
-    __m512 acc[kAccumulators];
-    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * (i + omp_get_thread_num()));
-    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
-    const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3A80);  // ~1e-3
-    for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-      for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-    }
-    __m512 s = acc[0];
-    for (int i = 1; i < kAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
-    sink += _mm512_reduce_add_ps(s);
-  }
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  benchmark::DoNotOptimize(sink);
-  return threads * static_cast<double>(iters) * kAccumulators * 64.0 / sec;
-}
-
-enum class PeakKind { kFp32Fma = 0, kBf16Dot = 1 };
-
-double MeasurePeak(PeakKind kind, int64_t iters) {
-  return kind == PeakKind::kFp32Fma ? Fp32FmaRate(iters) : Bf16DotRate(iters);
-}
-
-// Highest peak measured so far (flop/s), refreshed with a short measurement.
-double BestPeak(PeakKind kind) {
-  static double best[2] = {0.0, 0.0};
-  double& b = best[static_cast<int>(kind)];
-  for (int r = 0; r < 3; ++r) b = std::max(b, MeasurePeak(kind, 2'000'000));  // ~20 ms each
-  return b;
-}
 
 void BM_Peak(benchmark::State& state) {
   const PeakKind kind = static_cast<PeakKind>(state.range(0));
@@ -127,7 +70,12 @@ enum class GemmKind { kF32 = 0, kBf16 = 1, kFp8 = 2, kBf16Linear = 3, kFp8Linear
 void BM_Matmul(benchmark::State& state) {
   const GemmKind kind = static_cast<GemmKind>(state.range(0));
   const int64_t M = state.range(1), N = state.range(2), K = state.range(3);
-  const PeakKind peak_kind = kind == GemmKind::kF32 ? PeakKind::kFp32Fma : PeakKind::kBf16Dot;
+  // path 0: as chosen for this CPU; 1: BF16 dot products; 2: FP32 FMAs (NOTE [CPU GEMM path]).
+  const int64_t path = state.range(4);
+  internal::SetCpuGemmPathForTesting(path == 0 ? std::nullopt
+                                               : std::optional<CpuGemmPath>(path == 1 ? CpuGemmPath::kBf16Dot
+                                                                                      : CpuGemmPath::kFp32Fma));
+  const PeakKind peak_kind = kind == GemmKind::kF32 ? PeakKind::kFp32Fma : bench::LowPrecisionPeakKind();
   const double peak = BestPeak(peak_kind);
   const bool linear = kind == GemmKind::kBf16Linear || kind == GemmKind::kFp8Linear;
   const Tensor a32 = Full({M, K}, 0.0), b32 = linear ? Full({N, K}, 0.0) : Full({K, N}, 0.0);
@@ -155,6 +103,7 @@ void BM_Matmul(benchmark::State& state) {
   };
   benchmark::DoNotOptimize(run());  // warm-up: primitive creation, page faults
   int64_t gemms = 0;
+  const double cpu0 = bench::ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor c = run();
@@ -162,19 +111,24 @@ void BM_Matmul(benchmark::State& state) {
     ++gemms;
   }
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu_sec = bench::ProcessCpuSeconds() - cpu0;
   const double flops = 2.0 * M * N * K * gemms / sec;
   state.counters["GFLOP/s"] = flops * 1e-9;
   state.counters["peak_GFLOP/s"] = peak * 1e-9;
   state.counters["frac_of_peak"] = flops / peak;
+  // The same per CPU-second of all threads, against the per-thread peak: what
+  // the kernels achieve while they run, whatever else shares the machine.
+  state.counters["cpu_frac_of_peak"] = 2.0 * M * N * K * gemms / cpu_sec / bench::ThreadPeak(peak_kind);
   static const char* const kLabels[] = {"f32", "bf16", "fp8_e4m3xe4m3", "bf16 b=Wt", "fp8_e4m3xe4m3 b=Wt"};
-  state.SetLabel(kLabels[static_cast<int>(kind)]);
+  state.SetLabel(std::string(kLabels[static_cast<int>(kind)]) + (kind == GemmKind::kF32 ? "" : std::string(" path=") + Name(ActiveCpuGemmPath())));
+  internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 
-void GemmShapes(benchmark::internal::Benchmark* b, GemmKind kind) {
+void GemmShapes(benchmark::internal::Benchmark* b, GemmKind kind, int64_t path = 0) {
   for (const auto& s : {std::array<int64_t, 3>{1024, 768, 768}, std::array<int64_t, 3>{1024, 3072, 768},
                         std::array<int64_t, 3>{1024, 768, 3072}, std::array<int64_t, 3>{2048, 2048, 2048}})
-    b->Args({static_cast<int64_t>(kind), s[0], s[1], s[2]});
-  b->ArgNames({"dtype", "M", "N", "K"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+    b->Args({static_cast<int64_t>(kind), s[0], s[1], s[2], path});
+  b->ArgNames({"dtype", "M", "N", "K", "path"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
 BENCHMARK(BM_Matmul)->Name("Matmul/f32")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kF32); });
 BENCHMARK(BM_Matmul)->Name("Matmul/bf16")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16); });
@@ -182,6 +136,11 @@ BENCHMARK(BM_Matmul)->Name("Matmul/fp8")->Apply([](benchmark::internal::Benchmar
 // The Linear layout (y = x·Wᵀ, W stored (N, K)): b is a column-major view.
 BENCHMARK(BM_Matmul)->Name("Linear/bf16")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16Linear); });
 BENCHMARK(BM_Matmul)->Name("Linear/fp8")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8Linear); });
+// The other path forced (path 1: BF16 dot products, 2: FP32 FMAs on widened operands).
+BENCHMARK(BM_Matmul)->Name("Matmul/bf16/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16, 2); });
+BENCHMARK(BM_Matmul)->Name("Matmul/fp8/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8, 2); });
+BENCHMARK(BM_Matmul)->Name("Linear/fp8/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8Linear, 2); });
+BENCHMARK(BM_Matmul)->Name("Matmul/bf16/bf16dot")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16, 1); });
 
 }  // namespace
 }  // namespace octet

@@ -2,11 +2,14 @@
 // devices, their compute capability and FP8 GEMM paths (NOTE [fp8
 // capabilities]), and the versions of the CUDA runtime, driver, cuBLASLt,
 // cuDNN and NCCL. Without a GPU (or without a CUDA build) it says so and
-// exits 0; it exits 1 only when a query that should work fails.
+// exits 0; it exits 1 only when a query that should work fails. It also
+// prints the CPU GEMM path for BF16/FP8 operands (NOTE [CPU GEMM path] in
+// ops/cpu_gemm_path.h) with the two rates it was chosen from.
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include "ops/cpu_gemm_path.h"
 #include "ops/cuda/fp8_capabilities.h"
 
 #if OCTET_WITH_CUDA
@@ -28,6 +31,15 @@ namespace {
 
 // "13.0" from major*1000 + minor*10 (CUDA runtime and driver).
 [[maybe_unused]] std::string Version1000(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// The CPU GEMM path (measured at this call unless OCTET_CPU_GEMM forces it).
+void PrintCpu() {
+  const octet::CpuGemmPathInfo info = octet::GetCpuGemmPath();
+  std::printf("CPU GEMM path for bf16/fp8 operands: %s (%s)\n", octet::Name(info.path), info.reason.c_str());
+  std::printf("  single-thread peaks: FP32 FMA %.1f GFLOP/s, BF16 dot product %.1f GFLOP/s%s\n",
+              info.fp32_fma_gflops, info.bf16_dot_gflops, info.bf16_dot_gflops == 0.0 ? " (not available)" : "");
+  std::printf("  override with OCTET_CPU_GEMM=bf16|fp32|auto\n");
+}
 
 #if OCTET_WITH_CUDA
 
@@ -90,6 +102,7 @@ int Run() {
 
 int main() {
   try {
+    PrintCpu();
     return Run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "octet-device-info: %s\n", e.what());

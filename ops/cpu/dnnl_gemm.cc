@@ -143,6 +143,7 @@ std::string KeyOf(const DnnlGemmSpec& s) {
   k.push_back(s.bias_stride);
   k.push_back(s.scale);
   k.push_back(s.pack_b);
+  k.push_back(s.b_user_dtype ? static_cast<int64_t>(*s.b_user_dtype) : -1);
   return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
 }
 
@@ -150,7 +151,8 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   auto p = std::make_shared<Primitive>();
   p->a_md = Md(s.a.dims, s.a.strides, s.a.dtype);
   p->b_md = Md(s.b.dims, s.b.strides, s.b.dtype);
-  p->b_user_md = p->b_md;
+  p->b_user_md = s.b_user_dtype ? Md(s.b.dims, s.b.strides, *s.b_user_dtype) : p->b_md;
+  OCTET_CHECK(!s.b_user_dtype || s.pack_b, "matmul: a converting B operand must be packed");
   if (s.pack_b) {
     p->b_md = memory::desc(memory::dims(s.b.dims.begin(), s.b.dims.end()), DnnlType(s.b.dtype),
                            memory::format_tag::any);

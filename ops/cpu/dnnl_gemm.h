@@ -39,6 +39,9 @@ struct DnnlGemmSpec {
   // geometry describes the FP8 elements): they are converted exactly to bf16
   // on the way in, fused with the packing when b is packed.
   std::optional<DType> b_fp8;
+  // When set (with pack_b), b.data holds elements of this dtype (bf16) while
+  // b.dtype (f32) is what the GEMM computes on: the packing reorder converts.
+  std::optional<DType> b_user_dtype;
 };
 
 // Runs spec. bias: (N) elements with spec.bias_stride, or null; scale: one

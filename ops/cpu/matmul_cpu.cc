@@ -26,14 +26,20 @@
 // cuBLASLt's epilogue. Measured (2 threads, GPT shapes, benchmarks/
 // matmul_bench.cc): 82-88% of the BF16 dot-product peak with the conversion
 // included, within a few percent of the bf16 GEMM on the same shapes.
+//
+// Both BF16 and FP8 GEMMs can instead run on FP32 FMAs, their operands widened
+// to f32, where this CPU does FMAs faster than BF16 dot products: NOTE [CPU
+// GEMM path] in ops/cpu_gemm_path.h (WidenedGemm below).
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/convert.h"
 #include "core/scaling.h"
 #include "ops/cpu/dnnl_gemm.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu_gemm_path.h"
 #include "ops/matmul_kernels.h"
 #include "ops/pointwise_kernels.h"
 
@@ -192,6 +198,112 @@ void FillEmptyProduct(const Tensor& bias, const Tensor& out) {
   }
 }
 
+// An operand as a MatView over its own elements, in its normalised layout. A
+// layout oneDNN cannot read, or one with large gaps (the converters widen the
+// whole span), is made contiguous first (kept alive in *keep).
+MatView CompactView(const Tensor& t, Tensor* keep) {
+  *keep = t;
+  MatView v;
+  const bool ok = NormaliseGeometry(t.shape(), t.strides(), &v.dims, &v.strides);
+  if (!ok || SpanOf(v.dims, v.strides) > 2 * std::max<int64_t>(Numel(v.dims), 1)) {
+    *keep = t.Contiguous();
+    NormaliseGeometry(keep->shape(), keep->strides(), &v.dims, &v.strides);
+  }
+  v.data = keep->raw_data();
+  v.dtype = keep->dtype();
+  return v;
+}
+
+// An FP8 operand as a CompactView over its bytes (dtype bf16: what the GEMM
+// computes on).
+MatView Fp8View(const Tensor& t, Tensor* keep) {
+  MatView v = CompactView(t, keep);
+  v.dtype = DType::kBFloat16;
+  return v;
+}
+
+// ---- the FP32-FMA path for BF16 and FP8 operands ------------------------------------
+// NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): both operands are widened
+// exactly to f32 (in their own layouts, so transposed views stay transposed),
+// the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
+
+struct WidenBuffers {
+  Workspace a, b, out, bias;
+};
+WidenBuffers& ThreadWidenBuffers() {
+  thread_local WidenBuffers buffers;
+  return buffers;
+}
+
+// v's elements — bf16 bits, or FP8 bytes of *fp8 — widened exactly to f32 in
+// ws, with the same strides (the span from the first to the last element).
+MatView WidenToF32(MatView v, std::optional<DType> fp8, Workspace& ws) {
+  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
+  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * sizeof(float)));
+  if (fp8) {
+    const uint8_t* src = static_cast<const uint8_t*>(v.data);
+    // x * 1.0f is exact: every FP8 value is an f32 value.
+    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(src + b, *fp8, 1.0f, dst + b, e - b); });
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(v.data);
+    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(src + b, dst + b, e - b); });
+  }
+  v.data = dst;
+  v.dtype = DType::kFloat32;
+  return v;
+}
+
+// out = a·b (* *scale when scale is set) (+ bias) with f32 FMAs. a, b: bf16
+// or FP8 (their bytes; the FP8 scales are the caller's `scale`); bias: (N)
+// f32 or bf16, or undefined; out: contiguous f32 or bf16.
+void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
+  WidenBuffers& ws = ThreadWidenBuffers();
+  auto fp8_of = [](const Tensor& t) { return IsFp8(t.dtype()) ? std::optional<DType>(t.dtype()) : std::nullopt; };
+  Tensor ka, kb;
+  DnnlGemmSpec spec;
+  spec.a = CompactView(a, &ka);
+  spec.b = CompactView(b, &kb);
+  const bool f32_out = out.dtype() == DType::kFloat32;
+  float* out32 = f32_out ? out.data<float>()
+                         : static_cast<float*>(ws.out.Get(static_cast<size_t>(out.numel()) * sizeof(float)));
+  spec.out = {out32, out.shape(), out.strides(), DType::kFloat32};
+  Coalesce(spec.a, spec.b, spec.out);
+  spec.pack_b = WorthPacking(spec.b, spec.out);
+  spec.a = WidenToF32(spec.a, fp8_of(a), ws.a);
+  if (spec.pack_b && !IsFp8(b.dtype())) {
+    // A bf16 B is widened by oneDNN's reorder into its f32 blocked layout, in
+    // the packing pass itself (one pass over B instead of two).
+    spec.b_user_dtype = DType::kBFloat16;
+    spec.b.dtype = DType::kFloat32;
+  } else {
+    spec.b = WidenToF32(spec.b, fp8_of(b), ws.b);
+  }
+  spec.scale = scale != nullptr;
+  const float* bias32 = nullptr;
+  if (bias.defined()) {
+    const Tensor bc = bias.Contiguous();
+    const int64_t n = bc.numel();
+    if (bc.dtype() == DType::kFloat32) {
+      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
+      std::copy(bc.data<float>(), bc.data<float>() + n, dst);
+      bias32 = dst;
+    } else {
+      OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
+      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
+      Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
+      bias32 = dst;
+    }
+    // Scaled: the bias comes after the scale (as cuBLASLt's epilogue).
+    spec.bias_mode = scale != nullptr ? BiasMode::kPostOp : BiasMode::kArg;
+    spec.bias_dtype = DType::kFloat32;
+  }
+  RunDnnlGemm(spec, bias32, scale);
+  if (!f32_out) {
+    uint16_t* dst = static_cast<uint16_t*>(out.raw_data());
+    ParallelFor(out.numel(), 1 << 15, [&](int64_t b, int64_t e) { FloatToBf16Row(out32 + b, dst + b, e - b); });
+  }
+}
+
 // ---- f64: octet's own kernel (gradcheck and references) ---------------------------------
 
 // a (Ba..., M, K), b (Bb..., K, N), out (B..., M, N) contiguous, bias (N) or
@@ -252,6 +364,8 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
     o.CopyFrom_(out32);
     return;
   }
+  if (dtype == DType::kBFloat16 && ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma)
+    return WidenedGemm(a, b, bias, out, nullptr);
   Tensor ka, kb;
   DnnlGemmSpec spec;
   spec.a = ViewOf(a, &ka);
@@ -269,22 +383,6 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
 }
 
 // ---- FP8 ------------------------------------------------------------------------------
-
-// An FP8 operand as a MatView over its own bytes, in its normalised layout
-// (dtype bf16: what the GEMM computes on). A layout oneDNN cannot read, or
-// one with large gaps, is made contiguous first (kept alive in *keep).
-MatView Fp8View(const Tensor& t, Tensor* keep) {
-  *keep = t;
-  MatView v;
-  const bool ok = NormaliseGeometry(t.shape(), t.strides(), &v.dims, &v.strides);
-  if (!ok || SpanOf(v.dims, v.strides) > 2 * std::max<int64_t>(Numel(v.dims), 1)) {
-    *keep = t.Contiguous();
-    NormaliseGeometry(keep->shape(), keep->strides(), &v.dims, &v.strides);
-  }
-  v.data = keep->raw_data();
-  v.dtype = DType::kBFloat16;
-  return v;
-}
 
 // An FP8 operand converted exactly to bf16 in ws, in the layout Fp8View picks.
 MatView Fp8AsBf16(const Tensor& t, Workspace& ws) {
@@ -305,6 +403,7 @@ void ScaledMatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, c
   if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
   // As cuBLASLt: alpha = scale_inv_a * scale_inv_b in f32, times the f32 accumulator.
   const float scale = ScaleInvValue(a) * ScaleInvValue(b);
+  if (ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma) return WidenedGemm(a, b, bias, out, &scale);
   Fp8GemmBuffers& buffers = ThreadFp8GemmBuffers();
   DnnlGemmSpec spec;
   spec.a = Fp8AsBf16(a, buffers.a);

@@ -1,12 +1,27 @@
 // CPU kernels of the pointwise family: the functors of ops/functors.h run in
 // the compute type (AccType) over StridedIter runs, with a contiguous fast path
 // that the compiler vectorises.
+#include <algorithm>
+#include <type_traits>
+
 #include "core/dtype_traits.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/row_helpers.h"
 #include "ops/pointwise_kernels.h"
 
 namespace octet::cpu {
 namespace {
+
+// NOTE [narrow pointwise in chunks]: element by element, a bf16/f16 loop
+// converts with scalar code (rounding, NaN checks) that keeps the compiler
+// from vectorising the math: measured, GELU forward and backward on bf16 ran
+// 1.2-1.4x slower than on f32 though they move half the bytes. Contiguous
+// runs of bf16/f16 are therefore widened kChunk elements at a time by the
+// vector row converters (core/convert.h), computed by the same f32 loop as
+// f32 tensors, and narrowed back: the same results, element for element.
+template <typename T>
+inline constexpr bool kWidenInChunks = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+inline constexpr int64_t kChunk = 512;
 
 template <typename T, typename F>
 void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
@@ -17,6 +32,16 @@ void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
     T* o = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+      if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
+        A in[kChunk], res[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+          const int64_t m = std::min(kChunk, n - c0);
+          const A* ap = LoadRow(a + c0, m, in);
+          for (int64_t i = 0; i < m; ++i) res[i] = f(ap[i], alpha);
+          StoreRow(res, o + c0, m);
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(ConvertElement<A>(a[i]), alpha));
     } else {
       for (int64_t i = 0; i < n; ++i) {
@@ -38,9 +63,30 @@ void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double
     const T* y = reinterpret_cast<const T*>(p[2]);
     constexpr int64_t kS = sizeof(T);
     if (s[0] == kS && s[1] == kS && s[2] == kS) {
+      if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
+        A in_x[kChunk], in_y[kChunk], res[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+          const int64_t m = std::min(kChunk, n - c0);
+          const A* xp = LoadRow(x + c0, m, in_x);
+          const A* yp = LoadRow(y + c0, m, in_y);
+          for (int64_t i = 0; i < m; ++i) res[i] = f(xp[i], yp[i], alpha);
+          StoreRow(res, o + c0, m);
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(ConvertElement<A>(x[i]), ConvertElement<A>(y[i]), alpha));
     } else if (s[0] == kS && s[1] == kS && s[2] == 0) {  // tensor op scalar-like (broadcast row)
       const A yv = ConvertElement<A>(y[0]);
+      if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
+        A in_x[kChunk], res[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+          const int64_t m = std::min(kChunk, n - c0);
+          const A* xp = LoadRow(x + c0, m, in_x);
+          for (int64_t i = 0; i < m; ++i) res[i] = f(xp[i], yv, alpha);
+          StoreRow(res, o + c0, m);
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(ConvertElement<A>(x[i]), yv, alpha));
     } else if (s[0] == kS && s[1] == 0 && s[2] == kS) {
       const A xv = ConvertElement<A>(x[0]);

@@ -1,0 +1,98 @@
+#!/bin/sh
+# octet vs the libtorch C++ frontend, one GPT training step, in one sitting.
+#
+#   benchmarks/compare/run_compare.sh [build_dir] [repetitions]
+#
+# Builds benchmarks/compare/libtorch_gpt.cc with g++ against libtorch
+# (Debian 12: apt-get install libtorch-dev libopenblas0-openmp; or set
+# TORCH_PREFIX to a libtorch tree with include/ and lib/), then alternates, `repetitions` times (default
+# 3), octet's train-step benchmark (small and wide GPT at O0/O1/O2) and the
+# libtorch program (fp32 and bf16 autocast) on the same threads (default
+# OMP_NUM_THREADS=2, OMP_WAIT_POLICY=passive for both), and prints per
+# repetition the speed-ups of octet over libtorch and of O1/O2 over O0, from
+# wall-clock and from CPU time (all threads; steadier on a shared machine).
+# Needs build_dir/benchmarks/octet_train_step_bench (configure with
+# -DOCTET_BUILD_BENCHMARKS=ON). Neither octet's build nor its tests need
+# libtorch; this script is the only thing that does.
+#
+# NOTE: Debian's libtorch does its fp32 GEMMs through the system BLAS
+# (libblas.so.3). With only the netlib reference BLAS installed they run ~10x
+# slower (measured: small GPT fp32 step 4.5 s of CPU time vs ~0.4 s with
+# OpenBLAS), which would flatter octet absurdly; the script refuses to run
+# then. libopenblas0-openmp shares libgomp with libtorch (one thread pool).
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../../build}
+reps=${2:-3}
+bench=$build/benchmarks/octet_train_step_bench
+[ -x "$bench" ] || { echo "run_compare: $bench not found (build target octet_train_step_bench)" >&2; exit 1; }
+
+if [ -n "${TORCH_PREFIX:-}" ]; then
+  tinc="-I$TORCH_PREFIX/include -I$TORCH_PREFIX/include/torch/csrc/api/include"
+  tlib="-L$TORCH_PREFIX/lib -Wl,-rpath,$TORCH_PREFIX/lib"
+elif [ -d /usr/include/torch/csrc/api/include ]; then
+  tinc="-I/usr/include/torch/csrc/api/include"
+  tlib=""
+else
+  echo "run_compare: libtorch not found (apt-get install libtorch-dev, or set TORCH_PREFIX)" >&2
+  exit 1
+fi
+torch_bin=$build/libtorch_gpt
+if [ ! -x "$torch_bin" ] || [ "$here/libtorch_gpt.cc" -nt "$torch_bin" ]; then
+  echo "building $torch_bin ..."
+  # shellcheck disable=SC2086
+  g++ -std=c++17 -O2 $tinc "$here/libtorch_gpt.cc" -o "$torch_bin" $tlib -ltorch -ltorch_cpu -lc10 -lpthread
+fi
+
+blas=$(readlink -f /lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+case "$blas" in
+  *openblas*|*blis*|*mkl*) ;;
+  *) if [ -z "${TORCH_PREFIX:-}" ]; then
+       echo "run_compare: the system BLAS is $blas (reference BLAS?): apt-get install libopenblas0-openmp" >&2
+       exit 1
+     fi ;;
+esac
+
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+steps=${STEPS:-10}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), OMP_NUM_THREADS=$OMP_NUM_THREADS," \
+     "load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "libtorch BLAS: ${blas:-bundled}"
+"$build/octet-device-info" 2>/dev/null | head -2 || true
+
+r=1
+while [ "$r" -le "$reps" ]; do
+  "$bench" --benchmark_format=csv --benchmark_min_time=2 2>/dev/null > "$out/octet.csv"
+  "$torch_bin" "$steps" > "$out/torch.txt"
+  # octet csv: the header names the counter columns; rows are "TrainStep/config:C/amp:L/..."
+  awk -F, -v rep="$r" '
+    FNR == NR {
+      if (FNR == 1) { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); col[h] = i } ; next }
+      split($1, p, "/"); sub("config:", "", p[2]); sub("amp:", "", p[3])
+      cfg = (p[2] == 0) ? "small" : "wide"
+      wall[cfg, "O" p[3]] = $(col["ms_per_step"]); cpu[cfg, "O" p[3]] = $(col["cpu_ms_per_step"])
+      next
+    }
+    { split($0, t, " "); wall[t[2], "torch_" t[3]] = t[5]; cpu[t[2], "torch_" t[3]] = t[7] }
+    END {
+      split("small wide", cfgs, " ")
+      for (ci = 1; ci <= 2; ci++) {
+        c = cfgs[ci]
+        printf "rep %d %-5s ms/step wall (cpu): octet O0 %.1f (%.1f) O1 %.1f (%.1f) O2 %.1f (%.1f) | libtorch fp32 %.1f (%.1f) bf16 %.1f (%.1f)\n", rep, c,
+          wall[c, "O0"], cpu[c, "O0"], wall[c, "O1"], cpu[c, "O1"], wall[c, "O2"], cpu[c, "O2"],
+          wall[c, "torch_fp32"], cpu[c, "torch_fp32"], wall[c, "torch_bf16"], cpu[c, "torch_bf16"]
+        printf "rep %d %-5s speed-up wall (cpu): O0 vs torch fp32 %.2fx (%.2fx)  O1 vs torch bf16 %.2fx (%.2fx)  O2 vs torch bf16 %.2fx (%.2fx)  O1/O0 time %.2f (%.2f)  O2/O0 time %.2f (%.2f)\n", rep, c,
+          wall[c, "torch_fp32"] / wall[c, "O0"], cpu[c, "torch_fp32"] / cpu[c, "O0"],
+          wall[c, "torch_bf16"] / wall[c, "O1"], cpu[c, "torch_bf16"] / cpu[c, "O1"],
+          wall[c, "torch_bf16"] / wall[c, "O2"], cpu[c, "torch_bf16"] / cpu[c, "O2"],
+          wall[c, "O1"] / wall[c, "O0"], cpu[c, "O1"] / cpu[c, "O0"],
+          wall[c, "O2"] / wall[c, "O0"], cpu[c, "O2"] / cpu[c, "O0"]
+      }
+    }' "$out/octet.csv" "$out/torch.txt"
+  r=$((r + 1))
+done

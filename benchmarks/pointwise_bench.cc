@@ -1,0 +1,78 @@
+// Pointwise kernels in float32 and bfloat16 side by side, at a GPT MLP
+// activation size (B*T, 4C) = (4096, 3072): BF16 must never be slower than
+// FP32 (half the bytes, the same f32 arithmetic).
+//
+//   OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2 octet_pointwise_bench \
+//       --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+//
+// Ops: Add and Mul of two tensors, Add with a (4C) bias broadcast over rows,
+// GELU forward, GELU backward (dy * gelu'(x), what autograd runs), MulScalar.
+// bytes_per_second counts every input read once and the output written once.
+// The CPU column is the process's CPU time (all threads): on a machine shared
+// with other work it is steadier than the wall-clock Time column.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/functors.h"
+#include "ops/pointwise.h"
+
+namespace octet {
+namespace {
+
+const bool kThreadsSet = [] {
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(2);
+  return true;
+}();
+
+constexpr int64_t kRows = 4096, kCols = 3072;
+
+Tensor Random(const Shape& shape, DType dtype, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(Numel(shape));
+  for (auto& x : v) x = dist(rng);
+  return FromVector(v, shape, {.dtype = dtype});
+}
+
+enum class Op { kAdd, kMul, kAddBias, kGelu, kGeluBackward, kMulScalar };
+
+void BM_Pointwise(benchmark::State& state) {
+  const Op op = static_cast<Op>(state.range(0));
+  const DType dtype = state.range(1) == 0 ? DType::kFloat32 : DType::kBFloat16;
+  const Tensor a = Random({kRows, kCols}, dtype, 1), b = Random({kRows, kCols}, dtype, 2);
+  const Tensor bias = Random({kCols}, dtype, 3);
+  auto run = [&]() -> Tensor {
+    switch (op) {
+      case Op::kAdd: return Add(a, b);
+      case Op::kMul: return Mul(a, b);
+      case Op::kAddBias: return Add(a, bias);
+      case Op::kGelu: return Gelu(a);
+      case Op::kGeluBackward: return BinaryRaw(BinaryOp::kGeluBackward, a, b);
+      case Op::kMulScalar: return MulScalar(a, 0.5);
+    }
+    return Tensor();
+  };
+  benchmark::DoNotOptimize(run().raw_data());  // warm-up: the allocator's cache
+  for (auto _ : state) benchmark::DoNotOptimize(run().raw_data());
+  const int64_t inputs = op == Op::kAdd || op == Op::kMul || op == Op::kGeluBackward ? 2 : 1;
+  state.SetBytesProcessed(state.iterations() * (inputs + 1) * a.numel() * static_cast<int64_t>(SizeOf(dtype)));
+  static const char* const kNames[] = {"add", "mul", "add_bias", "gelu", "gelu_backward", "mul_scalar"};
+  state.SetLabel(std::string(kNames[state.range(0)]) + " " + Name(dtype));
+}
+
+void Grid(benchmark::internal::Benchmark* b) {
+  for (int64_t op = 0; op < 6; ++op)
+    for (int64_t dt = 0; dt < 2; ++dt) b->Args({op, dt});
+  b->ArgNames({"op", "bf16"})->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_Pointwise)->Name("Pointwise")->Apply(Grid);
+
+}  // namespace
+}  // namespace octet

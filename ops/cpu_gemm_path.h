@@ -1,0 +1,63 @@
+// Which instructions the CPU GEMMs on bfloat16 and FP8 operands compute with.
+//
+// NOTE [CPU GEMM path]: a BF16 (or FP8, which is exact in BF16) GEMM can run
+// on a CPU in two ways, both accumulating in f32:
+//   kBf16Dot  the operands stay BF16 and oneDNN's kernels use the BF16
+//             dot-product instruction (VDPBF16PS: 2 products per f32 lane);
+//   kFp32Fma  the operands are widened to f32 (exactly: every BF16 and FP8
+//             value is an f32 value) while they are copied or packed, and
+//             oneDNN's f32 kernels run on FP32 FMAs; a BF16 output is rounded
+//             once from the f32 result.
+// The results agree up to the order of the f32 accumulation. Which is faster
+// depends on the CPU: on AMD Zen 4/5, VDPBF16PS does twice the flops of an
+// FMA per cycle; on Intel Xeons with AVX-512 BF16 and no AMX it does half
+// (measured: FP32 FMA peak 351 GFLOP/s, VDPBF16PS 171, so a BF16 GEMM ran at
+// 0.63x the f32 one). So the path is chosen per process from the measured
+// rates of the two instructions on this CPU (a few ms of micro-benchmark at
+// the first BF16/FP8 GEMM), unless the environment variable OCTET_CPU_GEMM
+// says `bf16` or `fp32` (`auto` or empty: measure). Any other value is an
+// error at the first BF16/FP8 GEMM (and from GetCpuGemmPath). A CPU without
+// AVX-512 BF16 always gets kFp32Fma unless the override says otherwise.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace octet {
+
+enum class CpuGemmPath { kBf16Dot, kFp32Fma };
+
+// "bf16" or "fp32" (the spelling OCTET_CPU_GEMM takes).
+const char* Name(CpuGemmPath path);
+
+struct CpuGemmPathInfo {
+  CpuGemmPath path = CpuGemmPath::kBf16Dot;
+  // Measured single-thread peaks of the two instructions (flop/s / 1e9);
+  // 0 when the CPU lacks the instruction. Measured even under an override.
+  double fp32_fma_gflops = 0.0;
+  double bf16_dot_gflops = 0.0;
+  // Why this path: "OCTET_CPU_GEMM=fp32", "measured", "no AVX-512 BF16", ...
+  std::string reason;
+};
+
+// The path for this process: decided at the first call (thread-safe), then
+// cached. Throws octet::Error naming the variable and the accepted values
+// when OCTET_CPU_GEMM holds anything but bf16, fp32, auto or "" (and keeps
+// throwing: nothing is cached then).
+CpuGemmPathInfo GetCpuGemmPath();
+
+// GetCpuGemmPath().path, without a lock or a copy once decided (what the
+// GEMMs call). Throws like GetCpuGemmPath.
+CpuGemmPath ActiveCpuGemmPath();
+
+namespace internal {
+
+// std::nullopt for "auto" or ""; throws octet::Error for an unknown value.
+std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value);
+
+// Forces the path (std::nullopt: forget the cached decision, so the next
+// GetCpuGemmPath decides again from the environment). For tests.
+void SetCpuGemmPathForTesting(std::optional<CpuGemmPath> path);
+
+}  // namespace internal
+}  // namespace octet

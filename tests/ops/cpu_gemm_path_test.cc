@@ -1,0 +1,231 @@
+// The two CPU GEMM paths for BF16 and FP8 operands (NOTE [CPU GEMM path] in
+// ops/cpu_gemm_path.h): each against a float64 reference, the
+// OCTET_CPU_GEMM override, and its error.
+//
+// Tolerance per output element, with S = sum_k |a_mk| |b_kn| over the values
+// the GEMM sees (bf16 inputs, dequantized FP8): products are exact in f32 on
+// both paths, so only the f32 accumulation counts, (K + 2) * 2^-24 * S, plus
+// 2^-8 |ref| for one rounding to a bf16 output and 2^-24 |bias| for the bias
+// added in f32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/scaling.h"
+#include "ops/cast.h"
+#include "ops/cpu_gemm_path.h"
+#include "ops/matmul.h"
+#include "ops/matmul_kernels.h"
+#include "ops/reduce.h"
+#include "tests/test_util.h"
+
+namespace octet {
+namespace {
+
+using ::octet::testing::ErrorOf;
+using ::octet::testing::RandomTensor;
+
+// Sets OCTET_CPU_GEMM (unset for nullptr) and forgets the cached decision;
+// restores both on destruction.
+class ScopedGemmEnv {
+ public:
+  explicit ScopedGemmEnv(const char* value) {
+    if (const char* old = std::getenv("OCTET_CPU_GEMM")) old_ = old;
+    Set(value);
+  }
+  ~ScopedGemmEnv() { Set(old_ ? old_->c_str() : nullptr); }
+
+ private:
+  static void Set(const char* value) {
+    if (value != nullptr)
+      setenv("OCTET_CPU_GEMM", value, 1);
+    else
+      unsetenv("OCTET_CPU_GEMM");
+    internal::SetCpuGemmPathForTesting(std::nullopt);
+  }
+  std::optional<std::string> old_;
+};
+
+// Forces one path for the test's lifetime.
+class GemmPathTest : public ::testing::TestWithParam<CpuGemmPath> {
+ protected:
+  void SetUp() override { internal::SetCpuGemmPathForTesting(GetParam()); }
+  void TearDown() override { internal::SetCpuGemmPathForTesting(std::nullopt); }
+};
+
+// |got - a·b (+ bias)| within the tolerance above, elementwise; a (Ba, M, K)
+// or (M, K), b (K, N) (shared) or (Ba, K, N); any layouts (read through
+// ToDoubles of contiguous copies).
+::testing::AssertionResult MatchesReference(const Tensor& got, const Tensor& a, const Tensor& b, const Tensor& bias,
+                                            bool bf16_out) {
+  const Tensor ac = a.dim() == 2 ? a.Unsqueeze(0).Contiguous() : a.Contiguous();
+  const Tensor bc = b.Contiguous();
+  const std::vector<double> av = ac.ToDoubles(), bv = bc.ToDoubles(), g = got.ToDoubles();
+  const std::vector<double> biasv = bias.defined() ? bias.ToDoubles() : std::vector<double>();
+  const int64_t batch = ac.size(0), M = ac.size(1), K = ac.size(2), N = bc.size(-1);
+  const bool b_batched = bc.dim() == 3;
+  if (static_cast<int64_t>(g.size()) != batch * M * N)
+    return ::testing::AssertionFailure() << "output has " << g.size() << " elements";
+  const double acc = (K + 2) * std::ldexp(1.0, -24);
+  int bad = 0;
+  std::string msg;
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0, bound = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = av[(bi * M + m) * K + k] * bv[(b_batched ? bi * K * N : 0) + k * N + n];
+          s += p;
+          bound += std::abs(p);
+        }
+        double tol = acc * bound;
+        if (!biasv.empty()) {
+          s += biasv[n];
+          tol += std::ldexp(std::abs(biasv[n]), -24);
+        }
+        if (bf16_out) tol += std::ldexp(std::abs(s), -8);
+        const double got_v = g[(bi * M + m) * N + n];
+        if (!(std::abs(got_v - s) <= tol + 1e-300) && bad++ < 5)
+          msg += "\n  (" + std::to_string(bi) + "," + std::to_string(m) + "," + std::to_string(n) + ") got " +
+                 std::to_string(got_v) + " want " + std::to_string(s) + " tol " + std::to_string(tol);
+      }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " elements off:" << msg;
+}
+
+// The real values of t (FP8: times scale_inv, in f64) as a contiguous f64 tensor.
+Tensor AsF64(const Tensor& t) { return FromVector(t.ToDoubles(), t.shape(), {.dtype = DType::kFloat64}); }
+
+Tensor QuantizeCurrent(const Tensor& x, DType fp8) {
+  const float amax = static_cast<float>(Amax(x).Item());
+  return Quantize(x, fp8, ComputeScale(amax, static_cast<float>(Info(fp8).max_finite), 0, 1.0f, false));
+}
+
+struct GemmCase {
+  Shape a, b;
+  bool b_transposed;  // b given as a (N, K) tensor's transpose (a Linear weight)
+};
+
+// Small, odd, batched, and >= 256 rows (B packed into oneDNN's layout).
+const std::vector<GemmCase>& Cases() {
+  static const std::vector<GemmCase> kCases = {
+      {{1, 1}, {1, 1}, false},      {{7, 33}, {33, 5}, false},    {{33, 129}, {129, 7}, true},
+      {{3, 7, 33}, {33, 17}, true}, {{2, 5, 16}, {2, 16, 9}, false}, {{300, 70}, {70, 90}, false},
+      {{300, 70}, {70, 90}, true},  {{2, 150, 40}, {40, 48}, true},
+  };
+  return kCases;
+}
+
+Tensor MakeB(const GemmCase& c, uint64_t seed, DType dtype, double lo, double hi) {
+  if (!c.b_transposed) return RandomTensor(c.b, seed, dtype, lo, hi);
+  return RandomTensor({c.b[1], c.b[0]}, seed, dtype, lo, hi).T();
+}
+
+TEST_P(GemmPathTest, Bf16MatmulAndLinearMatchFloat64) {
+  uint64_t seed = 10;
+  for (const GemmCase& c : Cases()) {
+    const Tensor a = RandomTensor(c.a, seed++, DType::kBFloat16);
+    const Tensor b = MakeB(c, seed++, DType::kBFloat16, -1, 1);
+    const Tensor bias = RandomTensor({c.b.back()}, seed++, DType::kBFloat16);
+    const Tensor y = Matmul(a, b);
+    EXPECT_EQ(y.dtype(), DType::kBFloat16);
+    EXPECT_TRUE(MatchesReference(y, a, b, Tensor(), true)) << ShapeStr(c.a) << " x " << ShapeStr(c.b);
+    if (c.b.size() == 2) {
+      const Tensor yl = Linear(a, b.T(), bias);
+      EXPECT_TRUE(MatchesReference(yl, a, b, bias, true)) << "Linear " << ShapeStr(c.a) << " x " << ShapeStr(c.b);
+    }
+  }
+}
+
+TEST_P(GemmPathTest, Fp8ScaledMatmulMatchesFloat64) {
+  const std::vector<std::pair<DType, DType>> pairs = {{DType::kFloat8E4M3, DType::kFloat8E4M3},
+                                                      {DType::kFloat8E5M2, DType::kFloat8E4M3},
+                                                      {DType::kFloat8E4M3, DType::kFloat8E5M2}};
+  uint64_t seed = 100;
+  for (const auto& [fa, fb] : pairs) {
+    for (const GemmCase& c : Cases()) {
+      const Tensor a = QuantizeCurrent(RandomTensor(c.a, seed++, DType::kFloat32, -3, 3), fa);
+      // Quantize a contiguous (N, K) weight and take its transpose for b_transposed.
+      const Tensor b32 = MakeB(c, seed++, DType::kFloat32, -0.5, 0.5);
+      const Tensor b = c.b_transposed ? QuantizeCurrent(b32.T().Contiguous(), fb).T() : QuantizeCurrent(b32, fb);
+      const Tensor bias = RandomTensor({c.b.back()}, seed++, DType::kFloat32);
+      const Tensor ad = AsF64(a), bd = AsF64(b);
+      for (DType out : {DType::kFloat32, DType::kBFloat16}) {
+        const Tensor y = ScaledMatmul(a, b, out, bias);
+        EXPECT_EQ(y.dtype(), out);
+        EXPECT_TRUE(MatchesReference(y, ad, bd, bias, out == DType::kBFloat16))
+            << Name(fa) << " x " << Name(fb) << " " << ShapeStr(c.a) << " x " << ShapeStr(c.b) << " -> "
+            << Name(out);
+      }
+    }
+  }
+}
+
+TEST_P(GemmPathTest, PathDecidesWhichPrimitiveRuns) {
+  // On the f32 path a bf16 GEMM runs oneDNN's f32 primitive: an f32 GEMM of the
+  // same geometry afterwards finds it in the cache. On the bf16 path it does not.
+  cpu::ClearMatmulCacheForTesting();
+  const Tensor a = RandomTensor({20, 12}, 1, DType::kBFloat16), b = RandomTensor({12, 8}, 2, DType::kBFloat16);
+  Matmul(a, b);
+  const cpu::MatmulCacheStats after_bf16 = cpu::GetMatmulCacheStats();
+  Matmul(a.To(DType::kFloat32), b.To(DType::kFloat32));
+  const cpu::MatmulCacheStats after_f32 = cpu::GetMatmulCacheStats();
+  const bool widened = GetParam() == CpuGemmPath::kFp32Fma;
+  EXPECT_EQ(after_f32.hits - after_bf16.hits, widened ? 1 : 0);
+  EXPECT_EQ(after_f32.misses - after_bf16.misses, widened ? 0 : 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::testing::Values(CpuGemmPath::kBf16Dot, CpuGemmPath::kFp32Fma),
+                         [](const ::testing::TestParamInfo<CpuGemmPath>& i) { return std::string(Name(i.param)); });
+
+TEST(CpuGemmPath, OverrideIsHonoured) {
+  {
+    ScopedGemmEnv env("fp32");
+    const CpuGemmPathInfo info = GetCpuGemmPath();
+    EXPECT_EQ(info.path, CpuGemmPath::kFp32Fma);
+    EXPECT_EQ(info.reason, "OCTET_CPU_GEMM=fp32");
+    EXPECT_EQ(ActiveCpuGemmPath(), CpuGemmPath::kFp32Fma);
+    EXPECT_GT(info.fp32_fma_gflops, 0.0);  // still measured, for octet-device-info
+  }
+  {
+    ScopedGemmEnv env("bf16");
+    EXPECT_EQ(GetCpuGemmPath().path, CpuGemmPath::kBf16Dot);
+    EXPECT_EQ(ActiveCpuGemmPath(), CpuGemmPath::kBf16Dot);
+  }
+  {
+    ScopedGemmEnv env("auto");
+    const CpuGemmPathInfo info = GetCpuGemmPath();
+    EXPECT_NE(info.reason.find(info.bf16_dot_gflops > 0 ? "measured" : "no AVX-512 BF16"), std::string::npos)
+        << info.reason;
+    // The decision rule of NOTE [CPU GEMM path].
+    const bool bf16 = info.bf16_dot_gflops > 0 && info.bf16_dot_gflops >= 1.25 * info.fp32_fma_gflops;
+    EXPECT_EQ(info.path, bf16 ? CpuGemmPath::kBf16Dot : CpuGemmPath::kFp32Fma);
+  }
+}
+
+TEST(CpuGemmPath, BadOverrideIsAnErrorNamingTheVariable) {
+  EXPECT_EQ(internal::ParseCpuGemmPath(""), std::nullopt);
+  EXPECT_EQ(internal::ParseCpuGemmPath("auto"), std::nullopt);
+  EXPECT_EQ(internal::ParseCpuGemmPath("fp32"), CpuGemmPath::kFp32Fma);
+  for (const char* bad : {"FP32", "bf16 ", "fast", "1"}) {
+    ScopedGemmEnv env(bad);
+    const std::string err = ErrorOf([] { GetCpuGemmPath(); });
+    EXPECT_NE(err.find("OCTET_CPU_GEMM='" + std::string(bad) + "'"), std::string::npos) << err;
+    EXPECT_NE(err.find("bf16"), std::string::npos) << err;
+    EXPECT_NE(err.find("fp32"), std::string::npos) << err;
+    // The GEMMs themselves report it too, and keep reporting it (nothing is cached).
+    const Tensor a = RandomTensor({4, 4}, 1, DType::kBFloat16);
+    EXPECT_NE(ErrorOf([&] { Matmul(a, a); }).find("OCTET_CPU_GEMM"), std::string::npos);
+    EXPECT_NE(ErrorOf([&] { Matmul(a, a); }).find("OCTET_CPU_GEMM"), std::string::npos);
+  }
+  // f32 GEMMs do not depend on the path and keep working.
+  ScopedGemmEnv env("nonsense");
+  const Tensor f = RandomTensor({4, 4}, 2, DType::kFloat32);
+  EXPECT_EQ(Matmul(f, f).shape(), (Shape{4, 4}));
+}
+
+}  // namespace
+}  // namespace octet
