@@ -99,7 +99,7 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
   }
   // The quantized tensor owns a copy of the scale: later slot updates leave it alone.
   const ScaleMeta& meta = *q.scale_meta();
-  if (record) slot.Record(recipe, meta.amax, meta.scale);
+  if (record) slot.Record(meta.amax);  // the update comes once per step (nn/fp8_state.h)
   ClipCounts clip;
   if (telemetry_) clip = CountFp8Clipping(x, static_cast<float>(meta.scale.Item()), slot.dtype());
   slot.Observe(meta.amax, meta.scale, x.numel(), telemetry_ ? &clip : nullptr);

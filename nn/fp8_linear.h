@@ -69,6 +69,12 @@ class Fp8LinearState {
   Fp8Slot& weight() { return *weight_; }
   Fp8Slot& grad_output() { return *grad_output_; }
   std::vector<Fp8Slot*> slots() { return {input_.get(), weight_.get(), grad_output_.get()}; }
+  // How the model's Fp8State reduces the history of slots()[i]: the weight
+  // (NOTE [weight scaling]) and every slot under current scaling keep the
+  // scale of their newest amax (kMostRecent); the others follow the recipe.
+  AmaxAlgo update_algo(int i) const {
+    return i == 1 || recipe_.scaling == Scaling::kCurrent ? AmaxAlgo::kMostRecent : recipe_.amax_algo;
+  }
 
   // When on, each quantization also counts saturated and underflowed elements
   // (one extra pass over the tensor).

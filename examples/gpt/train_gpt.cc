@@ -300,6 +300,7 @@ absl::Status Run() {
   nn::GPT model(config);
   model.To(device);  // initialised on the CPU (the same weights on every device), then moved
   model.SetAmp(level, recipe);
+  nn::amp::Fp8State fp8_state(model);  // NOTE [who updates the FP8 state] (nn/fp8_state.h)
   optim::AdamW::Options adamw;  // decay: 2-D parameters (the default filter), as in GPT-2
   adamw.lr = absl::GetFlag(FLAGS_lr);
   adamw.beta1 = 0.9;
@@ -406,6 +407,7 @@ absl::Status Run() {
     const double lr = schedule.LrAt(step);
     opt.set_lr(lr);
     opt.Step();
+    fp8_state.Update();  // once per optimizer step; a no-op without FP8 GEMMs
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (step > 0) {  // the first step pays for one-time setup
       total_ms += ms;

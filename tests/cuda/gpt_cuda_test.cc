@@ -39,6 +39,7 @@ StepLog Train(Device device, nn::amp::Level level, int steps, const std::vector<
   nn::GPT model({.n_layer = 2, .n_head = 4, .n_embd = 64, .block_size = 32, .vocab_size = 96, .seed = 7});
   model.To(device);
   model.SetAmp(level);
+  nn::amp::Fp8State fp8(model);  // one fused scaling update per step (nn/fp8_state.h)
   optim::AdamW opt(model.NamedParameters(), {.lr = 1e-3});
   model.Train();
   StepLog log;
@@ -49,6 +50,7 @@ StepLog Train(Device device, nn::amp::Level level, int steps, const std::vector<
     loss.Backward();
     log.grad_norm.push_back(optim::ClipGradNorm(opt.params(), 1.0));
     opt.Step();
+    fp8.Update();
   }
   if (scaling != nullptr) {
     for (auto& [name, t] : nn::amp::ScalingState(model)) scaling->emplace_back(name, t.To(kCPU));
