@@ -202,7 +202,8 @@ TEST(AmpFp8Linear, SavedActivationIsFp8AndTheWeightIsQuantizedOncePerVersion) {
 
 // The layouts a TN-only GPU GEMM gets (NOTE [fp8 linear layouts]), forced
 // on the CPU: the same FP8 operands and the same scaling state, so the same
-// results up to the GEMM's f32 summation order; the saved activation is Xᵀ.
+// results up to the GEMM's f32 summation order; the saved activation is X
+// stored column-wise (the Xᵀ bytes) and the weight carries Wᵀ.
 TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
   struct Forced {
     explicit Forced(bool v) { SetFp8TransposedCopiesForTesting(v); }
@@ -223,11 +224,18 @@ TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
     {
       Forced on(true);
       yt = tn(xt);
-      const Tensor saved = CtxOf(yt).Saved(0);  // Xᵀ (K,M)
+      const Tensor saved = CtxOf(yt).Saved(0);  // X (M,K), stored as Xᵀ
       EXPECT_EQ(saved.shape(), (Shape{48, 48}));
+      EXPECT_EQ(saved.stride(0), 1);
       EXPECT_EQ(saved.dtype(), DType::kFloat8E4M3);
-      EXPECT_EQ(saved.ToDoubles(), CtxOf(yr).Saved(0).T().Contiguous().ToDoubles());
-      EXPECT_EQ(CtxOf(yt).Saved(1).shape(), (Shape{48, 40}));  // Wᵀ (K,N)
+      EXPECT_EQ(saved.ToDoubles(), CtxOf(yr).Saved(0).ToDoubles());
+      EXPECT_EQ(CtxOf(yr).Saved(0).stride(1), 1);  // the row-wise path keeps X as it is
+      const Tensor w8 = CtxOf(yt).Saved(1);  // W (N,K) with Wᵀ (K,N) attached
+      EXPECT_EQ(w8.shape(), (Shape{40, 48}));
+      ASSERT_TRUE(w8.scale_meta()->columnwise.defined());
+      EXPECT_EQ(w8.scale_meta()->columnwise.shape(), (Shape{48, 40}));
+      EXPECT_EQ(w8.scale_meta()->columnwise.ToDoubles(), w8.T().Contiguous().ToDoubles());
+      EXPECT_FALSE(CtxOf(yr).Saved(1).scale_meta()->columnwise.defined());
       yt.Backward(dy);
     }
     yr.Backward(dy);
