@@ -15,6 +15,7 @@
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "core/host_reads.h"
 #include "ops/cuda/kernel_utils.cuh"
 #include "ops/embedding_kernels.h"
 
@@ -87,11 +88,13 @@ EmbeddingFwdResult EmbeddingFwdTyped(const KernelContext& ctx, const Tensor& wei
   ValidateIndicesKernel<I><<<ctx.Grid(n), kElementwiseThreads, 0, ctx.stream()>>>(idx, n, v, st);
   OCTET_CUDA_LAUNCH_CHECK("embedding (index check)");
   unsigned long long bad_pos = 0;
+  internal::CountHostRead();  // NOTE [host reads]
   OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad_pos, st, sizeof(bad_pos), cudaMemcpyDeviceToHost, ctx.stream()));
   OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   if (bad_pos != ~0ull) {
     r.bad_position = static_cast<int64_t>(bad_pos);
     I bad = 0;
+    internal::CountHostRead();  // NOTE [host reads]
     OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad, idx + r.bad_position, sizeof(I), cudaMemcpyDeviceToHost, ctx.stream()));
     OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
     r.bad_value = static_cast<int64_t>(bad);

@@ -9,6 +9,7 @@
 // column walking down n, so neighbouring threads read neighbouring addresses.
 // The formulas are the CPU kernels' (same operation order); exponentials are
 // functors::Exp (hardware expf on the device, NOTE [fast exp] on the CPU).
+#include "core/host_reads.h"
 #include "ops/cuda/kernel_utils.cuh"
 #include "ops/functors.h"
 #include "ops/softmax_kernels.h"
@@ -247,11 +248,13 @@ CrossEntropyFwdResult CrossEntropyFwdTyped(const KernelContext& ctx, const Tenso
   ValidateTargetsKernel<I><<<ctx.Grid(n), kElementwiseThreads, 0, ctx.stream()>>>(t, n, v, ignore_index, st);
   OCTET_CUDA_LAUNCH_CHECK("cross_entropy (target check)");
   unsigned long long host[2] = {0, 0};
+  internal::CountHostRead();  // NOTE [host reads]
   OCTET_CUDA_CHECK(cudaMemcpyAsync(host, st, sizeof(host), cudaMemcpyDeviceToHost, ctx.stream()));
   OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   if (host[0] != ~0ull) {
     r.bad_position = static_cast<int64_t>(host[0]);
     I bad = 0;
+    internal::CountHostRead();  // NOTE [host reads]
     OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad, t + r.bad_position, sizeof(I), cudaMemcpyDeviceToHost, ctx.stream()));
     OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
     r.bad_value = static_cast<int64_t>(bad);
