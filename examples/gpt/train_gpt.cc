@@ -39,6 +39,7 @@
 #include "nn/amp.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
+#include "ops/index_check.h"
 #include "ops/pointwise.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -394,6 +395,7 @@ absl::Status Run() {
     double lr, ms, tok_s, gflops;
   };
   std::vector<PendingStep> pending;
+  SetDeferredIndexChecks(true);  // token-id / target checks read at the read points below
   model.Train();
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
@@ -433,7 +435,10 @@ absl::Status Run() {
     const bool stop_here = stop_after >= 0 && step + 1 == stop_after;
     const bool save_now = (ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here;
     if (!log_step && !eval_now && !save_now) continue;
-    // A read point: the pending steps' values, oldest first.
+    // A read point: index errors of the steps since the last one (NOTE
+    // [deferred index checks] in ops/index_check.h), then the pending steps'
+    // values, oldest first.
+    ThrowIfDeferredIndexCheckFailed();
     double loss_value = NAN;
     for (size_t i = 0; i < pending.size(); ++i) {
       const PendingStep& p = pending[i];

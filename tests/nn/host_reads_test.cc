@@ -11,6 +11,7 @@
 #include "core/host_reads.h"
 #include "nn/amp.h"
 #include "nn/gpt.h"
+#include "ops/index_check.h"
 #include "ops/pointwise.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -32,9 +33,11 @@ Tensor Batch(int step, int micro, int offset) {
   return FromVector(ids, {2, 8});
 }
 
-// deferred: the train_gpt way (device loss sum, ClipGradNormTensor, reads
-// only after the steps); otherwise a read per micro-batch and ClipGradNorm.
+// deferred: the train_gpt way (deferred index checks, device loss sum,
+// ClipGradNormTensor, reads only after the steps); otherwise immediate index
+// checks, a read per micro-batch and ClipGradNorm.
 RunLog Train(amp::Level level, bool deferred) {
+  SetDeferredIndexChecks(deferred);  // NOTE [deferred index checks]
   GPT model({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab_size = 23, .seed = 11});
   model.SetAmp(level);
   amp::Fp8State fp8(model);
@@ -69,6 +72,8 @@ RunLog Train(amp::Level level, bool deferred) {
     run.reads_in_steps += HostReadCount() - before;
   }
   // The log point.
+  ThrowIfDeferredIndexCheckFailed();
+  SetDeferredIndexChecks(false);
   for (size_t i = 0; i < loss_sums.size(); ++i) {
     run.losses.push_back(loss_sums[i].Item() / kAccum);
     run.grad_norms.push_back(norms[i].Item());
