@@ -42,3 +42,46 @@ OCTET_HOST_DEVICE inline void UpdateDelayedScalingSlot(float* history, int lengt
 }
 
 }  // namespace octet
+
+namespace octet {
+
+// Every delayed-scaling slot of a model in contiguous buffers (the layout of
+// nn/fp8_state.h's amp::Fp8State), as UpdateDelayedScalingBuffers and the
+// CUDA kernel see them. Slot i owns history[i*length .. i*length+length),
+// amax[i], scale[i], scale_inv[i], fp8_max[i] and algo[i] (an AmaxAlgo).
+//
+// NOTE [unrecorded slot]: amax[i] < 0 (the reset value, kNoAmaxRecorded)
+// means nothing was quantized with slot i since the last update; its history
+// and scale are then left alone. Every quantization max-combines its amax
+// into amax[i] (so the micro-batches of one optimizer step count once), and
+// the update resets amax[i] to kNoAmaxRecorded. A NaN amax stays NaN through
+// the max-combine and goes into the history (ComputeScale then keeps the
+// previous scale).
+inline constexpr float kNoAmaxRecorded = -1.0f;
+
+struct DelayedScalingBuffers {
+  float* history = nullptr;
+  float* amax = nullptr;
+  float* scale = nullptr;
+  float* scale_inv = nullptr;
+  const float* fp8_max = nullptr;
+  const uint8_t* algo = nullptr;
+  int slots = 0;
+  int length = 0;
+};
+
+// Slot i of `b` (0 <= i < b.slots): one UpdateDelayedScalingSlot with the
+// slot's own amax algorithm, then amax[i] = kNoAmaxRecorded. config.algo is
+// ignored (each slot carries its own).
+OCTET_HOST_DEVICE inline void UpdateDelayedScalingBufferSlot(const DelayedScalingBuffers& b, int i,
+                                                             DelayedScalingConfig config) {
+  const float amax = b.amax[i];
+  if (!(amax < 0.0f)) {  // NOTE [unrecorded slot]; NaN is a recorded amax
+    config.algo = static_cast<AmaxAlgo>(b.algo[i]);
+    UpdateDelayedScalingSlot(b.history + static_cast<int64_t>(i) * b.length, b.length, amax, b.fp8_max[i], config,
+                             b.scale + i, b.scale_inv + i);
+  }
+  b.amax[i] = kNoAmaxRecorded;
+}
+
+}  // namespace octet

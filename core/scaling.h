@@ -26,6 +26,16 @@ struct ScaleMeta {
   Tensor scale;      // fp32; multiplies real values before the cast
   Tensor scale_inv;  // fp32; multiplies fp8 values after it
   Tensor amax;       // fp32 [1]: max |x| of the real values at quantization time
+  // NOTE [fp8 column-wise data]: optional, for a 2-D FP8 tensor q (R, C) made
+  // by QuantizeForGemm (ops/matmul.h) where FP8 GEMMs want it: the same values
+  // transposed, (C, R) contiguous, with the same scale. rowwise_storage and
+  // rowwise_offset name q's own bytes, so ScaledMatmul substitutes the copy
+  // only for q and q.T() themselves, never for another tensor that inherited
+  // this metadata (a copy, a reshape). The copy's own metadata has no
+  // columnwise entry (no reference cycle).
+  Tensor columnwise;
+  const Storage* rowwise_storage = nullptr;
+  int64_t rowwise_offset = 0;
 };
 
 // Per-tensor metadata on `device` with the given scale (scale_inv = 1/scale)

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "autograd/node.h"
+#include "core/host_reads.h"
 #include "core/scaling.h"
 
 namespace octet {
@@ -98,6 +99,7 @@ double ReadElement(const void* p, DType dtype) {
 }  // namespace
 
 double Tensor::At(const Shape& idx) const {
+  internal::CountHostRead();  // NOTE [host reads]
   if (!device().is_cpu()) return To(kCPU).At(idx);
   OCTET_CHECK(static_cast<int64_t>(idx.size()) == dim(), "At: index ", ShapeStr(idx), " has ", idx.size(),
               " coordinates but the tensor has shape ", ShapeStr(shape()));
@@ -121,6 +123,7 @@ double Tensor::Item() const {
 }
 
 std::vector<double> Tensor::ToDoubles() const {
+  internal::CountHostRead();  // NOTE [host reads]
   if (!device().is_cpu()) return To(kCPU).ToDoubles();
   const Tensor c = Contiguous();
   std::vector<double> out(c.numel());
@@ -257,12 +260,22 @@ std::shared_ptr<const ScaleMeta> MakePerTensorScale(float scale, float amax, Dev
   return meta;
 }
 
+namespace {
+// A per-tensor scale's value. On the CPU a plain load (what the CPU GEMM
+// kernel does with its operands' scales: its own memory, not a round trip,
+// NOTE [host reads]); on a device a counted read.
+float PerTensorValue(const Tensor& t) {
+  if (t.device().is_cpu() && t.numel() == 1 && t.dtype() == DType::kFloat32) return *t.data<float>();
+  return static_cast<float>(t.Item());
+}
+}  // namespace
+
 float ScaleInvValue(const Tensor& fp8) {
   const ScaleMeta* m = fp8.scale_meta();
   if (m == nullptr) return 1.0f;
   OCTET_CHECK(m->granularity == ScaleGranularity::kPerTensor, "ScaleInvValue: ", Name(m->granularity),
               " scaling has no single scale_inv");
-  return static_cast<float>(m->scale_inv.Item());
+  return PerTensorValue(m->scale_inv);
 }
 
 float ScaleValue(const Tensor& fp8) {
@@ -270,7 +283,7 @@ float ScaleValue(const Tensor& fp8) {
   if (m == nullptr) return 1.0f;
   OCTET_CHECK(m->granularity == ScaleGranularity::kPerTensor, "ScaleValue: ", Name(m->granularity),
               " scaling has no single scale");
-  return static_cast<float>(m->scale.Item());
+  return PerTensorValue(m->scale);
 }
 
 }  // namespace octet

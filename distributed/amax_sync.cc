@@ -10,6 +10,12 @@
 
 namespace octet::dist {
 
+void SyncAmaxesThrough(ProcessGroup& pg, nn::amp::Fp8State& state) {
+  state.SetAmaxReduceHook([&pg](Tensor& amax) {
+    if (pg.size() > 1 && amax.numel() > 0) pg.AllReduce(amax, ReduceOp::kMax)->Wait();
+  });
+}
+
 int64_t AllReduceAmaxes(ProcessGroup& pg, nn::Module& model) {
   const nn::NamedTensors state = nn::amp::ScalingState(model);
   int64_t total = 0;

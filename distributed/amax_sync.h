@@ -18,6 +18,7 @@
 #pragma once
 
 #include "distributed/process_group.h"
+#include "nn/fp8_state.h"
 #include "nn/module.h"
 
 namespace octet::dist {
@@ -25,5 +26,12 @@ namespace octet::dist {
 // Returns the number of float32 values reduced (0: the model has no FP8 slots).
 // Throws octet::Error on a collective failure.
 int64_t AllReduceAmaxes(ProcessGroup& pg, nn::Module& model);
+
+// The same for a model driven by the FP8 state manager (nn/fp8_state.h): the
+// manager's Update() calls one AllReduce(max) on its contiguous buffer of
+// this step's amaxes before it rolls the histories, so every rank records the
+// same amaxes and computes the same scales (slots not recorded on a rank hold
+// -1, below any real amax). `pg` must outlive `state`'s updates.
+void SyncAmaxesThrough(ProcessGroup& pg, nn::amp::Fp8State& state);
 
 }  // namespace octet::dist

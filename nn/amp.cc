@@ -107,6 +107,18 @@ absl::Status LoadScalingState(Module& model, const NamedTensors& state) {
     Tensor d = dst;
     d.CopyFrom_(src);
   }
+  // NOTE [initialised on the host]: a load decides from the loaded histories
+  // (one read of them, at load time, not in a training step).
+  for (auto& [name, m] : model.NamedModules()) {
+    for (Fp8LinearState* st : m->Fp8States()) {
+      for (Fp8Slot* slot : st->slots()) {
+        bool seen = false;
+        for (float h : slot->amax_history().ToFloats()) seen = seen || h != 0.0f;
+        slot->SetInitialized(seen);
+        slot->ResetPendingAmax();
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

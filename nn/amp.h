@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "nn/amp_recipe.h"
 #include "nn/fp8_linear.h"
+#include "nn/fp8_state.h"
 #include "nn/module.h"
 
 namespace octet::nn::amp {

@@ -8,7 +8,6 @@
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
 
-#include <tuple>
 
 namespace octet::nn::amp {
 namespace {
@@ -54,19 +53,17 @@ void Fp8LinearState::SetRecipe(const Recipe& recipe) {
   if (reset) MakeSlots(*owner_);
 }
 
-Tensor Fp8LinearState::QuantizedWeight(const Tensor& w, Tensor* transposed) {
+Tensor Fp8LinearState::QuantizedWeight(const Tensor& w) {
   OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
   const bool hit = cached_fp8_.defined() && cached_storage_ == w.storage() &&
                    cached_version_ == w.storage()->version() && cached_offset_ == w.offset() &&
-                   cached_shape_ == w.shape() && cached_dtype_ == w.dtype() &&
-                   (transposed == nullptr || cached_fp8_t_.defined());
+                   cached_shape_ == w.shape() && cached_dtype_ == w.dtype();
   if (!hit) {
-    // NOTE [weight scaling]: current scaling from the weight's own amax.
+    // NOTE [weight scaling]: current scaling from the weight's own amax. The
+    // weight is read as W (fprop) and as Wᵀ (dgrad): column-wise data too.
     Recipe current = recipe_;
     current.scaling = Scaling::kCurrent;
-    cached_fp8_t_ = Tensor();
-    cached_fp8_ = QuantizeWith(*weight_, current, w.detach(), /*record=*/true,
-                               transposed != nullptr ? &cached_fp8_t_ : nullptr);
+    cached_fp8_ = QuantizeWith(*weight_, current, w.detach(), /*record=*/true, /*columnwise=*/true);
     cached_storage_ = w.storage();
     cached_version_ = w.storage()->version();
     cached_offset_ = w.offset();
@@ -74,33 +71,28 @@ Tensor Fp8LinearState::QuantizedWeight(const Tensor& w, Tensor* transposed) {
     cached_dtype_ = w.dtype();
     ++weight_quantizations_;
   }
-  if (transposed != nullptr) *transposed = cached_fp8_t_;
   return cached_fp8_;
 }
 
-Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, Tensor* transposed) {
-  return QuantizeWith(slot, recipe_, x, record, transposed);
+Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise) {
+  return QuantizeWith(slot, recipe_, x, record, columnwise);
 }
 
 Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record,
-                                    Tensor* transposed) {
+                                    bool columnwise) {
   OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
   OCTET_CHECK(x.device() == slot.device(), "fp8_linear: ", Describe(x), " is on ", x.device(), " but the ",
               slot.name(), " scaling state is on ", slot.device(),
               "; move the module with To(device) (it moves its FP8 state too)");
   // NOTE [slot state on the device]: the amax and the scale stay tensors.
   const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.CurrentScale(recipe, octet::Amax(x)) : slot.scale_tensor();
-  Tensor q;
-  if (transposed != nullptr) {
-    OCTET_CHECK(x.dim() == 2, "fp8_linear: a transposed FP8 copy needs a 2-D tensor, got ", Describe(x));
-    std::tie(q, *transposed) = CastTranspose(x, slot.dtype(), scale);
-  } else {
-    q = octet::Quantize(x, slot.dtype(), scale);
-  }
+  // NOTE [fp8 linear layouts]: the GEMM layer decides whether a column-wise copy is made.
+  const Tensor q = QuantizeForGemm(x, slot.dtype(), scale, columnwise);
   // The quantized tensor owns a copy of the scale: later slot updates leave it alone.
   const ScaleMeta& meta = *q.scale_meta();
-  if (record) slot.Record(recipe, meta.amax, meta.scale);
+  if (record) slot.Record(meta.amax);  // the update comes once per step (nn/fp8_state.h)
   ClipCounts clip;
+  // Telemetry is on only for log steps (a device read of the scale).
   if (telemetry_) clip = CountFp8Clipping(x, static_cast<float>(meta.scale.Item()), slot.dtype());
   slot.Observe(meta.amax, meta.scale, x.numel(), telemetry_ ? &clip : nullptr);
   return q;
@@ -122,53 +114,47 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   const int64_t M = x.numel() / K;
   Shape out_shape = x.shape();
   out_shape.back() = N;
-  // NOTE [fp8 linear layouts]: on a TN-only GEMM the gradient GEMMs read the
-  // transposed copies, made here in the same pass as the row-wise ones.
-  const bool tn = Fp8GemmWantsTransposedCopies(x.device());
   const Tensor x2 = x.Reshape({M, K}).Contiguous();  // (M,K)
-  Tensor x_t, w_t;
-  const Tensor x_fp8 = state->Quantize(state->input(), x2, record, tn ? &x_t : nullptr);  // (M,K) E4M3
-  const Tensor w_fp8 = state->QuantizedWeight(w, tn ? &w_t : nullptr);                    // (N,K) E4M3
+  // NOTE [fp8 linear layouts]: X is read again transposed by wgrad, W by dgrad.
+  const Tensor x_fp8 = state->Quantize(state->input(), x2, record, /*columnwise=*/true);  // (M,K) E4M3
+  const Tensor w_fp8 = state->QuantizedWeight(w);                                         // (N,K) E4M3
   // The bias is added to the f32 accumulator (f32 or bf16 accepted), then one rounding to out_dtype.
   const Tensor bias = !b.defined() || b.dtype() == DType::kFloat32 || b.dtype() == DType::kBFloat16 ? b : b.To(DType::kFloat32);
   Tensor pre;  // (M,N) the pre-activation with gelu
   const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias, GemmRole::kFprop, gelu ? &pre : nullptr);  // (M,N)
-  // Saved: what the gradient GEMMs read. Row-wise: X (M,K) and W (N,K);
-  // TN: Xᵀ (K,M) and Wᵀ (K,N).
-  ctx.Save(tn ? x_t : x_fp8);
-  ctx.Save(tn ? w_t : w_fp8);
+  // Saved: X (M,K) as wgrad reads it (only its column-wise bytes where the
+  // GEMM wants those) and W (N,K) with its cached column-wise copy.
+  ctx.Save(ForTransposedUse(x_fp8));
+  ctx.Save(w_fp8);
   if (gelu) ctx.Save(pre);
   ctx.state = state;
   ctx.shapes = {x.shape()};
   ctx.dtypes = {x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
-  ctx.ints = {tn ? 1 : 0, M, N};
+  ctx.ints = {M, N};
   return y.Reshape(out_shape);
 }
 
 TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
   auto state = std::static_pointer_cast<Fp8LinearState>(ctx.state);
   OCTET_CHECK(state && !state->orphaned(), kName, ": backward after the owning Linear was destroyed");
-  const bool tn = ctx.ints[0] == 1;
-  const int64_t M = ctx.ints[1], N = ctx.ints[2];
-  const Tensor x_saved = ctx.Saved(0), w_saved = ctx.Saved(1);
+  const int64_t M = ctx.ints[0], N = ctx.ints[1];
+  const Tensor x_saved = ctx.Saved(0), w_saved = ctx.Saved(1);  // X (M,K), W (N,K)
   Tensor dy2 = dy.Reshape({M, N}).Contiguous();  // (M,N)
   if (ctx.num_saved() == 3) dy2 = BinaryRaw(BinaryOp::kGeluBackward, dy2, ctx.Saved(2));  // d pre-activation
-  // Amax histories of the gradient are recorded whenever backward runs (training).
-  Tensor dy_t;
+  // Amax histories of the gradient are recorded whenever backward runs
+  // (training); dYᵀ is read by wgrad.
   const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true,
-                                        tn && ctx.NeedsInputGrad(1) ? &dy_t : nullptr);  // (M,N) E5M2
+                                        /*columnwise=*/ctx.NeedsInputGrad(1));  // (M,N) E5M2
   Tensor dx, dw, db;
   if (ctx.NeedsInputGrad(0)) {
-    // dX = dY·W: W read as W (N,K) or as the transpose of Wᵀ (K,N).
-    const Tensor w_op = tn ? w_saved.T() : w_saved;
-    dx = AsDType(ScaledMatmul(dy_fp8, w_op, GemmOut(ctx.dtypes[0]), Tensor(), GemmRole::kDgrad), ctx.dtypes[0])
-             .View(ctx.shapes[0]);  // (M,K)
+    // dX = dY·W (M,K)
+    dx = AsDType(ScaledMatmul(dy_fp8, w_saved, GemmOut(ctx.dtypes[0]), Tensor(), GemmRole::kDgrad), ctx.dtypes[0])
+             .View(ctx.shapes[0]);
   }
   if (ctx.NeedsInputGrad(1)) {
-    // dW = dYᵀ·X: row-wise, strided views of dY (M,N) and X (M,K); TN, the
-    // contiguous dYᵀ (N,M) and the transpose of Xᵀ (K,M).
-    const Tensor a = tn ? dy_t : dy_fp8.T(), b = tn ? x_saved.T() : x_saved;
-    dw = AsDType(ScaledMatmul(a, b, GemmOut(ctx.dtypes[1]), Tensor(), GemmRole::kWgrad), ctx.dtypes[1]);  // (N,K)
+    // dW = dYᵀ·X (N,K)
+    dw = AsDType(ScaledMatmul(dy_fp8.T(), x_saved, GemmOut(ctx.dtypes[1]), Tensor(), GemmRole::kWgrad),
+                 ctx.dtypes[1]);
   }
   if (ctx.NeedsInputGrad(2)) {
     const Tensor d32 = dy2.dtype() == DType::kFloat32 ? dy2 : dy2.To(DType::kFloat32);

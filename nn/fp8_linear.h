@@ -13,17 +13,17 @@
 // x: that is where O1 saves activation memory. The roles (fprop, dgrad,
 // wgrad) go to ScaledMatmul: on CUDA fprop runs with FAST_ACCUM.
 //
-// NOTE [fp8 linear layouts]: on the CPU (and on GPUs that run FP8 GEMMs in
-// any layout) the gradient GEMMs read the transposed operands through
-// strided views, so no transposed FP8 copies exist. Where FP8 GEMMs must be
-// TN (Fp8GemmWantsTransposedCopies: sm_89, sm_90, sm_12x), every FP8 tensor
-// is made by CastTranspose, which writes the row-wise copy and its transpose
-// in one pass, and the GEMMs read (CUDA_NOTES.md §1.4):
-//   fprop  Y  = X·Wᵀ      X (M,K), W (N,K)           both K-contiguous
-//   dgrad  dX = dY·W      dY (M,N), Wᵀ (K,N)         via the cached weight transpose
-//   wgrad  dW = dYᵀ·X     dYᵀ (N,M), Xᵀ (K,M)
-// Backward then needs Xᵀ but not X, so the activation saved is Xᵀ (the same
-// bytes); the weight cache keeps W and Wᵀ.
+// NOTE [fp8 linear layouts]: X and W are each read twice, once as they are
+// and once transposed (X in fprop and, as Xᵀ, in wgrad; W in fprop and
+// dgrad), dY likewise (dgrad, and dYᵀ in wgrad). The Linear asks for FP8
+// tensors with column-wise data (QuantizeForGemm in ops/matmul.h) and leaves
+// the layout to the GEMM layer: where FP8 GEMMs are TN-only (sm_89, sm_90,
+// sm_12x) the cast writes the transposed copy in the same pass and
+// ScaledMatmul reads whichever copy its backend wants; on the CPU nothing is
+// copied and the gradient GEMMs read strided views. The saved activation is
+// ForTransposedUse(X): X as a logical (M,K) matrix, stored as the Xᵀ bytes
+// where that is what wgrad reads, so backward keeps one FP8 copy of X; the
+// weight cache keeps W with its column-wise copy.
 //
 // NOTE [weight scaling]: the weight's FP8 copy is made once per weight
 // version (Storage version counter, which Optimizer::Step bumps; see
@@ -69,6 +69,12 @@ class Fp8LinearState {
   Fp8Slot& weight() { return *weight_; }
   Fp8Slot& grad_output() { return *grad_output_; }
   std::vector<Fp8Slot*> slots() { return {input_.get(), weight_.get(), grad_output_.get()}; }
+  // How the model's Fp8State reduces the history of slots()[i]: the weight
+  // (NOTE [weight scaling]) and every slot under current scaling keep the
+  // scale of their newest amax (kMostRecent); the others follow the recipe.
+  AmaxAlgo update_algo(int i) const {
+    return i == 1 || recipe_.scaling == Scaling::kCurrent ? AmaxAlgo::kMostRecent : recipe_.amax_algo;
+  }
 
   // When on, each quantization also counts saturated and underflowed elements
   // (one extra pass over the tensor).
@@ -76,17 +82,17 @@ class Fp8LinearState {
   void set_telemetry(bool on) { telemetry_ = on; }
 
   // The FP8 (recipe.forward_dtype) copy of w, quantized when w's storage or
-  // version differs from the cached one. w: (N,K) float. With `transposed`,
-  // also the (K,N) transposed copy (NOTE [fp8 linear layouts]), cached too.
-  Tensor QuantizedWeight(const Tensor& w, Tensor* transposed = nullptr);
+  // version differs from the cached one, with column-wise data where the GEMM
+  // wants it (NOTE [fp8 linear layouts]). w: (N,K) float.
+  Tensor QuantizedWeight(const Tensor& w);
   int64_t weight_quantizations() const { return weight_quantizations_; }
 
   // Quantizes x (any shape, float, on the slot's device) for `slot` as the
   // recipe says (NOTE [delayed scaling order]) without a host sync (NOTE
   // [slot state on the device]); records the amax when `record`; fills the
-  // slot's observation (clip counts only when telemetry is on). With
-  // `transposed` (x 2-D), also writes the transposed FP8 copy (CastTranspose).
-  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, Tensor* transposed = nullptr);
+  // slot's observation (clip counts only when telemetry is on). `columnwise`
+  // (x 2-D): a GEMM will also read it transposed (QuantizeForGemm).
+  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false);
 
   // Called by the owner's destructor: a graph that outlives its Linear then
   // fails with a clear error in backward instead of touching freed buffers.
@@ -95,7 +101,7 @@ class Fp8LinearState {
 
  private:
   void MakeSlots(Module& owner);
-  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, Tensor* transposed);
+  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, bool columnwise);
   Module* owner_;
   std::string prefix_;
   std::string label_;
@@ -109,8 +115,7 @@ class Fp8LinearState {
   int64_t cached_offset_ = -1;
   Shape cached_shape_;
   DType cached_dtype_ = DType::kFloat32;
-  Tensor cached_fp8_;
-  Tensor cached_fp8_t_;  // (K,N), only where FP8 GEMMs want transposed copies
+  Tensor cached_fp8_;  // with its column-wise copy where the GEMM wants one
   int64_t weight_quantizations_ = 0;
 };
 
@@ -127,8 +132,8 @@ Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
                  bool record, DType out_dtype = DType::kBFloat16, bool gelu = false);
 
 // The autograd op behind Fp8Linear (public so tests can inspect what a node
-// saved: ctx.Saved(0) is the FP8 input, ctx.Saved(1) the FP8 weight — or
-// their transposes, NOTE [fp8 linear layouts]).
+// saved: ctx.Saved(0) is the FP8 input X (M,K), possibly stored column-wise,
+// ctx.Saved(1) the FP8 weight W (N,K); NOTE [fp8 linear layouts]).
 struct Fp8LinearOp : autograd::Op<Fp8LinearOp> {
   static constexpr const char* kName = "fp8_linear";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -10,6 +10,7 @@
 #include "core/scaling_math.h"
 #include "ops/cpu/loops.h"
 #include "ops/delayed_scaling.h"
+#include "ops/pointwise.h"
 
 namespace octet::nn::amp {
 namespace {
@@ -18,9 +19,6 @@ float HalfMinSubnormal(DType fp8) {
   // e4m3: 2^-10, e5m2: 2^-17 (core/float8.h kHalfMinSubnormalAbs).
   return fp8 == DType::kFloat8E4M3 ? 0.0009765625f : 7.62939453125e-06f;
 }
-
-// Host copies of small float32 state tensors (device tensors round-trip).
-std::vector<float> HostFloats(const Tensor& t) { return t.ToFloats(); }
 
 }  // namespace
 
@@ -59,26 +57,20 @@ Fp8Slot::Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, 
   OCTET_CHECK(history_len >= 1, "Fp8Slot ", name_, ": amax history length must be >= 1, got ", history_len);
   *history_ = Zeros({history_len}, {.dtype = DType::kFloat32, .device = device});
   *scale_ = Ones({1}, {.dtype = DType::kFloat32, .device = device});
+  amax_ = Full({1}, kNoAmaxRecorded, {.dtype = DType::kFloat32, .device = device});
 }
 
 float Fp8Slot::scale() const { return static_cast<float>(scale_->Item()); }
 
-bool Fp8Slot::KnownInitialized() const {
-  const std::shared_ptr<Storage> known = known_storage_.lock();
-  return known != nullptr && known == history_->storage() && known_version_ == known->version();
+void Fp8Slot::EnsurePendingOnDevice() const {
+  // Module::To(device) moves the history and scale (module buffers); the
+  // pending amax follows here, before its first use on the new device.
+  if (amax_.device() != device()) amax_ = amax_.To(device());
 }
 
-bool Fp8Slot::initialized() const {
-  if (KnownInitialized()) return true;
-  for (float h : HostFloats(*history_)) {
-    if (h > 0.0f) {
-      known_storage_ = history_->storage();
-      known_version_ = history_->storage()->version();
-      return true;
-    }
-  }
-  known_storage_.reset();
-  return false;
+const Tensor& Fp8Slot::pending_amax() const {
+  EnsurePendingOnDevice();
+  return amax_;
 }
 
 void Fp8Slot::CheckOnDevice(const Tensor& t, const char* what) const {
@@ -106,25 +98,34 @@ Tensor Fp8Slot::CurrentScale(const Recipe& recipe, const Tensor& amax) const {
   return next;
 }
 
-void Fp8Slot::Record(const Recipe& recipe, const Tensor& amax, const Tensor& used_scale) {
+void Fp8Slot::Record(const Tensor& amax) {
   CheckOnDevice(amax, "amax");
-  CheckOnDevice(used_scale, "used_scale");
-  // Still initialised after our own update (NOTE [slot state on the device]).
-  const bool was_known = KnownInitialized();
-  const TensorOptions f32{.dtype = DType::kFloat32, .device = device()};
-  const bool delayed = recipe.scaling == Scaling::kDelayed;
-  const DelayedScalingConfig config{.margin = recipe.margin, .algo = recipe.amax_algo,
-                                    .power_of_two = recipe.power_of_two_scales};
-  // The shared host/device update (core/delayed_scaling.h); current scaling
-  // only rolls the history and then stores the scale it used.
-  UpdateDelayedScaling({{.history = *history_, .amax = amax.Reshape({1}), .scale = delayed ? *scale_ : Empty({1}, f32),
-                         .scale_inv = Empty({1}, f32), .fp8_max = static_cast<float>(Info(dtype_).max_finite)}},
-                       config);
-  if (!delayed) {
-    NoGradGuard no_grad;
-    scale_->CopyFrom_(used_scale.Reshape({1}));
-  }
-  if (was_known) known_version_ = history_->storage()->version();
+  EnsurePendingOnDevice();
+  // NOTE [delayed scaling order]: the micro-batches of a step max-combine
+  // (kMaximum keeps a NaN from either side).
+  NoGradGuard no_grad;
+  amax_.CopyFrom_(Maximum(amax_, amax.Reshape({1})));
+  recorded_ = true;
+}
+
+void Fp8Slot::Bind(const Tensor& history, const Tensor& scale, const Tensor& amax) {
+  OCTET_CHECK(history.shape() == history_->shape() && scale.numel() == 1 && amax.numel() == 1, "Fp8Slot ", name_,
+              ": Bind got history ", Describe(history), " for ", Describe(*history_));
+  *history_ = history;
+  *scale_ = scale;
+  amax_ = amax;
+}
+
+void Fp8Slot::MarkUpdated() {
+  if (recorded_) initialized_ = true;
+  recorded_ = false;
+}
+
+void Fp8Slot::ResetPendingAmax() {
+  EnsurePendingOnDevice();
+  NoGradGuard no_grad;
+  amax_.Fill_(kNoAmaxRecorded);
+  recorded_ = false;
 }
 
 void Fp8Slot::Observe(const Tensor& amax, const Tensor& scale, int64_t numel, const ClipCounts* clip) {

@@ -56,4 +56,44 @@ void UpdateDelayedScaling(const std::vector<DelayedScalingSlot>& slots, const De
   }
 }
 
+
+OCTET_DEFINE_KERNEL(delayed_scaling_buffers_update, DelayedScalingBuffersFn);
+
+void UpdateDelayedScalingBuffers(const Tensor& history, const Tensor& amax, const Tensor& scale,
+                                 const Tensor& scale_inv, const Tensor& fp8_max, const Tensor& algo,
+                                 const DelayedScalingConfig& config) {
+  constexpr const char* kOp = "UpdateDelayedScalingBuffers";
+  OCTET_CHECK(history.defined() && history.dim() == 2 && history.size(1) >= 1 &&
+                  history.dtype() == DType::kFloat32 && history.is_contiguous(),
+              kOp, ": history must be a contiguous float32 [S, H] tensor (H >= 1), got ",
+              history.defined() ? Describe(history) : std::string("an undefined tensor"));
+  const Device device = history.device();
+  const int64_t S = history.size(0);
+  auto check = [&](const Tensor& t, const char* what, DType dtype) {
+    OCTET_CHECK(t.defined() && t.dtype() == dtype && t.dim() == 1 && t.size(0) == S && t.is_contiguous() &&
+                    t.device() == device,
+                kOp, ": ", what, " must be a contiguous ", Name(dtype), " [", S, "] tensor on ", device, ", got ",
+                t.defined() ? Describe(t) : std::string("an undefined tensor"));
+  };
+  check(amax, "amax", DType::kFloat32);
+  check(scale, "scale", DType::kFloat32);
+  check(scale_inv, "scale_inv", DType::kFloat32);
+  check(fp8_max, "fp8_max", DType::kFloat32);
+  check(algo, "algo", DType::kUInt8);
+  OCTET_CHECK(S <= (int64_t{1} << 30) && history.size(1) <= (int64_t{1} << 20), kOp, ": too many slots (", S,
+              ") or too long a history (", history.size(1), ")");
+  if (S == 0) return;
+  DelayedScalingBuffers b;
+  b.history = history.data<float>();
+  b.amax = amax.data<float>();
+  b.scale = scale.data<float>();
+  b.scale_inv = scale_inv.data<float>();
+  b.fp8_max = fp8_max.data<float>();
+  b.algo = algo.data<uint8_t>();
+  b.slots = static_cast<int>(S);
+  b.length = static_cast<int>(history.size(1));
+  delayed_scaling_buffers_update(device)(device, b, config);
+  for (const Tensor* t : {&history, &amax, &scale, &scale_inv}) t->storage()->BumpVersion();
+}
+
 }  // namespace octet

@@ -47,4 +47,25 @@ using DelayedScalingUpdateFn = void(Device device, const std::vector<DelayedScal
                                     const DelayedScalingConfig& config);
 OCTET_DECLARE_KERNEL(delayed_scaling_update, DelayedScalingUpdateFn);
 
+
+// The fused update of every slot of a model at once (amp::Fp8State): one
+// UpdateDelayedScalingBufferSlot per slot over contiguous buffers — a single
+// kernel launch on CUDA, the host loop on the CPU, the same bits on both.
+// All tensors contiguous, on one device:
+//   history   float32 [S, H] (S >= 0, H >= 1), updated in place
+//   amax      float32 [S]    read, then reset to kNoAmaxRecorded
+//   scale     float32 [S]    previous scale on entry, next scale on return
+//   scale_inv float32 [S]    written for the updated slots
+//   fp8_max   float32 [S]    each slot format's max finite value (> 0)
+//   algo      uint8   [S]    each slot's AmaxAlgo
+// config.algo is ignored. Throws octet::Error naming the tensor that is wrong.
+void UpdateDelayedScalingBuffers(const Tensor& history, const Tensor& amax, const Tensor& scale,
+                                 const Tensor& scale_inv, const Tensor& fp8_max, const Tensor& algo,
+                                 const DelayedScalingConfig& config);
+
+// The raw buffers (already checked), all on `device`.
+using DelayedScalingBuffersFn = void(Device device, const DelayedScalingBuffers& buffers,
+                                     const DelayedScalingConfig& config);
+OCTET_DECLARE_KERNEL(delayed_scaling_buffers_update, DelayedScalingBuffersFn);
+
 }  // namespace octet

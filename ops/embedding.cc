@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "ops/embedding_kernels.h"
+#include "ops/index_check.h"
 #include "ops/op_checks.h"
 
 namespace octet {
@@ -32,11 +33,15 @@ struct EmbeddingOp : autograd::Op<EmbeddingOp> {
     CheckSameDevice(kName, weight, indices);
     const int64_t v = weight.shape()[0], c = weight.shape()[1], n = indices.numel();
     const Tensor w = weight.Contiguous();
-    const Tensor idx = indices.Contiguous().View({n});  // (N)
+    // NOTE [deferred index checks]: checked on the device, read later.
+    const bool deferred = DeferredIndexChecks() && v > 0;
+    const Tensor idx = deferred ? CheckIndicesDeferred(IndexCheckOp::kEmbedding, indices.Contiguous().View({n}), v,
+                                                       /*has_ignore=*/false, 0, /*replacement=*/0, nullptr)
+                                : indices.Contiguous().View({n});  // (N)
     Shape out_shape = indices.shape();
     out_shape.push_back(c);
     Tensor out = Empty(out_shape, {.dtype = weight.dtype(), .device = weight.device()});
-    const EmbeddingFwdResult r = embedding_fwd(weight.device())(w, idx, out.View({n, c}));
+    const EmbeddingFwdResult r = embedding_fwd(weight.device())(w, idx, out.View({n, c}), deferred);
     OCTET_CHECK(r.bad_position < 0, kName, ": index ", r.bad_value, " at position ",
                 IndexStr(r.bad_position, indices.shape()), " of indices ", Describe(indices),
                 " is out of range for V = ", v, " rows (weight ", Describe(weight), ")");

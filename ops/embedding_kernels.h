@@ -19,10 +19,13 @@ struct EmbeddingFwdResult {
 };
 
 // Gathers out[i] = weight[indices[i]]. Every index is checked before any row
-// is copied.
+// is copied, unless `prechecked` (NOTE [deferred index checks] in
+// ops/index_check.h: the indices are known to be in range; a device kernel
+// then skips its check and the host read of its result).
 using EmbeddingFwdFn = EmbeddingFwdResult(const Tensor& weight,   // (V,C)
                                           const Tensor& indices,  // (N) int64/int32
-                                          const Tensor& out);     // (N,C) out, weight's dtype
+                                          const Tensor& out,      // (N,C) out, weight's dtype
+                                          bool prechecked);
 
 // dweight[v] = sum over i with indices[i] == v of dout[i], in the order of
 // NOTE [embedding backward order]; rows never indexed are set to 0 (the

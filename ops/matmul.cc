@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "core/scaling.h"
+#include "ops/cast.h"
 #include "ops/matmul_kernels.h"
 #include "ops/op_checks.h"
 #include "ops/pointwise.h"
@@ -232,11 +233,66 @@ void SetFp8TransposedCopiesForTesting(std::optional<bool> value) {
   transposed_copies_override.store(value.has_value() ? static_cast<int>(*value) : -1, std::memory_order_relaxed);
 }
 
-Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias, GemmRole role,
+
+namespace {
+
+// NOTE [fp8 column-wise data]: is t the row-wise q itself (R, C) contiguous,
+// or q.T()? 0: neither (or no copy), 1: q, 2: q.T().
+int ColumnwiseRelation(const Tensor& t) {
+  const ScaleMeta* m = t.scale_meta();
+  if (m == nullptr || !m->columnwise.defined() || t.dim() != 2 || t.storage().get() != m->rowwise_storage ||
+      t.offset() != m->rowwise_offset)
+    return 0;
+  const int64_t C = m->columnwise.size(0), R = m->columnwise.size(1);
+  if (t.size(0) == R && t.size(1) == C && t.stride(0) == C && t.stride(1) == 1) return 1;
+  if (t.size(0) == C && t.size(1) == R && t.stride(0) == 1 && t.stride(1) == C) return 2;
+  return 0;
+}
+
+// The operand of a TN-only FP8 GEMM in the layout it reads (NOTE [FP8 TN
+// rule]): A (M, K) with K contiguous, B (K, N) with K contiguous (stride 1
+// along dim 0). Uses q's column-wise copy where the given view is the other
+// orientation; anything else is left to the backend (which copies).
+Tensor Fp8OperandForTn(const Tensor& t, bool is_a) {
+  const int rel = ColumnwiseRelation(t);
+  if (rel == 0) return t;
+  const Tensor& ct = t.scale_meta()->columnwise;  // (C, R) contiguous = q.T()
+  if (is_a) return rel == 2 ? ct : t;             // A wants rows contiguous
+  return rel == 1 ? ct.T() : t;                   // B wants columns contiguous
+}
+
+}  // namespace
+
+Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise, Fp8Saturation sat) {
+  CheckDefined("quantize_for_gemm", x, "x");
+  if (!columnwise || !Fp8GemmWantsTransposedCopies(x.device())) return Quantize(x, fp8, scale, sat);
+  OCTET_CHECK(x.dim() == 2, "quantize_for_gemm: a column-wise copy needs a 2-D tensor, got ", Describe(x));
+  auto [q, qt] = CastTranspose(x, fp8, scale, sat);
+  // q gets its own metadata (the shared one plus the copy); qt keeps the shared one.
+  auto meta = std::make_shared<ScaleMeta>(*q.scale_meta());
+  meta->columnwise = qt;
+  meta->rowwise_storage = q.storage().get();
+  meta->rowwise_offset = q.offset();
+  q.impl()->set_scale_meta(std::move(meta));
+  return q;
+}
+
+Tensor ForTransposedUse(const Tensor& q) {
+  CheckDefined("for_transposed_use", q, "q");
+  if (ColumnwiseRelation(q) != 1) return q;
+  return q.scale_meta()->columnwise.T();
+}
+
+Tensor ScaledMatmul(const Tensor& a_in, const Tensor& b_in, DType out_dtype, const Tensor& bias, GemmRole role,
                     Tensor* gelu_pre) {
   constexpr const char* op = "scaled_matmul";
-  CheckDefined(op, a_fp8, "a");
-  CheckDefined(op, b_fp8, "b");
+  CheckDefined(op, a_in, "a");
+  CheckDefined(op, b_in, "b");
+  // NOTE [fp8 column-wise data]: the layout the backend reads, where an
+  // operand carries both.
+  const bool tn = Fp8GemmWantsTransposedCopies(a_in.device());
+  const Tensor a_fp8 = tn ? Fp8OperandForTn(a_in, /*is_a=*/true) : a_in;
+  const Tensor b_fp8 = tn ? Fp8OperandForTn(b_in, /*is_a=*/false) : b_in;
   const std::string both = PairStr(a_fp8, b_fp8);
   OCTET_CHECK(IsFp8(a_fp8.dtype()) && IsFp8(b_fp8.dtype()), op, ": expects FP8 operands, got ", both,
               " (Quantize them first, or use Matmul for unscaled dtypes)");

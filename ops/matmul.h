@@ -20,6 +20,7 @@
 
 #include <optional>
 
+#include "core/float8.h"
 #include "core/tensor.h"
 #include "ops/gemm_layout.h"
 
@@ -79,13 +80,28 @@ Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, c
 
 // True when FP8 GEMMs on `device` read both operands K-contiguous only
 // ("TN", NOTE [FP8 TN rule] in ops/gemm_layout.h): CUDA devices of compute
-// capability 8.9, 9.0 and 12.x. A caller that multiplies one FP8 matrix in
-// both orientations (the FP8 Linear: X and W in fprop, their transposes in
-// the gradient GEMMs) should then make the transposed copies once with
-// CastTranspose and pass transposed views of them, rather than let every
-// GEMM transpose again. False on the CPU, which reads any layout.
+// capability 8.9, 9.0 and 12.x; false on the CPU, which reads any layout.
+// Callers need not ask: QuantizeForGemm and ScaledMatmul act on it (NOTE
+// [fp8 column-wise data] in core/scaling.h).
 bool Fp8GemmWantsTransposedCopies(Device device);
 // Tests: force the answer for every device (nullopt: ask the backend again).
 void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
+
+// Quantize (ops/cast.h) for a matrix that FP8 GEMMs will read as it is and,
+// when `columnwise`, also transposed (the FP8 Linear: X in fprop and Xᵀ in
+// wgrad; W in fprop and dgrad). Where FP8 GEMMs want it
+// (Fp8GemmWantsTransposedCopies), the cast also writes the transposed copy
+// in the same pass (CastTranspose) and the result carries it in its scale
+// metadata (NOTE [fp8 column-wise data]); ScaledMatmul then reads whichever
+// of the two layouts its backend wants, for q and for q.T(). Elsewhere this
+// is Quantize. x: 2-D (R, C) when columnwise, else any shape; other
+// arguments and errors as Quantize.
+Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise,
+                       Fp8Saturation sat = Fp8Saturation::kSatFinite);
+// The same logical matrix as q, stored as the transposed use wants it: the
+// column-wise copy viewed as (R, C) (strides (1, R)) when q carries one,
+// else q. Lets a caller keep only the bytes a later GEMM on q.T() reads
+// (the FP8 Linear's saved activation).
+Tensor ForTransposedUse(const Tensor& q);
 
 }  // namespace octet

@@ -1,5 +1,7 @@
 #include "ops/shape.h"
 
+#include "core/host_reads.h"
+
 #include <numeric>
 
 #include "autograd/function.h"
@@ -372,6 +374,7 @@ Tensor Tensor::To(DType dtype) const {
 
 Tensor Tensor::To(Device device) const {
   if (device == this->device()) return *this;
+  if (device.is_cpu()) internal::CountHostRead();  // NOTE [host reads] in core/host_reads.h
   return ToDeviceOp::Apply(*this, device);
 }
 

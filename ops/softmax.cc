@@ -1,6 +1,7 @@
 #include "ops/softmax.h"
 
 #include "autograd/function.h"
+#include "ops/index_check.h"
 #include "ops/op_checks.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
@@ -77,17 +78,33 @@ struct CrossEntropyOp : autograd::Op<CrossEntropyOp> {
     CheckCrossEntropyArgs(logits, targets);
     const Reduction reduction = static_cast<Reduction>(reduction_int);
     const int64_t n = logits.shape()[0], v = logits.shape()[1];
-    const Tensor lc = logits.Contiguous(), tc = targets.Contiguous();
+    // NOTE [deferred index checks]: the targets checked on the device, bad ones
+    // replaced by ignore_index; the count of used rows stays a device tensor.
+    const bool deferred = DeferredIndexChecks();
+    Tensor count;  // int64 [1], deferred only
+    const Tensor lc = logits.Contiguous();
+    const Tensor tc = deferred ? CheckIndicesDeferred(IndexCheckOp::kCrossEntropy, targets.Contiguous(), v,
+                                                      /*has_ignore=*/true, ignore_index, ignore_index, &count)
+                               : targets.Contiguous();
     const TensorOptions acc{.dtype = AccDType(logits.dtype()), .device = logits.device()};
     Tensor loss = Empty({n}, acc), lse = Empty({n}, acc);
-    const CrossEntropyFwdResult r = cross_entropy_fwd(logits.device())(lc, tc, ignore_index, loss, lse);
+    const CrossEntropyFwdResult r = cross_entropy_fwd(logits.device())(lc, tc, ignore_index, loss, lse, deferred);
     OCTET_CHECK(r.bad_position < 0, kName, ": target ", r.bad_value, " at position ", r.bad_position,
                 " is out of range for V = ", v, " classes (logits ", Describe(logits),
                 "); targets must be in [0, ", v, ") or equal ignore_index (", ignore_index, ")");
     ctx.Save(lc);
     ctx.Save(tc);
     ctx.Save(lse);
-    ctx.ints = {ignore_index, reduction_int, r.count};
+    ctx.ints = {ignore_index, reduction_int, r.count, deferred ? 1 : 0};
+    if (deferred) {
+      // 1/count (0 when no row counts) in f64, as the immediate path's host
+      // double: the same bits after the same roundings.
+      const TensorOptions f64{.dtype = DType::kFloat64, .device = logits.device()};
+      const Tensor c64 = count.To(DType::kFloat64).Reshape({});
+      const Tensor recip = Where(CompareScalar(CompareOp::kGt, c64, 0.0), Div(Full({}, 1.0, f64), c64), Zeros({}, f64));
+      ctx.Save(recip);
+      if (reduction == Reduction::kMean) return Mul(Sum(loss), recip.To(acc.dtype));
+    }
     switch (reduction) {
       case Reduction::kNone: return loss;
       case Reduction::kSum: return Sum(loss);
@@ -103,9 +120,15 @@ struct CrossEntropyOp : autograd::Op<CrossEntropyOp> {
     const Reduction reduction = static_cast<Reduction>(ctx.ints[1]);
     const int64_t n = logits.shape()[0];
     Tensor dlogits = Empty(logits.shape(), {.dtype = logits.dtype(), .device = logits.device()});
-    const Tensor dloss = reduction == Reduction::kNone ? dout.Contiguous() : dout.Reshape({1}).Expand({n});
-    const double scale =
-        reduction == Reduction::kMean ? (count > 0 ? 1.0 / static_cast<double>(count) : 0.0) : 1.0;
+    Tensor dloss = reduction == Reduction::kNone ? dout.Contiguous() : dout.Reshape({1}).Expand({n});
+    double scale = reduction == Reduction::kMean ? (count > 0 ? 1.0 / static_cast<double>(count) : 0.0) : 1.0;
+    if (ctx.ints[3] == 1 && reduction == Reduction::kMean) {
+      // NOTE [deferred index checks]: the kernel's A(double(dloss) * scale)
+      // with scale on the device: A(double(dout) * recip), then scale 1.
+      const Tensor g = Mul(dout.To(DType::kFloat64).Reshape({}), ctx.Saved(3)).To(dout.dtype());
+      dloss = g.Reshape({1}).Expand({n});
+      scale = 1.0;
+    }
     cross_entropy_bwd(logits.device())(logits, targets, lse, dloss, scale, ignore_index, dlogits);
     return {dlogits, Tensor()};
   }

@@ -38,7 +38,11 @@ using CrossEntropyFwdFn = CrossEntropyFwdResult(const Tensor& logits,   // (N,V)
                                                 const Tensor& targets,  // (N) int64/int32 contiguous
                                                 int64_t ignore_index,
                                                 const Tensor& loss,  // (N) out, acc dtype; 0 where ignored
-                                                const Tensor& lse);  // (N) out, acc dtype: logsumexp of each row
+                                                const Tensor& lse,   // (N) out, acc dtype: logsumexp of each row
+                                                // NOTE [deferred index checks] (ops/index_check.h): targets
+                                                // known valid; a device kernel skips its check, its host
+                                                // read and `count`.
+                                                bool prechecked);
 
 // dlogits[i, j] = (exp(logits[i, j] - lse[i]) - (j == targets[i])) * dloss[i] * scale,
 // and 0 on rows whose target is ignore_index.

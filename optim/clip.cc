@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -135,6 +137,55 @@ double ClipGradNorm(const NamedTensors& params, double max_norm, bool error_if_n
   }
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0) ScaleGrads(params, coef);
+  return total;
+}
+
+Tensor GradNormTensor(const NamedTensors& params) {
+  NoGradGuard no_grad;
+  // NOTE [clipping without a host read]: CPU gradients are summed as in
+  // GradNorm (host memory: no round trip); device ones on their device.
+  std::optional<Device> device;
+  double cpu_total = 0.0;
+  Tensor total;
+  for (const auto& [name, p] : params) {
+    if (!p.defined()) continue;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    CheckGrad("clip_grad_norm", name, g);
+    OCTET_CHECK(!device.has_value() || *device == g.device(), "clip_grad_norm: gradient of '", name, "' is on ",
+                g.device(), " but an earlier one is on ", *device, "; the device-side norm needs one device");
+    device = g.device();
+    if (g.device().is_cpu()) {
+      cpu_total += SumSquares(g);
+    } else {
+      const Tensor s = DeviceSumSquares(g);
+      total = total.defined() ? Add(total, s) : s;
+    }
+  }
+  if (!device.has_value() || device->is_cpu()) return Full({}, std::sqrt(cpu_total), {.dtype = DType::kFloat64});
+  return Sqrt(total);
+}
+
+Tensor ClipGradNormTensor(const NamedTensors& params, double max_norm) {
+  OCTET_CHECK(max_norm > 0.0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  NoGradGuard no_grad;
+  const Tensor total = GradNormTensor(params);
+  const TensorOptions f64{.dtype = DType::kFloat64, .device = total.device()};
+  // coef = max_norm / (total + 1e-6) where total is finite and coef < 1, else 1.
+  const Tensor coef = Div(Full({}, max_norm, f64), AddScalar(total, 1e-6));
+  const Tensor finite = CompareScalar(CompareOp::kLt, Abs(total), std::numeric_limits<double>::infinity());
+  const Tensor c64 = Where(finite, Minimum(coef, Full({}, 1.0, f64)), Full({}, 1.0, f64));
+  const Tensor c32 = c64.To(DType::kFloat32);
+  for (const auto& [name, p] : params) {
+    if (!p.defined()) continue;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    // As ScaleGrads: f64 gradients by the f64 coefficient, others in f32.
+    const Tensor scaled = g.dtype() == DType::kFloat64   ? Mul(g, c64)
+                          : g.dtype() == DType::kFloat32 ? Mul(g, c32)
+                                                         : Mul(g.To(DType::kFloat32), c32).To(g.dtype());
+    g.CopyFrom_(scaled);
+  }
   return total;
 }
 

@@ -29,6 +29,17 @@ double ClipGradNorm(const TensorList& params, double max_norm, bool error_if_non
 // The global L2 norm of the gradients (f64), without clipping.
 double GradNorm(const NamedTensors& params);
 
+// NOTE [clipping without a host read]: the same clipping with the norm kept
+// on the gradients' device: returns the total norm as a float64 [] tensor
+// there and scales the gradients by a device-side coefficient (1 when the
+// norm is within max_norm or not finite; NOTE [non-finite gradient norm]),
+// so a training step need not wait for the device. The same bits as
+// ClipGradNorm: the sums, the f64 coefficient and the multiply in each
+// gradient's dtype (f32 for bf16/f16) are the same operations. All gradients
+// on one device. GradNormTensor is the norm alone.
+Tensor ClipGradNormTensor(const NamedTensors& params, double max_norm);
+Tensor GradNormTensor(const NamedTensors& params);
+
 // Multiplies every defined gradient by s in place (its own dtype, computed in
 // f32/f64). Used by clipping and the loss scaler.
 void ScaleGrads(const NamedTensors& params, double s);

@@ -25,6 +25,7 @@
 #include "distributed/ddp.h"
 #include "distributed/init.h"
 #include "distributed/zero.h"
+#include "nn/fp8_state.h"
 #include "nn/module.h"
 #include "optim/adamw.h"
 
@@ -45,6 +46,10 @@ class DistributedTraining {
   optim::NamedTensors OptimizerParams(nn::Module& model) const;
   // After the model and AdamW exist: DDP (broadcasts rank 0's weights) or ZeRO-1.
   void Attach(nn::Module& model, const optim::AdamW::Options& adamw);
+  // Makes the FP8 state manager MAX-reduce each step's pending amaxes across
+  // the ranks before it updates (dist::SyncAmaxesThrough), so every rank has
+  // the same histories and scales. Without a group it does nothing.
+  void AttachFp8State(nn::amp::Fp8State& state);
   // Before each micro-batch's backward: only the last one synchronises.
   void BeforeBackward(int64_t micro, int64_t accum);
   // After the last backward: gradients become the mean over ranks (or this
@@ -64,6 +69,7 @@ class DistributedTraining {
  private:
   dist::DistContext ctx_;
   dist::GradSync grad_sync_ = dist::GradSync::kFp32;
+  bool fp8_state_synced_ = false;  // amaxes reduced by the FP8 state manager's hook
   DType zero_gather_ = DType::kFloat32;
   bool zero1_flag_ = false;
   int64_t bucket_bytes_ = 0;

@@ -41,6 +41,7 @@
 #include "nn/amp.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
+#include "ops/index_check.h"
 #include "ops/pointwise.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -317,6 +318,7 @@ absl::Status Run() {
   nn::GPT model(config);
   model.To(device);  // initialised on the CPU (the same weights on every device), then moved
   model.SetAmp(level, recipe);
+  nn::amp::Fp8State fp8_state(model);  // NOTE [who updates the FP8 state] (nn/fp8_state.h)
   optim::AdamW::Options adamw;  // decay: 2-D parameters (the default filter), as in GPT-2
   adamw.lr = absl::GetFlag(FLAGS_lr);
   adamw.beta1 = 0.9;
@@ -326,6 +328,7 @@ absl::Status Run() {
   adamw.state_dtype = state_dtype;
   optim::AdamW opt(dt.OptimizerParams(model), adamw);
   dt.Attach(model, adamw);
+  dt.AttachFp8State(fp8_state);
   const optim::LrSchedule schedule({.kind = optim::LrScheduleKind::kCosine,
                                     .max_lr = absl::GetFlag(FLAGS_lr),
                                     .warmup_steps = std::min(absl::GetFlag(FLAGS_warmup), steps - 1),
@@ -414,40 +417,79 @@ absl::Status Run() {
   const int64_t ckpt_every = absl::GetFlag(FLAGS_ckpt_every);
   double val_loss = NAN, total_ms = 0.0;
   int64_t timed_steps = 0;
+  struct PendingStep {  // a step whose loss and gradient norm are still on the device
+    int64_t step;
+    Tensor loss_sum, grad_norm;
+    double lr, ms, tok_s, gflops;
+  };
+  std::vector<PendingStep> pending;
+  SetDeferredIndexChecks(true);  // token-id / target checks read at the read points below
   model.Train();
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
     if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, log_step);
     const auto t0 = Clock::now();
     model.ZeroGrad();
-    double loss_sum = 0.0;
+    // NOTE [host reads] (core/host_reads.h): nothing in the step reads the
+    // device; the loss and the gradient norm stay device tensors until a log
+    // line, an evaluation or a checkpoint needs them (the metrics rows of the
+    // steps in between are written then).
+    Tensor loss_sum;  // float64 [] on the device
     for (int64_t micro = 0; micro < accum; ++micro) {
       absl::StatusOr<Batch> batch = sampler->Next();
       if (!batch.ok()) return batch.status();
       Tensor loss = model.Loss(batch->inputs.To(device), batch->targets.To(device));
-      loss_sum += loss.Item();
+      const Tensor l64 = loss.detach().To(DType::kFloat64);
+      loss_sum = micro == 0 ? l64 : Add(loss_sum, l64);
       dt.BeforeBackward(micro, accum);
       (accum == 1 ? loss : MulScalar(loss, 1.0 / static_cast<double>(accum))).Backward();
     }
     const double grad_clip = absl::GetFlag(FLAGS_grad_clip);
-    const double grad_norm = dt.SyncAndClip(model, opt, grad_clip);
     const double lr = schedule.LrAt(step);
-    dt.Step(opt, lr);
+    Tensor grad_norm;
+    if (dt.world_size() > 1) {
+      // The gradient collectives synchronise the host anyway: the norm is a host value here.
+      grad_norm = Full({}, dt.SyncAndClip(model, opt, grad_clip), {.dtype = DType::kFloat64});
+      dt.Step(opt, lr);
+    } else {
+      grad_norm = grad_clip > 0 ? optim::ClipGradNormTensor(model.NamedParameters(), grad_clip)
+                                : optim::GradNormTensor(model.NamedParameters());
+      opt.set_lr(lr);
+      opt.Step();
+    }
+    fp8_state.Update();  // once per optimizer step (ranks' amaxes MAX-reduced first); a no-op without FP8 GEMMs
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (step > 0) {  // the first step pays for one-time setup
       total_ms += ms;
       ++timed_steps;
     }
-    const double loss_value = loss_sum / static_cast<double>(accum);
-    if (!std::isfinite(loss_value))
-      return absl::InternalError(absl::StrCat("training diverged: loss ", loss_value, " at step ", step + 1));
-    const double worst_sat =
-        level == nn::amp::Level::kO1 && log_step ? nn::amp::WorstSaturation(nn::amp::Telemetry(model)) : 0.0;
     const double tok_s = tokens_per_step / (ms / 1000.0);
     const double gflops = flops_per_step / (ms / 1000.0) / 1e9;
-    double step_val = NAN;
+    pending.push_back({step + 1, loss_sum, grad_norm, lr, ms, tok_s, gflops});
     const bool last = step + 1 == steps;
-    if (data->val && ((eval_every > 0 && (step + 1) % eval_every == 0) || last)) {
+    const bool eval_now = data->val && ((eval_every > 0 && (step + 1) % eval_every == 0) || last);
+    const bool stop_here = stop_after >= 0 && step + 1 == stop_after;
+    const bool save_now = (ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here;
+    if (!log_step && !eval_now && !save_now) continue;
+    // A read point: index errors of the steps since the last one (NOTE
+    // [deferred index checks] in ops/index_check.h), then the pending steps'
+    // values, oldest first.
+    ThrowIfDeferredIndexCheckFailed();
+    double loss_value = NAN;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const PendingStep& p = pending[i];
+      loss_value = p.loss_sum.Item() / static_cast<double>(accum);
+      if (!std::isfinite(loss_value))
+        return absl::InternalError(absl::StrCat("training diverged: loss ", loss_value, " at step ", p.step));
+      if (i + 1 < pending.size())
+        metrics.Step(p.step, loss_value, p.lr, p.grad_norm.Item(), p.ms, p.tok_s, p.gflops, 0.0, NAN);
+    }
+    const double grad_norm_value = grad_norm.Item();
+    pending.clear();
+    const double worst_sat =
+        level == nn::amp::Level::kO1 && log_step ? nn::amp::WorstSaturation(nn::amp::Telemetry(model)) : 0.0;
+    double step_val = NAN;
+    if (eval_now) {
       absl::StatusOr<double> v = Evaluate(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches), device);
       if (!v.ok()) return v.status();
       step_val = val_loss = *v;
@@ -462,9 +504,8 @@ absl::Status Run() {
       std::printf("step %5lld/%lld | val loss %.4f\n", static_cast<long long>(step + 1), static_cast<long long>(steps),
                   step_val);
     std::fflush(stdout);
-    metrics.Step(step + 1, loss_value, lr, grad_norm, ms, tok_s, gflops, worst_sat, step_val);
-    const bool stop_here = stop_after >= 0 && step + 1 == stop_after;
-    if ((ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here) {
+    metrics.Step(step + 1, loss_value, lr, grad_norm_value, ms, tok_s, gflops, worst_sat, step_val);
+    if (save_now) {
       if (absl::Status s = save(step + 1); !s.ok()) return s;
     }
     if (stop_here) {

@@ -16,4 +16,13 @@ void DelayedScalingUpdateCpu(Device, const std::vector<DelayedScalingSlotPtrs>& 
 
 OCTET_REGISTER_KERNEL(delayed_scaling_update, DeviceType::kCPU, &DelayedScalingUpdateCpu);
 
+
+namespace {
+void DelayedScalingBuffersUpdateCpu(Device, const DelayedScalingBuffers& b, const DelayedScalingConfig& config) {
+  for (int i = 0; i < b.slots; ++i) UpdateDelayedScalingBufferSlot(b, i, config);
+}
+}  // namespace
+
+OCTET_REGISTER_KERNEL(delayed_scaling_buffers_update, DeviceType::kCPU, &DelayedScalingBuffersUpdateCpu);
+
 }  // namespace octet

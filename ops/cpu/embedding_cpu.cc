@@ -80,7 +80,8 @@ void EmbeddingBwdTyped(const Tensor& dout,       // (N,C)
   });
 }
 
-EmbeddingFwdResult EmbeddingFwdCpu(const Tensor& weight, const Tensor& indices, const Tensor& out) {
+EmbeddingFwdResult EmbeddingFwdCpu(const Tensor& weight, const Tensor& indices, const Tensor& out,
+                                   bool /*prechecked: the host check is free*/) {
   EmbeddingFwdResult result;
   DispatchFloat(weight.dtype(), "embedding", [&]<typename T>() {
     Dispatch<DType::kInt64, DType::kInt32>(indices.dtype(), "embedding", [&]<typename I>() {

@@ -248,7 +248,8 @@ void CrossEntropyBwdTyped(const Tensor& logits, const Tensor& targets, const Ten
 }
 
 CrossEntropyFwdResult CrossEntropyFwdCpu(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                         const Tensor& loss, const Tensor& lse) {
+                                         const Tensor& loss, const Tensor& lse,
+                                         bool /*prechecked: the host check is free*/) {
   CrossEntropyFwdResult result;
   DispatchFloat(logits.dtype(), "cross_entropy", [&]<typename T>() {
     Dispatch<DType::kInt64, DType::kInt32>(targets.dtype(), "cross_entropy", [&]<typename I>() {

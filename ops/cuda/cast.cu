@@ -159,6 +159,12 @@ __global__ void DelayedScalingKernel(const __grid_constant__ SlotBatch batch, De
   UpdateDelayedScalingSlot(s.history, s.length, *s.amax, s.fp8_max, config, s.scale, s.scale_inv);
 }
 
+// One thread per slot of a model's contiguous FP8 state (amp::Fp8State).
+__global__ void DelayedScalingBuffersKernel(const DelayedScalingBuffers b, DelayedScalingConfig config) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < b.slots) UpdateDelayedScalingBufferSlot(b, i, config);
+}
+
 // ---- GEMM repacking ---------------------------------------------------------------------
 
 // dst [rows_p, cols_p] contiguous from a strided src, zero padded. Tiles of
@@ -362,6 +368,20 @@ void DelayedScalingUpdateCuda(int device, const std::vector<DelayedScalingSlotRe
   }
 }
 
+
+void DelayedScalingBuffersUpdateCuda(int device, const DelayedScalingBuffers& b, const DelayedScalingConfig& config) {
+  if (b.slots == 0) return;
+  OCTET_CHECK(b.history != nullptr && b.amax != nullptr && b.scale != nullptr && b.scale_inv != nullptr &&
+                  b.fp8_max != nullptr && b.algo != nullptr && b.slots > 0 && b.length >= 1,
+              "DelayedScalingBuffersUpdateCuda: incomplete buffers (", b.slots, " slots, history length ", b.length,
+              ")");
+  KernelContext ctx(Device(DeviceType::kCUDA, device));
+  const int threads = 128;
+  const unsigned grid = static_cast<unsigned>((b.slots + threads - 1) / threads);
+  DelayedScalingBuffersKernel<<<grid, threads, 0, ctx.stream()>>>(b, config);
+  OCTET_CUDA_LAUNCH_CHECK("DelayedScalingBuffersKernel");
+}
+
 void PackMatrixCuda(cudaStream_t stream, const void* src, DType src_dtype, int64_t rows, int64_t cols, int64_t rs,
                     int64_t cs, void* dst, DType dst_dtype, int64_t rows_padded, int64_t cols_padded) {
   OCTET_CHECK(rows_padded >= rows && cols_padded >= cols && rows >= 0 && cols >= 0, "PackMatrixCuda: padded (",
@@ -430,11 +450,15 @@ OCTET_REGISTER_KERNEL(dequantize_kernel, DeviceType::kCUDA, &DequantizeCuda);
 OCTET_REGISTER_KERNEL(amax_kernel, DeviceType::kCUDA, &AmaxCuda);
 
 namespace {
+void DelayedScalingBuffersTable(Device device, const DelayedScalingBuffers& b, const DelayedScalingConfig& config) {
+  DelayedScalingBuffersUpdateCuda(device.index, b, config);
+}
 void DelayedScalingUpdateTable(Device device, const std::vector<DelayedScalingSlotPtrs>& slots,
                                const DelayedScalingConfig& config) {
   DelayedScalingUpdateCuda(device.index, slots, config);
 }
 }  // namespace
 OCTET_REGISTER_KERNEL(delayed_scaling_update, DeviceType::kCUDA, &DelayedScalingUpdateTable);
+OCTET_REGISTER_KERNEL(delayed_scaling_buffers_update, DeviceType::kCUDA, &DelayedScalingBuffersTable);
 
 }  // namespace octet::cuda

@@ -50,6 +50,11 @@ inline constexpr int kDelayedScalingSlotsPerLaunch = 256;
 void DelayedScalingUpdateCuda(int device, const std::vector<DelayedScalingSlotRef>& slots,
                               const DelayedScalingConfig& config);
 
+// Updates every slot of `b` (all on `device`, core/delayed_scaling.h's
+// UpdateDelayedScalingBufferSlot): one thread per slot, one launch, no host
+// synchronisation. Registered as the CUDA delayed_scaling_buffers_update.
+void DelayedScalingBuffersUpdateCuda(int device, const DelayedScalingBuffers& b, const DelayedScalingConfig& config);
+
 // ---- matrix repacking for the GEMM (raw pointers, explicit stream) ----
 
 // dst[r, c] (contiguous [rows_padded, cols_padded]) = convert(src[r*rs + c*cs])

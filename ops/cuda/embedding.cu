@@ -17,6 +17,7 @@
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "core/host_reads.h"
 #include "ops/cuda/kernel_utils.cuh"
 #include "ops/embedding_kernels.h"
 
@@ -117,26 +118,30 @@ Tensor Scratch(size_t bytes, Device device) {
 
 template <typename T, typename I>
 EmbeddingFwdResult EmbeddingFwdTyped(const KernelContext& ctx, const Tensor& weight, const Tensor& indices,
-                                     const Tensor& out) {
+                                     const Tensor& out, bool prechecked) {
   const int64_t v = weight.shape()[0], c = weight.shape()[1], n = indices.numel();
   EmbeddingFwdResult r;
   if (n == 0) return r;
   const I* idx = indices.data<I>();
-  const Tensor status = Empty({1}, {.dtype = DType::kInt64, .device = weight.device()});
-  auto* st = static_cast<unsigned long long*>(status.raw_data());
-  OCTET_CUDA_CHECK(cudaMemsetAsync(st, 0xFF, sizeof(unsigned long long), ctx.stream()));
-  ValidateIndicesKernel<I><<<ctx.Grid(n), kElementwiseThreads, 0, ctx.stream()>>>(idx, n, v, st);
-  OCTET_CUDA_LAUNCH_CHECK("embedding (index check)");
-  unsigned long long bad_pos = 0;
-  OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad_pos, st, sizeof(bad_pos), cudaMemcpyDeviceToHost, ctx.stream()));
-  OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-  if (bad_pos != ~0ull) {
-    r.bad_position = static_cast<int64_t>(bad_pos);
-    I bad = 0;
-    OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad, idx + r.bad_position, sizeof(I), cudaMemcpyDeviceToHost, ctx.stream()));
+  if (!prechecked) {  // NOTE [deferred index checks]: otherwise no check and no host read here
+    const Tensor status = Empty({1}, {.dtype = DType::kInt64, .device = weight.device()});
+    auto* st = static_cast<unsigned long long*>(status.raw_data());
+    OCTET_CUDA_CHECK(cudaMemsetAsync(st, 0xFF, sizeof(unsigned long long), ctx.stream()));
+    ValidateIndicesKernel<I><<<ctx.Grid(n), kElementwiseThreads, 0, ctx.stream()>>>(idx, n, v, st);
+    OCTET_CUDA_LAUNCH_CHECK("embedding (index check)");
+    unsigned long long bad_pos = 0;
+    internal::CountHostRead();  // NOTE [host reads]
+    OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad_pos, st, sizeof(bad_pos), cudaMemcpyDeviceToHost, ctx.stream()));
     OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-    r.bad_value = static_cast<int64_t>(bad);
-    return r;
+    if (bad_pos != ~0ull) {
+      r.bad_position = static_cast<int64_t>(bad_pos);
+      I bad = 0;
+      internal::CountHostRead();  // NOTE [host reads]
+      OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad, idx + r.bad_position, sizeof(I), cudaMemcpyDeviceToHost, ctx.stream()));
+      OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+      r.bad_value = static_cast<int64_t>(bad);
+      return r;
+    }
   }
   if (c == 0) return r;
   const size_t row_bytes = static_cast<size_t>(c) * sizeof(T);
@@ -237,12 +242,12 @@ void EmbeddingBwdTyped(const KernelContext& ctx, const Tensor& dout, const Tenso
   OCTET_CUDA_LAUNCH_CHECK("embedding backward (rows)");
 }
 
-EmbeddingFwdResult EmbeddingFwdCuda(const Tensor& weight, const Tensor& indices, const Tensor& out) {
+EmbeddingFwdResult EmbeddingFwdCuda(const Tensor& weight, const Tensor& indices, const Tensor& out, bool prechecked) {
   KernelContext ctx(weight.device());
   EmbeddingFwdResult result;
   DispatchFloat(weight.dtype(), "embedding", [&]<typename T>() {
     Dispatch<DType::kInt64, DType::kInt32>(indices.dtype(), "embedding", [&]<typename I>() {
-      result = EmbeddingFwdTyped<T, I>(ctx, weight, indices, out);
+      result = EmbeddingFwdTyped<T, I>(ctx, weight, indices, out, prechecked);
     });
   });
   return result;

@@ -9,6 +9,7 @@
 // column walking down n, so neighbouring threads read neighbouring addresses.
 // The formulas are the CPU kernels' (same operation order); exponentials are
 // functors::Exp (hardware expf on the device, NOTE [fast exp] on the CPU).
+#include "core/host_reads.h"
 #include "ops/cuda/kernel_utils.cuh"
 #include "ops/functors.h"
 #include "ops/softmax_kernels.h"
@@ -233,31 +234,36 @@ __global__ void CrossEntropyBwdKernel(const T* __restrict__ logits, const I* __r
 
 template <typename T, typename I>
 CrossEntropyFwdResult CrossEntropyFwdTyped(const KernelContext& ctx, const Tensor& logits, const Tensor& targets,
-                                           int64_t ignore_index, const Tensor& loss, const Tensor& lse) {
+                                           int64_t ignore_index, const Tensor& loss, const Tensor& lse,
+                                           bool prechecked) {
   using A = AccType<T>;
   const int64_t n = logits.shape()[0], v = logits.shape()[1];
   CrossEntropyFwdResult r;
   if (n == 0) return r;
   const I* t = targets.data<I>();
-  // Validate every target before computing (one host synchronisation).
-  const Tensor status = Empty({2}, {.dtype = DType::kInt64, .device = logits.device()});
-  auto* st = static_cast<unsigned long long*>(status.raw_data());
-  OCTET_CUDA_CHECK(cudaMemsetAsync(st, 0xFF, sizeof(unsigned long long), ctx.stream()));
-  OCTET_CUDA_CHECK(cudaMemsetAsync(st + 1, 0, sizeof(unsigned long long), ctx.stream()));
-  ValidateTargetsKernel<I><<<ctx.Grid(n), kElementwiseThreads, 0, ctx.stream()>>>(t, n, v, ignore_index, st);
-  OCTET_CUDA_LAUNCH_CHECK("cross_entropy (target check)");
-  unsigned long long host[2] = {0, 0};
-  OCTET_CUDA_CHECK(cudaMemcpyAsync(host, st, sizeof(host), cudaMemcpyDeviceToHost, ctx.stream()));
-  OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-  if (host[0] != ~0ull) {
-    r.bad_position = static_cast<int64_t>(host[0]);
-    I bad = 0;
-    OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad, t + r.bad_position, sizeof(I), cudaMemcpyDeviceToHost, ctx.stream()));
+  if (!prechecked) {  // NOTE [deferred index checks]: otherwise no check and no host read here
+    // Validate every target before computing (one host synchronisation).
+    const Tensor status = Empty({2}, {.dtype = DType::kInt64, .device = logits.device()});
+    auto* st = static_cast<unsigned long long*>(status.raw_data());
+    OCTET_CUDA_CHECK(cudaMemsetAsync(st, 0xFF, sizeof(unsigned long long), ctx.stream()));
+    OCTET_CUDA_CHECK(cudaMemsetAsync(st + 1, 0, sizeof(unsigned long long), ctx.stream()));
+    ValidateTargetsKernel<I><<<ctx.Grid(n), kElementwiseThreads, 0, ctx.stream()>>>(t, n, v, ignore_index, st);
+    OCTET_CUDA_LAUNCH_CHECK("cross_entropy (target check)");
+    unsigned long long host[2] = {0, 0};
+    internal::CountHostRead();  // NOTE [host reads]
+    OCTET_CUDA_CHECK(cudaMemcpyAsync(host, st, sizeof(host), cudaMemcpyDeviceToHost, ctx.stream()));
     OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-    r.bad_value = static_cast<int64_t>(bad);
-    return r;
+    if (host[0] != ~0ull) {
+      r.bad_position = static_cast<int64_t>(host[0]);
+      I bad = 0;
+      internal::CountHostRead();  // NOTE [host reads]
+      OCTET_CUDA_CHECK(cudaMemcpyAsync(&bad, t + r.bad_position, sizeof(I), cudaMemcpyDeviceToHost, ctx.stream()));
+      OCTET_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+      r.bad_value = static_cast<int64_t>(bad);
+      return r;
+    }
+    r.count = static_cast<int64_t>(host[1]);
   }
-  r.count = static_cast<int64_t>(host[1]);
   CrossEntropyFwdKernel<T, I><<<RowGrid(n), RowThreads(v), 0, ctx.stream()>>>(
       logits.data<T>(), t, n, v, ignore_index, loss.data<A>(), lse.data<A>());
   OCTET_CUDA_LAUNCH_CHECK("cross_entropy forward");
@@ -265,12 +271,12 @@ CrossEntropyFwdResult CrossEntropyFwdTyped(const KernelContext& ctx, const Tenso
 }
 
 CrossEntropyFwdResult CrossEntropyFwdCuda(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                          const Tensor& loss, const Tensor& lse) {
+                                          const Tensor& loss, const Tensor& lse, bool prechecked) {
   KernelContext ctx(logits.device());
   CrossEntropyFwdResult result;
   DispatchFloat(logits.dtype(), "cross_entropy", [&]<typename T>() {
     Dispatch<DType::kInt64, DType::kInt32>(targets.dtype(), "cross_entropy", [&]<typename I>() {
-      result = CrossEntropyFwdTyped<T, I>(ctx, logits, targets, ignore_index, loss, lse);
+      result = CrossEntropyFwdTyped<T, I>(ctx, logits, targets, ignore_index, loss, lse, prechecked);
     });
   });
   return result;

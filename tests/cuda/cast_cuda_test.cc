@@ -199,6 +199,35 @@ TEST(CastCuda, DelayedScalingUpdateMatchesHostFunction) {
   }
 }
 
+// The one-launch update of a model's contiguous FP8 state against the host
+// loop over the same core/delayed_scaling.h function: the same bits, with
+// per-slot algorithms, unrecorded (-1), zero, NaN and inf amaxes.
+TEST(CastCuda, DelayedScalingBuffersUpdateMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = CUDA(0);
+  constexpr int kSlots = 700, kLen = 5;  // more slots than one block
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<double> hv = ::octet::testing::RandomValues(kSlots * kLen, 9, 0.0, 10.0);
+  std::vector<float> hist(hv.begin(), hv.end()), amax(kSlots), scale(kSlots), fp8_max(kSlots);
+  Tensor algo = Empty({kSlots}, {.dtype = DType::kUInt8});
+  for (int i = 0; i < kSlots; ++i) {
+    amax[i] = i % 7 == 0 ? 0.0f : i % 11 == 0 ? inf : i % 13 == 0 ? NAN : i % 5 == 0 ? kNoAmaxRecorded : 0.1f * i;
+    scale[i] = 1.0f + static_cast<float>(i % 3);
+    fp8_max[i] = i % 2 ? 448.0f : 57344.0f;
+    algo.data<uint8_t>()[i] = static_cast<uint8_t>(i % 3 == 0);
+  }
+  const DelayedScalingConfig cfg{.margin = 1, .power_of_two = false};
+  Tensor ch = FromVector(hist, {kSlots, kLen}), ca = FromVector(amax, {kSlots}), cs = FromVector(scale, {kSlots});
+  Tensor ci = Zeros({kSlots}), cm = FromVector(fp8_max, {kSlots});
+  Tensor gh = ch.To(gpu), ga = ca.To(gpu), gs = cs.To(gpu), gi = ci.To(gpu), gm = cm.To(gpu), gal = algo.To(gpu);
+  UpdateDelayedScalingBuffers(ch, ca, cs, ci, cm, algo, cfg);
+  UpdateDelayedScalingBuffers(gh, ga, gs, gi, gm, gal, cfg);
+  EXPECT_EQ(gh.To(kCPU).ToDoubles(), ch.ToDoubles());
+  EXPECT_EQ(gs.To(kCPU).ToDoubles(), cs.ToDoubles());
+  EXPECT_EQ(gi.To(kCPU).ToDoubles(), ci.ToDoubles());
+  EXPECT_EQ(ga.To(kCPU).ToDoubles(), std::vector<double>(kSlots, kNoAmaxRecorded));
+}
+
 TEST(CastCuda, PackMatrixTransposesPadsAndConverts) {
   SKIP_WITHOUT_GPU();
   const Device gpu = CUDA(0);

@@ -40,6 +40,7 @@ StepLog Train(Device device, nn::amp::Level level, int steps, const std::vector<
   nn::GPT model({.n_layer = 2, .n_head = 4, .n_embd = 64, .block_size = 32, .vocab_size = 96, .seed = 7});
   model.To(device);
   model.SetAmp(level);
+  nn::amp::Fp8State fp8(model);  // one fused scaling update per step (nn/fp8_state.h)
   optim::AdamW opt(model.NamedParameters(), {.lr = 1e-3});
   model.Train();
   StepLog log;
@@ -50,6 +51,7 @@ StepLog Train(Device device, nn::amp::Level level, int steps, const std::vector<
     loss.Backward();
     log.grad_norm.push_back(optim::ClipGradNorm(opt.params(), 1.0));
     opt.Step();
+    fp8.Update();
   }
   if (scaling != nullptr) {
     for (auto& [name, t] : nn::amp::ScalingState(model)) scaling->emplace_back(name, t.To(kCPU));
@@ -80,9 +82,16 @@ TEST(GptCuda, TrainingStepsMatchTheCpuAtEveryAmpLevel) {
       EXPECT_NEAR(gpu.grad_norm[s], cpu.grad_norm[s], 5 * tol * cpu.grad_norm[s])
           << nn::amp::Name(level) << " step " << s;
     }
+    // O1's amaxes are maxima over FP8-rounded gradients: a perturbation far
+    // below one bf16 rounding moves them by several percent in 4 steps. Measured
+    // on the CPU (2026-11-23): parameters scaled by 1 +- 2^-12 moved the
+    // grad-output and input scales by up to 2.4 %, by 1 +- 2^-9 up to 4.9 % and
+    // 6.5 %; the H100 differed from the CPU by 5-6 %. So 15 %: legitimate
+    // divergence passes, a wrong amax (a factor of 2, a wrong tensor) does not.
+    const double scale_tol = level == nn::amp::Level::kO1 ? 0.15 : 5e-2;
     ASSERT_EQ(scaling_gpu.size(), scaling_cpu.size());
     for (size_t i = 0; i < scaling_cpu.size(); ++i) {
-      EXPECT_TRUE(::octet::testing::AllClose(scaling_gpu[i].second, scaling_cpu[i].second.ToDoubles(), 5e-2, 0))
+      EXPECT_TRUE(::octet::testing::AllClose(scaling_gpu[i].second, scaling_cpu[i].second.ToDoubles(), scale_tol, 0))
           << scaling_cpu[i].first;
     }
   }

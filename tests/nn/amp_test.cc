@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -16,6 +17,7 @@
 #include "core/scaling.h"
 #include "core/scaling_math.h"
 #include "nn/linear.h"
+#include "ops/delayed_scaling.h"
 #include "ops/matmul.h"
 #include "ops/pointwise.h"
 #include "ops/reduce.h"
@@ -134,12 +136,14 @@ INSTANTIATE_TEST_SUITE_P(Scalings, AmpLinear, ::testing::Values(amp::Scaling::kD
 TEST(AmpDelayedScaling, ScalesFollowTheAmaxHistory) {
   Linear lin({.in = 4, .out = 2});
   lin.SetAmp(amp::Level::kO1, {.scaling = amp::Scaling::kDelayed, .amax_history_len = 3, .margin = 1});
+  amp::Fp8State fp8(lin);
   amp::Fp8Slot& in = lin.fp8_state()->input();
   EXPECT_FALSE(in.initialized());
   auto run = [&](double amax) {
     Tensor x = Full({2, 4}, amax / 2);
     x.Narrow(1, 0, 1).Fill_(-amax);
     const Tensor y = lin(x);
+    fp8.Update();  // the optimizer step's update
     return ScaleInvValue(CtxOf(y).Saved(0));
   };
   const float fmax = 448.0f;
@@ -198,7 +202,8 @@ TEST(AmpFp8Linear, SavedActivationIsFp8AndTheWeightIsQuantizedOncePerVersion) {
 
 // The layouts a TN-only GPU GEMM gets (NOTE [fp8 linear layouts]), forced
 // on the CPU: the same FP8 operands and the same scaling state, so the same
-// results up to the GEMM's f32 summation order; the saved activation is Xᵀ.
+// results up to the GEMM's f32 summation order; the saved activation is X
+// stored column-wise (the Xᵀ bytes) and the weight carries Wᵀ.
 TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
   struct Forced {
     explicit Forced(bool v) { SetFp8TransposedCopiesForTesting(v); }
@@ -209,6 +214,7 @@ TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
   ASSERT_TRUE(tn.LoadStateDict(rows.StateDict()).ok());
   rows.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
   tn.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
+  amp::Fp8State fp8_rows(rows), fp8_tn(tn);
   for (int step = 0; step < 3; ++step) {
     const Tensor x = RandomTensor({2, 24, 48}, 30 + step, DType::kBFloat16, -3, 3);
     const Tensor dy = RandomTensor({2, 24, 40}, 40 + step, DType::kBFloat16, -1e-2, 1e-2);
@@ -218,14 +224,23 @@ TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
     {
       Forced on(true);
       yt = tn(xt);
-      const Tensor saved = CtxOf(yt).Saved(0);  // Xᵀ (K,M)
+      const Tensor saved = CtxOf(yt).Saved(0);  // X (M,K), stored as Xᵀ
       EXPECT_EQ(saved.shape(), (Shape{48, 48}));
+      EXPECT_EQ(saved.stride(0), 1);
       EXPECT_EQ(saved.dtype(), DType::kFloat8E4M3);
-      EXPECT_EQ(saved.ToDoubles(), CtxOf(yr).Saved(0).T().Contiguous().ToDoubles());
-      EXPECT_EQ(CtxOf(yt).Saved(1).shape(), (Shape{48, 40}));  // Wᵀ (K,N)
+      EXPECT_EQ(saved.ToDoubles(), CtxOf(yr).Saved(0).ToDoubles());
+      EXPECT_EQ(CtxOf(yr).Saved(0).stride(1), 1);  // the row-wise path keeps X as it is
+      const Tensor w8 = CtxOf(yt).Saved(1);  // W (N,K) with Wᵀ (K,N) attached
+      EXPECT_EQ(w8.shape(), (Shape{40, 48}));
+      ASSERT_TRUE(w8.scale_meta()->columnwise.defined());
+      EXPECT_EQ(w8.scale_meta()->columnwise.shape(), (Shape{48, 40}));
+      EXPECT_EQ(w8.scale_meta()->columnwise.ToDoubles(), w8.T().Contiguous().ToDoubles());
+      EXPECT_FALSE(CtxOf(yr).Saved(1).scale_meta()->columnwise.defined());
       yt.Backward(dy);
     }
     yr.Backward(dy);
+    fp8_rows.Update();
+    fp8_tn.Update();
     EXPECT_TRUE(AllClose(yt, yr.ToDoubles(), 1e-2, 1e-6));  // bf16 outputs: one rounding apart at most
     EXPECT_TRUE(AllClose(xt.grad(), xr.grad().ToDoubles(), 1e-5, 1e-9));
     EXPECT_TRUE(AllClose(tn.weight().grad(), rows.weight().grad().ToDoubles(), 1e-5, 1e-9));
@@ -263,7 +278,8 @@ TEST(AmpFp8Linear, FusedGeluEqualsGeluAfterTheFp8Linear) {
   }
   for (int i = 0; i < 3; ++i) {
     const amp::Fp8Slot &a = *sa->slots()[i], &b = *sb->slots()[i];
-    EXPECT_TRUE(a.initialized()) << a.name();
+    EXPECT_TRUE(a.recorded()) << a.name();
+    EXPECT_EQ(b.pending_amax().ToDoubles(), a.pending_amax().ToDoubles()) << a.name();
     EXPECT_EQ(b.amax_history().ToDoubles(), a.amax_history().ToDoubles()) << a.name();
     EXPECT_EQ(b.scale(), a.scale()) << a.name();
   }
@@ -272,6 +288,7 @@ TEST(AmpFp8Linear, FusedGeluEqualsGeluAfterTheFp8Linear) {
 TEST(AmpFp8Linear, ForwardGeluEqualsGeluAfterForward) {
   Linear a({.in = 32, .out = 64}), b({.in = 32, .out = 64});
   ASSERT_TRUE(b.LoadStateDict(a.StateDict()).ok());
+  amp::Fp8State fp8_a(a), fp8_b(b);
   for (amp::Level level : {amp::Level::kO0, amp::Level::kO1, amp::Level::kO2}) {
     a.SetAmp(level);
     b.SetAmp(level);
@@ -287,6 +304,8 @@ TEST(AmpFp8Linear, ForwardGeluEqualsGeluAfterForward) {
       EXPECT_EQ(xb.grad().ToDoubles(), xa.grad().ToDoubles()) << amp::Name(level);
       EXPECT_EQ(b.weight().grad().ToDoubles(), a.weight().grad().ToDoubles()) << amp::Name(level);
       EXPECT_EQ(b.bias()->grad().ToDoubles(), a.bias()->grad().ToDoubles()) << amp::Name(level);
+      fp8_a.Update();
+      fp8_b.Update();
       a.ZeroGrad();
       b.ZeroGrad();
     }
@@ -308,47 +327,163 @@ TEST(AmpFp8Slot, CurrentScaleFromAnAmaxTensorMatchesComputeScale) {
   EXPECT_FLOAT_EQ(scale_for(0.0f, current), 1.0f);  // no information: the slot's scale
   EXPECT_FLOAT_EQ(scale_for(NAN, current), 1.0f);
   EXPECT_FLOAT_EQ(slot.scale(), 1.0f);  // ScaleFor does not touch the slot
-  // Delayed, uninitialised: current scaling too; the record then sets the delayed scale.
+  // Delayed, uninitialised: current scaling too.
   const amp::Recipe delayed{.amax_history_len = 2};
-  const Tensor used = slot.ScaleFor(delayed, Full({1}, 7.0f));
-  EXPECT_FLOAT_EQ(static_cast<float>(used.Item()), 64.0f);
-  slot.Record(delayed, Full({1}, 7.0f), used);
+  EXPECT_FLOAT_EQ(scale_for(7.0f, delayed), 64.0f);
+  // Record max-combines into the pending amax and leaves history and scale
+  // to the model's update (NOTE [delayed scaling order]).
+  EXPECT_EQ(slot.pending_amax().ToDoubles(), (std::vector<double>{kNoAmaxRecorded}));
+  EXPECT_FALSE(slot.recorded());
+  slot.Record(Full({1}, 7.0f));
+  slot.Record(Full({1}, 3.0f));
+  EXPECT_TRUE(slot.recorded());
+  EXPECT_EQ(slot.pending_amax().ToDoubles(), (std::vector<double>{7}));
+  EXPECT_EQ(slot.amax_history().ToDoubles(), (std::vector<double>{0, 0}));
+  EXPECT_FLOAT_EQ(slot.scale(), 1.0f);
+  EXPECT_FALSE(slot.initialized());
+  slot.Record(Full({1}, NAN));  // a NaN amax is kept, whatever came before
+  slot.Record(Full({1}, 9.0f));
+  EXPECT_TRUE(std::isnan(slot.pending_amax().ToDoubles()[0]));
+  slot.MarkUpdated();
   EXPECT_TRUE(slot.initialized());
-  EXPECT_FLOAT_EQ(slot.scale(), 64.0f);
-  EXPECT_FLOAT_EQ(static_cast<float>(slot.ScaleFor(delayed, Full({1}, 1000.0f)).Item()), 64.0f);
-  // Current scaling records the scale it used.
-  slot.Record(current, Full({1}, 2.0f), Full({1}, 5.0f));
-  EXPECT_EQ(slot.amax_history().ToDoubles(), (std::vector<double>{2, 7}));
-  EXPECT_FLOAT_EQ(slot.scale(), 5.0f);
+  EXPECT_FALSE(slot.recorded());
   // Wrong inputs name the slot.
-  EXPECT_THAT(ErrorOf([&] { slot.Record(delayed, Full({2}, 1.0f), used); }),
+  EXPECT_THAT(ErrorOf([&] { slot.Record(Full({2}, 1.0f)); }),
               HasSubstr("Fp8Slot probe: amax must be a float32 [1] tensor on cpu"));
   EXPECT_THAT(ErrorOf([&] { slot.ScaleFor(current, Full({1}, 1.0, {.dtype = DType::kFloat64})); }),
               HasSubstr("Fp8Slot probe: amax must be a float32 [1] tensor"));
 }
 
-TEST(AmpFp8Slot, InitialisedIsRememberedUntilSomeoneElseWritesTheHistory) {
-  Tensor history, scale;
-  amp::Fp8Slot slot("probe", DType::kFloat8E5M2, &history, &scale, 2);
-  const amp::Recipe delayed{.amax_history_len = 2};
-  EXPECT_FALSE(slot.initialized());
-  slot.Record(delayed, Full({1}, 0.0f), Full({1}, 1.0f));
-  EXPECT_FALSE(slot.initialized());  // a zero amax says nothing
-  slot.Record(delayed, Full({1}, 4.0f), Full({1}, 1.0f));
-  EXPECT_TRUE(slot.initialized());
-  const float scale_after = slot.scale();
-  EXPECT_FLOAT_EQ(scale_after, 57344.0f / 4.0f);
-  // The nonzero amax rolls out of the history: still initialised, scale kept.
-  slot.Record(delayed, Full({1}, 0.0f), Full({1}, 1.0f));
-  slot.Record(delayed, Full({1}, 0.0f), Full({1}, 1.0f));
-  EXPECT_EQ(slot.amax_history().ToDoubles(), (std::vector<double>{0, 0}));
-  EXPECT_TRUE(slot.initialized());
-  EXPECT_TRUE(!slot.NeedsAmaxFirst(delayed));
-  EXPECT_FLOAT_EQ(slot.scale(), scale_after);
-  // A load of a fresh (all-zero) history is seen.
-  NoGradGuard ng;
-  history.CopyFrom_(Zeros({2}));
-  EXPECT_FALSE(slot.initialized());
+// The fused update against a closed form written out here: roll, reduce
+// (max or most recent), scale = (fp8_max / reduced) / 2^margin (previous kept
+// for 0 or non-finite), unrecorded slots untouched, amax reset.
+TEST(AmpFp8State, FusedUpdateMatchesTheClosedFormSlotBySlot) {
+  const int S = 6, H = 3;
+  const std::vector<float> hist0 = {1, 2, 3, 0, 0, 0, 5, 4, 3, 0.5f, 8, 1, 2, 2, 2, 7, 7, 7};
+  const std::vector<float> amax0 = {4, 6, kNoAmaxRecorded, 0.25f, 0, NAN};
+  const std::vector<float> scale0 = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> fmax = {448, 57344, 448, 448, 57344, 448};
+  std::vector<uint8_t> algo = {0, 0, 0, 1, 0, 1};
+  Tensor history = FromVector(hist0, {S, H}), amax = FromVector(amax0, {S}), scale = FromVector(scale0, {S});
+  Tensor scale_inv = Zeros({S}), fp8_max = FromVector(fmax, {S});
+  Tensor algo_t = Empty({S}, {.dtype = DType::kUInt8});
+  for (int i = 0; i < S; ++i) algo_t.data<uint8_t>()[i] = algo[i];
+  UpdateDelayedScalingBuffers(history, amax, scale, scale_inv, fp8_max, algo_t, {.margin = 1});
+  const std::vector<double> h = history.ToDoubles(), s = scale.ToDoubles(), a = amax.ToDoubles();
+  for (int i = 0; i < S; ++i) {
+    EXPECT_EQ(a[i], kNoAmaxRecorded) << i;
+    if (i == 2) {  // unrecorded: untouched
+      EXPECT_EQ(h[i * H], 5);
+      EXPECT_EQ(s[i], 3);
+      continue;
+    }
+    std::vector<double> want_h = {amax0[i], hist0[i * H], hist0[i * H + 1]};
+    for (int j = 0; j < H; ++j) {
+      if (std::isnan(want_h[j])) EXPECT_TRUE(std::isnan(h[i * H + j])) << i;
+      else EXPECT_EQ(h[i * H + j], want_h[j]) << i << "," << j;
+    }
+    const double reduced = algo[i] == 1 ? want_h[0] : std::max({want_h[0], want_h[1], want_h[2]});
+    const double want = reduced > 0 && std::isfinite(reduced) ? static_cast<float>(fmax[i] / reduced) / 2.0f : scale0[i];
+    EXPECT_FLOAT_EQ(s[i], want) << i;
+  }
+  EXPECT_FLOAT_EQ(s[0], 448.0f / 4 / 2);     // max of {4, 1, 2}
+  EXPECT_FLOAT_EQ(s[3], 448.0f / 0.25f / 2);  // most recent
+  EXPECT_FLOAT_EQ(s[4], 57344.0f / 2 / 2);     // a zero amax: the max of the rest
+  EXPECT_FLOAT_EQ(s[5], 6.0f);                 // NaN: previous scale kept
+  EXPECT_FLOAT_EQ(static_cast<float>(scale_inv.ToDoubles()[0]), 1.0f / (448.0f / 4 / 2));
+  EXPECT_THAT(ErrorOf([&] { UpdateDelayedScalingBuffers(history, amax, scale, scale_inv, fp8_max, fp8_max, {}); }),
+              HasSubstr("algo must be a contiguous uint8 [6] tensor"));
+}
+
+// One manager per model: contiguous buffers that the module buffers view,
+// one update per optimizer step whatever the number of micro-batches (their
+// amaxes max-combined), unrecorded steps leave a slot alone, the reduce hook
+// sees the amax buffer before the update.
+TEST(AmpFp8State, OneUpdatePerStepOverContiguousBuffers) {
+  Linear lin({.in = 4, .out = 2});
+  lin.SetAmp(amp::Level::kO1, {.amax_history_len = 3});
+  amp::Fp8State fp8(lin);
+  amp::Fp8Slot& in = lin.fp8_state()->input();
+  auto micro = [&](double amax) {
+    Tensor x = Full({2, 4}, amax / 2);
+    x.Narrow(1, 0, 1).Fill_(-amax);
+    const Tensor y = lin(x);
+    const float used = ScaleInvValue(CtxOf(y).Saved(0));
+    Sum(y.To(DType::kFloat32)).Backward();
+    return used;
+  };
+  const float fmax = 448.0f;
+  // Step 1, two micro-batches: no update yet, so both use current scaling.
+  EXPECT_FLOAT_EQ(micro(2.0), 2.0f / fmax);
+  EXPECT_FLOAT_EQ(micro(8.0), 8.0f / fmax);
+  EXPECT_FALSE(in.initialized());
+  EXPECT_EQ(in.pending_amax().ToDoubles(), (std::vector<double>{8}));
+  fp8.Update();
+  ASSERT_EQ(fp8.num_slots(), 3);
+  EXPECT_EQ(fp8.binds(), 1);
+  EXPECT_TRUE(in.initialized());
+  // The module buffers are rows of the manager's buffers.
+  EXPECT_EQ(lin.FindBuffer("fp8_input_amax_history")->data<float>(), fp8.amax_history().data<float>());
+  EXPECT_EQ(lin.FindBuffer("fp8_grad_output_scale")->data<float>(), fp8.scale().data<float>() + 2);
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{8, 0, 0}));  // one entry for the step
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 8.0f);
+  EXPECT_EQ(fp8.amax().ToDoubles(), std::vector<double>(3, kNoAmaxRecorded));
+  // Step 2: both micro-batches use the step-1 scale; the history gets max(1, 4).
+  EXPECT_FLOAT_EQ(micro(1.0), 8.0f / fmax);
+  EXPECT_FLOAT_EQ(micro(4.0), 8.0f / fmax);
+  fp8.Update();
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{4, 8, 0}));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 8.0f);
+  // An update with nothing recorded leaves the histories alone.
+  fp8.Update();
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{4, 8, 0}));
+  // The reduce hook (NOTE [fp8 amax all-reduce]) sees this step's amaxes; a
+  // larger amax from "another rank" wins.
+  int calls = 0;
+  fp8.SetAmaxReduceHook([&](Tensor& amax) {
+    ++calls;
+    EXPECT_EQ(amax.ToDoubles()[0], 1.0);
+    NoGradGuard ng;
+    amax.CopyFrom_(Maximum(amax, Full({3}, 16.0f)));
+  });
+  micro(1.0);
+  fp8.Update();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(in.amax_history().ToDoubles(), (std::vector<double>{16, 4, 8}));
+  EXPECT_FLOAT_EQ(in.scale(), fmax / 16.0f);
+  EXPECT_EQ(fp8.updates(), 4);
+  EXPECT_EQ(fp8.binds(), 1);
+  // A new history length resets the slots; the next update rebinds.
+  lin.SetAmp(amp::Level::kO1, {.amax_history_len = 2});
+  fp8.SetAmaxReduceHook(nullptr);
+  micro(3.0);
+  fp8.Update();
+  EXPECT_EQ(fp8.binds(), 2);
+  EXPECT_EQ(fp8.amax_history().shape(), (Shape{3, 2}));
+  EXPECT_EQ(lin.fp8_state()->input().amax_history().ToDoubles(), (std::vector<double>{3, 0}));
+}
+
+// Checkpoint view: ScalingState lists the views, LoadScalingState writes
+// through them into the manager's buffers and decides "initialised" from the
+// loaded histories (NOTE [initialised on the host]).
+TEST(AmpFp8State, LoadWritesThroughTheViewsAndSetsInitialised) {
+  Linear a({.in = 8, .out = 8}), b({.in = 8, .out = 8});
+  a.SetAmp(amp::Level::kO1, {.amax_history_len = 2});
+  b.SetAmp(amp::Level::kO1, {.amax_history_len = 2});
+  amp::Fp8State fa(a), fb(b);
+  const Tensor x = RandomTensor({4, 8}, 3, DType::kFloat32, -2, 2).requires_grad_();
+  Sum(a(x).To(DType::kFloat32)).Backward();
+  fa.Update();
+  fb.Update();  // binds b's (all-zero) slots
+  EXPECT_FALSE(b.fp8_state()->input().initialized());
+  ASSERT_TRUE(amp::LoadScalingState(b, amp::ScalingState(a)).ok());
+  EXPECT_EQ(fb.amax_history().ToDoubles(), fa.amax_history().ToDoubles());
+  EXPECT_EQ(fb.scale().ToDoubles(), fa.scale().ToDoubles());
+  EXPECT_EQ(fb.binds(), 1);
+  for (amp::Fp8Slot* s : b.fp8_state()->slots()) EXPECT_TRUE(s->initialized()) << s->name();
+  // Both now quantize alike.
+  const Tensor ya = a(x), yb = b(x);
+  EXPECT_EQ(ScaleInvValue(CtxOf(yb).Saved(0)), ScaleInvValue(CtxOf(ya).Saved(0)));
 }
 
 TEST(AmpTelemetry, CountsSaturationAndUnderflowOnACraftedInput) {
@@ -358,12 +493,15 @@ TEST(AmpTelemetry, CountsSaturationAndUnderflowOnACraftedInput) {
   NoGradGuard ng;
   lin.FindBuffer("fp8_input_amax_history")->CopyFrom_(FromVector(std::vector<float>{1, 0}, {2}));
   lin.FindBuffer("fp8_input_scale")->Fill_(1.0);
+  lin.fp8_state()->input().SetInitialized(true);  // as a load would (NOTE [initialised on the host])
+  amp::Fp8State fp8(lin);
   amp::SetTelemetry(lin, true);
   // 2 of 16 saturate (|x| > 448), 3 underflow (0 < |x| <= 2^-10), 2 zeros count as neither.
   std::vector<float> v = {1000, -500, 1e-4f, -2e-4f, 9.765625e-4f, 0, 0, 0.5f, 1, 2, 3, 4, 448, -448, 0.1f, 0.2f};
   lin.Train();
   autograd::GradMode::SetEnabled(true);
   lin(FromVector(v, {2, 8}));
+  fp8.Update();
   const std::vector<amp::SlotStats> stats = amp::Telemetry(lin);
   ASSERT_EQ(stats.size(), 3u);
   EXPECT_EQ(stats[0].slot, "input");
@@ -404,9 +542,11 @@ TEST(AmpScalingState, RoundTripsAndReportsMismatches) {
   Linear a({.in = 8, .out = 8}), b({.in = 8, .out = 8});
   a.SetAmp(amp::Level::kO1);
   b.SetAmp(amp::Level::kO1);
+  amp::Fp8State fa(a);
   for (int i = 0; i < 3; ++i) {
     const Tensor x = RandomTensor({4, 8}, 10 + i, DType::kFloat32, -i - 1.0, i + 1.0).requires_grad_();
     Sum(a(x).To(DType::kFloat32)).Backward();
+    fa.Update();
   }
   const NamedTensors st = amp::ScalingState(a);
   ASSERT_EQ(st.size(), 6u);

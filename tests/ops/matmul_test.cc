@@ -437,6 +437,42 @@ INSTANTIATE_TEST_SUITE_P(
              (i.param.b == DType::kFloat8E4M3 ? "E4M3" : "E5M2");
     });
 
+// NOTE [fp8 column-wise data], with the TN rule forced on the CPU: the copy
+// QuantizeForGemm attaches is q transposed; ScaledMatmul gives the product of
+// the logical operands whichever copy it reads, for q, q.T() and
+// ForTransposedUse(q), and never mistakes another tensor that inherited the
+// metadata (a contiguous copy of the square q.T()) for q.
+TEST(ScaledMatmul, ColumnwiseDataIsUsedOnlyForTheTensorItBelongsTo) {
+  const int64_t S = 40;
+  const Tensor xa = RandomTensor({S, S}, 610, DType::kFloat32, -2, 2);
+  const Tensor xb = RandomTensor({S, S}, 611, DType::kFloat32, -0.5, 0.5);
+  const Tensor scale = Full({1}, 16.0);
+  const Tensor plain = QuantizeForGemm(xb, DType::kFloat8E4M3, scale, /*columnwise=*/true);
+  EXPECT_FALSE(plain.scale_meta()->columnwise.defined());  // the CPU reads any layout
+  SetFp8TransposedCopiesForTesting(true);
+  const Tensor a = QuantizeForGemm(xa, DType::kFloat8E4M3, scale, /*columnwise=*/true);
+  const Tensor b = QuantizeForGemm(xb, DType::kFloat8E4M3, scale, /*columnwise=*/true);
+  const Tensor b_copy_t = b.T().Contiguous();  // carries b's metadata, holds bᵀ
+  std::vector<std::pair<const char*, Tensor>> results = {
+      {"a b", ScaledMatmul(a, b, DType::kFloat32)},
+      {"a bT", ScaledMatmul(a, b.T(), DType::kFloat32)},
+      {"aT b", ScaledMatmul(a.T(), b, DType::kFloat32)},
+      {"a ForTransposedUse(b)", ScaledMatmul(a, ForTransposedUse(b), DType::kFloat32)},
+      {"a copy(bT)", ScaledMatmul(a, b_copy_t, DType::kFloat32)},
+      {"copy(bT) a", ScaledMatmul(b_copy_t, a, DType::kFloat32)}};
+  SetFp8TransposedCopiesForTesting(std::nullopt);
+  ASSERT_TRUE(b.scale_meta()->columnwise.defined());
+  EXPECT_EQ(b.scale_meta()->columnwise.ToDoubles(), b.T().Contiguous().ToDoubles());
+  EXPECT_EQ(b.ToDoubles(), plain.ToDoubles());  // the row-wise bytes do not change
+  const Tensor ft = ForTransposedUse(b);
+  EXPECT_EQ(ft.stride(0), 1);
+  EXPECT_EQ(ft.ToDoubles(), b.ToDoubles());
+  const Tol tol = TolFor(DType::kFloat32, S);
+  const Ref wants[] = {RefMatmul(a, b), RefMatmul(a, b.T().Contiguous()), RefMatmul(a.T().Contiguous(), b),
+                       RefMatmul(a, b), RefMatmul(a, b.T().Contiguous()), RefMatmul(b.T().Contiguous(), a)};
+  for (size_t i = 0; i < results.size(); ++i) EXPECT_TRUE(Matches(results[i].second, wants[i], tol)) << results[i].first;
+}
+
 TEST(ScaledMatmul, RejectsE5M2TimesE5M2) {
   const Tensor a = Quantize(Ones({4, 8}), DType::kFloat8E5M2, 1.0f);
   const Tensor b = Quantize(Ones({8, 2}), DType::kFloat8E5M2, 1.0f);

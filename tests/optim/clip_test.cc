@@ -1,10 +1,13 @@
 // Gradient clipping by global norm: the norm value, scaling, skipped
 // parameters, bf16 gradients and the non-finite case.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
 
+#include "core/host_reads.h"
 #include "optim/clip.h"
 #include "tests/test_util.h"
 
@@ -74,6 +77,33 @@ TEST(ClipGradNorm, NonFiniteNormIsReturnedAndGradientsUntouched) {
 TEST(ClipGradNorm, RejectsBadArguments) {
   Tensor a = WithGrad({1.0}, {1});
   EXPECT_NE(ErrorOf([&] { ClipGradNorm({{"a", a}}, 0.0); }).find("max_norm must be > 0"), std::string::npos);
+}
+
+// NOTE [clipping without a host read]: the device-side clipping makes the
+// same bits as ClipGradNorm, clipping or not, for f32, f64 and bf16
+// gradients; a non-finite norm leaves the gradients alone; no host read.
+TEST(ClipGradNormTensor, SameBitsAsClipGradNormAndNoHostRead) {
+  for (double max_norm : {0.5, 1e3}) {
+    NamedTensors a, b;
+    const DType dtypes[3] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<double> g = RandomValues(37 + i, 80 + i, -1.0, 1.0);
+      a.emplace_back("p" + std::to_string(i), WithGrad(g, {37 + i}, dtypes[i]));
+      b.emplace_back("p" + std::to_string(i), WithGrad(g, {37 + i}, dtypes[i]));
+    }
+    const double want = ClipGradNorm(a, max_norm);
+    const int64_t reads = HostReadCount();
+    const Tensor got = ClipGradNormTensor(b, max_norm);
+    EXPECT_EQ(HostReadCount(), reads);
+    EXPECT_EQ(got.dtype(), DType::kFloat64);
+    EXPECT_EQ(got.Item(), want);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(b[i].second.grad().ToDoubles(), a[i].second.grad().ToDoubles()) << i;
+  }
+  Tensor bad = WithGrad({1.0, std::numeric_limits<double>::infinity()}, {2});
+  EXPECT_TRUE(std::isinf(ClipGradNormTensor({{"bad", bad}}, 1.0).Item()));
+  EXPECT_EQ(bad.grad().ToDoubles()[0], 1.0);
+  EXPECT_THAT(ErrorOf([&] { ClipGradNormTensor({{"bad", bad}}, 0.0); }),
+              ::testing::HasSubstr("max_norm must be > 0"));
 }
 
 }  // namespace
