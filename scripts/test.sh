@@ -7,6 +7,9 @@
 #               the run short; the library's own default is 89;90a;100a)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (when installed) shares objects between clones at different paths:
+# compile commands are made relative to the repository root.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 bash scripts/setup.sh
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)
