@@ -1,22 +1,19 @@
 // The machine's measured arithmetic peaks, for the benchmarks' frac_of_peak
 // counters (header-only; benchmarks/*_bench.cc include it).
 //
-//   Fp32FmaRate  AVX-512 _mm512_fmadd_ps on 16 independent accumulators per
-//                thread: 32 flop per instruction.
-//   Bf16DotRate  AVX-512 BF16 _mm512_dpbf16_ps (VDPBF16PS) on 16 independent
-//                accumulators: 64 flop per instruction.
-// Both run on every OpenMP thread at once. The machine is shared, so
+//   Fp32FmaRate  FP32 FMAs on 16 independent accumulators per thread
+//   Bf16DotRate  VDPBF16PS on 16 independent accumulators per thread
+// the library's own micro-benchmarks (ops/cpu_gemm_path.h), run on every
+// OpenMP thread at once and summed. The machine is shared, so
 // BestPeak re-measures briefly each time and returns the highest rate seen so
 // far: a fraction of peak is never flattered by a peak measured in a noisy
 // moment.
 #pragma once
 
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <ctime>
 
@@ -24,59 +21,15 @@
 
 namespace octet::bench {
 
-inline constexpr int kPeakAccumulators = 16;
-
-// flop/s of `iters` rounds of 16 independent FMAs on every thread.
-__attribute__((target("avx512f"))) inline double Fp32FmaRate(int64_t iters) {
-  const auto t0 = std::chrono::steady_clock::now();
-  float sink = 0.0f;
-  int threads = 1;
-#pragma omp parallel reduction(+ : sink)
-  {
-#pragma omp single
-    threads = omp_get_num_threads();
-    __m512 acc[kPeakAccumulators];
-    for (int i = 0; i < kPeakAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * (i + omp_get_thread_num()));
-    const __m512 mul = _mm512_set1_ps(0.9999f), add = _mm512_set1_ps(1e-4f);
-    for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-      for (int i = 0; i < kPeakAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
-    }
-    __m512 s = acc[0];
-    for (int i = 1; i < kPeakAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
-    sink += _mm512_reduce_add_ps(s);
-  }
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  benchmark::DoNotOptimize(sink);
-  return threads * static_cast<double>(iters) * kPeakAccumulators * 32.0 / sec;
+// Sum over the OpenMP threads of `rate(iters)`, every thread at once (flop/s).
+inline double OnEveryThread(double (*rate)(int64_t), int64_t iters) {
+  double total = 0.0;
+#pragma omp parallel reduction(+ : total)
+  total += rate(iters);
+  return total;
 }
-
-// flop/s of `iters` rounds of 16 independent VDPBF16PS on every thread
-// (16 lanes x 2 products x 2 flop).
-__attribute__((target("avx512f,avx512bf16"))) inline double Bf16DotRate(int64_t iters) {
-  const auto t0 = std::chrono::steady_clock::now();
-  float sink = 0.0f;
-  int threads = 1;
-#pragma omp parallel reduction(+ : sink)
-  {
-#pragma omp single
-    threads = omp_get_num_threads();
-    __m512 acc[kPeakAccumulators];
-    for (int i = 0; i < kPeakAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * (i + omp_get_thread_num()));
-    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
-    const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3A80);  // ~1e-3
-    for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-      for (int i = 0; i < kPeakAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-    }
-    __m512 s = acc[0];
-    for (int i = 1; i < kPeakAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
-    sink += _mm512_reduce_add_ps(s);
-  }
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  benchmark::DoNotOptimize(sink);
-  return threads * static_cast<double>(iters) * kPeakAccumulators * 64.0 / sec;
-}
+inline double Fp32FmaRate(int64_t iters) { return OnEveryThread(&internal::Fp32FmaRate, iters); }
+inline double Bf16DotRate(int64_t iters) { return OnEveryThread(&internal::Bf16DotRate, iters); }
 
 enum class PeakKind { kFp32Fma = 0, kBf16Dot = 1 };
 
@@ -92,8 +45,6 @@ inline double BestPeak(PeakKind kind) {
   return b;
 }
 
-// The peak of the instructions a BF16/FP8 GEMM uses on this machine now
-// (NOTE [CPU GEMM path] in ops/cpu_gemm_path.h).
 // CPU time of every thread of the process, in seconds (with OMP_WAIT_POLICY=passive
 // idle OpenMP threads sleep instead of spinning, so this is the work done).
 inline double ProcessCpuSeconds() {

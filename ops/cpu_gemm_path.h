@@ -20,6 +20,7 @@
 // AVX-512 BF16 always gets kFp32Fma unless the override says otherwise.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -51,6 +52,13 @@ CpuGemmPathInfo GetCpuGemmPath();
 CpuGemmPath ActiveCpuGemmPath();
 
 namespace internal {
+
+// One thread's rate (flop/s) over `iters` rounds of 16 independent
+// FP32 FMAs (AVX-512, else AVX2; 0 without either) or VDPBF16PS (0 without
+// AVX-512 BF16): the micro-benchmarks the path is chosen from, also run on
+// every thread by benchmarks/cpu_peak.h.
+double Fp32FmaRate(int64_t iters);
+double Bf16DotRate(int64_t iters);
 
 // std::nullopt for "auto" or ""; throws octet::Error for an unknown value.
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value);

@@ -31,12 +31,12 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 // flop/s of 16 independent FMA chains (AVX-512: 32 flop per instruction).
-__attribute__((target("avx512f"))) double Fp32FmaRate512() {
+__attribute__((target("avx512f"))) double Fp32FmaRate512(int64_t iters) {
   __m512 acc[kAccumulators];
   for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * static_cast<float>(i));
   const __m512 mul = _mm512_set1_ps(0.9999f), add = _mm512_set1_ps(1e-4f);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t it = 0; it < kIters; ++it) {
+  for (int64_t it = 0; it < iters; ++it) {
 #pragma GCC unroll 16
     for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
   }
@@ -46,16 +46,16 @@ __attribute__((target("avx512f"))) double Fp32FmaRate512() {
   _mm512_store_ps(lanes, s);
   const double sec = Seconds(t0);
   asm volatile("" : : "r"(lanes) : "memory");
-  return static_cast<double>(kIters) * kAccumulators * 32.0 / sec;
+  return static_cast<double>(iters) * kAccumulators * 32.0 / sec;
 }
 
 // The same with AVX2 FMAs (16 flop per instruction), for CPUs without AVX-512.
-__attribute__((target("avx2,fma"))) double Fp32FmaRate256() {
+__attribute__((target("avx2,fma"))) double Fp32FmaRate256(int64_t iters) {
   __m256 acc[kAccumulators];
   for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_ps(1e-3f * static_cast<float>(i));
   const __m256 mul = _mm256_set1_ps(0.9999f), add = _mm256_set1_ps(1e-4f);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t it = 0; it < kIters; ++it) {
+  for (int64_t it = 0; it < iters; ++it) {
 #pragma GCC unroll 16
     for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
   }
@@ -65,17 +65,17 @@ __attribute__((target("avx2,fma"))) double Fp32FmaRate256() {
   _mm256_store_ps(lanes, s);
   const double sec = Seconds(t0);
   asm volatile("" : : "r"(lanes) : "memory");
-  return static_cast<double>(kIters) * kAccumulators * 16.0 / sec;
+  return static_cast<double>(iters) * kAccumulators * 16.0 / sec;
 }
 
 // flop/s of 16 independent VDPBF16PS chains (16 lanes x 2 products x 2 flop).
-__attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate() {
+__attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate512(int64_t iters) {
   __m512 acc[kAccumulators];
   for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * static_cast<float>(i));
   const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
   const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3A80);  // ~1e-3
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t it = 0; it < kIters; ++it) {
+  for (int64_t it = 0; it < iters; ++it) {
 #pragma GCC unroll 16
     for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
   }
@@ -85,28 +85,26 @@ __attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate() {
   _mm512_store_ps(lanes, s);
   const double sec = Seconds(t0);
   asm volatile("" : : "r"(lanes) : "memory");
-  return static_cast<double>(kIters) * kAccumulators * 64.0 / sec;
+  return static_cast<double>(iters) * kAccumulators * 64.0 / sec;
+}
+
+// CpuHasAvx512Bf16 also honours OCTET_DISABLE_AVX512 (core/convert.h).
+bool HasAvx512Bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && CpuHasAvx512Bf16();
 }
 
 // The two single-thread rates (0 for an instruction the CPU lacks); returns
 // whether the CPU has AVX-512 BF16.
 bool MeasureRates(CpuGemmPathInfo* out) {
   CpuGemmPathInfo& info = *out;
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  // CpuHasAvx512Bf16 also honours OCTET_DISABLE_AVX512 (core/convert.h).
-  const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16") && CpuHasAvx512Bf16();
   // Interleaved, best of kRepeats: a neighbour's burst of load on a shared
   // machine hits both measurements alike and a single slow run is discarded.
   for (int r = 0; r < kRepeats; ++r) {
-    if (avx512)
-      info.fp32_fma_gflops = std::max(info.fp32_fma_gflops, Fp32FmaRate512() * 1e-9);
-    else if (fma)
-      info.fp32_fma_gflops = std::max(info.fp32_fma_gflops, Fp32FmaRate256() * 1e-9);
-    if (bf16) info.bf16_dot_gflops = std::max(info.bf16_dot_gflops, Bf16DotRate() * 1e-9);
+    info.fp32_fma_gflops = std::max(info.fp32_fma_gflops, internal::Fp32FmaRate(kIters) * 1e-9);
+    info.bf16_dot_gflops = std::max(info.bf16_dot_gflops, internal::Bf16DotRate(kIters) * 1e-9);
   }
-  return bf16;
+  return HasAvx512Bf16();
 }
 
 CpuGemmPathInfo Decide() {
@@ -153,6 +151,15 @@ CpuGemmPath ActiveCpuGemmPath() {
 }
 
 namespace internal {
+
+double Fp32FmaRate(int64_t iters) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return Fp32FmaRate512(iters);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Fp32FmaRate256(iters);
+  return 0.0;
+}
+
+double Bf16DotRate(int64_t iters) { return HasAvx512Bf16() ? Bf16DotRate512(iters) : 0.0; }
 
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value) {
   if (value.empty() || value == "auto") return std::nullopt;
