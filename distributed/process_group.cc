@@ -349,22 +349,7 @@ void ProcessGroup::RunAllReduce(const Tensor& t, ReduceOp op) {
 
   std::vector<uint8_t> send(chunk_bytes * size_, 0);  // zero bytes are 0.0 in every wire dtype
   std::memcpy(send.data(), t.raw_data(), t.nbytes());
-  std::vector<float> scale_invs(size_, 1.0f);
-  if (fp8) {
-    const float mine = ScaleInvValue(t);
-    AllGatherBytes(&mine, scale_invs.data(), sizeof(float));
-    CountSent(static_cast<int64_t>(size_ - 1) * 4);
-  }
-  std::vector<uint8_t> recv(chunk_bytes * size_);
-  AllToAllBytes(send.data(), recv.data(), chunk_bytes);
-  CountSent(static_cast<int64_t>(size_ - 1) * static_cast<int64_t>(chunk_bytes));
-
-  std::vector<float> wide(static_cast<size_t>(chunk * size_));
-  for (int s = 0; s < size_; ++s) {
-    DecodeToFloat(recv.data() + s * chunk_bytes, dt, scale_invs[s], wide.data() + s * chunk, chunk);
-  }
-  std::vector<float> reduced(chunk);
-  ReduceChunks(wide.data(), chunk, op, reduced.data());
+  const std::vector<float> reduced = ReduceMyChunk(send.data(), dt, fp8 ? ScaleInvValue(t) : 1.0f, chunk, op);
 
   // This rank's valid elements (the padding past numel is not part of the amax).
   const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(chunk, numel - rank_ * chunk));
@@ -385,19 +370,16 @@ void ProcessGroup::RunAllReduce(const Tensor& t, ReduceOp op) {
   if (fp8) t.impl()->set_scale_meta(MakePerTensorScale(scale, amax));
 }
 
-void ProcessGroup::RunReduceScatter(const Tensor& in, const Tensor& out, ReduceOp op) {
-  const DType dt = in.dtype();
-  const bool fp8 = IsFp8(dt);
-  const int64_t chunk = out.numel();
-  const size_t chunk_bytes = out.nbytes();
+std::vector<float> ProcessGroup::ReduceMyChunk(const void* send, DType dt, float scale_inv, int64_t chunk,
+                                               ReduceOp op) {
+  const size_t chunk_bytes = static_cast<size_t>(chunk * SizeOf(dt));
   std::vector<float> scale_invs(size_, 1.0f);
-  if (fp8) {
-    const float mine = ScaleInvValue(in);
-    AllGatherBytes(&mine, scale_invs.data(), sizeof(float));
+  if (IsFp8(dt)) {
+    AllGatherBytes(&scale_inv, scale_invs.data(), sizeof(float));
     CountSent(static_cast<int64_t>(size_ - 1) * 4);
   }
   std::vector<uint8_t> recv(chunk_bytes * size_);
-  AllToAllBytes(in.raw_data(), recv.data(), chunk_bytes);
+  AllToAllBytes(send, recv.data(), chunk_bytes);
   CountSent(static_cast<int64_t>(size_ - 1) * static_cast<int64_t>(chunk_bytes));
   std::vector<float> wide(static_cast<size_t>(chunk * size_));
   for (int s = 0; s < size_; ++s) {
@@ -405,6 +387,14 @@ void ProcessGroup::RunReduceScatter(const Tensor& in, const Tensor& out, ReduceO
   }
   std::vector<float> reduced(chunk);
   ReduceChunks(wide.data(), chunk, op, reduced.data());
+  return reduced;
+}
+
+void ProcessGroup::RunReduceScatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  const DType dt = in.dtype();
+  const bool fp8 = IsFp8(dt);
+  const int64_t chunk = out.numel();
+  const std::vector<float> reduced = ReduceMyChunk(in.raw_data(), dt, fp8 ? ScaleInvValue(in) : 1.0f, chunk, op);
   float scale = 1.0f, amax = 0.0f;
   if (fp8) {
     amax = AmaxRow(reduced.data(), chunk);

@@ -138,6 +138,10 @@ class ProcessGroup {
   // The collectives themselves (worker thread).
   void RunAllReduce(const Tensor& t, ReduceOp op);
   void RunReduceScatter(const Tensor& in, const Tensor& out, ReduceOp op);
+  // The first half of both: every rank sends chunk s of `send` (size chunks of
+  // `chunk` elements of `dt`; FP8 with this rank's `scale_inv`) to rank s and
+  // reduces the chunks it receives in FP32, in rank order.
+  std::vector<float> ReduceMyChunk(const void* send, DType dt, float scale_inv, int64_t chunk, ReduceOp op);
   // Reduces rank-ordered f32 chunks (size·n floats) into out (n floats).
   void ReduceChunks(const float* chunks, int64_t n, ReduceOp op, float* out) const;
   // "lost rank R (pid P exited)" for local peers that are gone, "" if none.
