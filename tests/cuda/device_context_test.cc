@@ -10,6 +10,7 @@
 #include "core/allocator.h"
 #include "core/tensor.h"
 #include "tests/cuda/require_cuda.h"
+#include "tests/scoped_env.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
@@ -76,21 +77,6 @@ TEST(CudaRuntime, DeviceQueriesThrowWithoutADevice) {
 
 void SkipWithoutCudaProbe() { OCTET_SKIP_WITHOUT_CUDA(); }
 
-// Sets an environment variable for the scope, restoring the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 TEST(RequireCuda, ParsesTheVariable) {
   EXPECT_FALSE(testing::CudaRequiredByValue(nullptr));
   EXPECT_FALSE(testing::CudaRequiredByValue(""));
@@ -102,7 +88,7 @@ TEST(RequireCuda, ParsesTheVariable) {
 TEST(RequireCuda, TurnsTheSkipWithoutADeviceIntoAFailure) {
   SKIP_WITH_DEVICE();
   EXPECT_NE(testing::NoCudaReason().find("no CUDA device: "), std::string::npos);
-  ScopedEnv env("OCTET_REQUIRE_CUDA", "1");
+  testing::ScopedEnv env("OCTET_REQUIRE_CUDA", "1");
   EXPECT_FATAL_FAILURE(SkipWithoutCudaProbe(), "OCTET_REQUIRE_CUDA=1 but no CUDA device: ");
 }
 

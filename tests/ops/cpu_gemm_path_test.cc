@@ -20,6 +20,7 @@
 #include "ops/matmul.h"
 #include "ops/matmul_kernels.h"
 #include "ops/reduce.h"
+#include "tests/scoped_env.h"
 #include "tests/test_util.h"
 
 namespace octet {
@@ -32,21 +33,16 @@ using ::octet::testing::RandomTensor;
 // restores both on destruction.
 class ScopedGemmEnv {
  public:
-  explicit ScopedGemmEnv(const char* value) {
-    if (const char* old = std::getenv("OCTET_CPU_GEMM")) old_ = old;
-    Set(value);
-  }
-  ~ScopedGemmEnv() { Set(old_ ? old_->c_str() : nullptr); }
-
- private:
-  static void Set(const char* value) {
-    if (value != nullptr)
-      setenv("OCTET_CPU_GEMM", value, 1);
-    else
-      unsetenv("OCTET_CPU_GEMM");
+  explicit ScopedGemmEnv(const char* value) : env_(std::in_place, "OCTET_CPU_GEMM", value) {
     internal::SetCpuGemmPathForTesting(std::nullopt);
   }
-  std::optional<std::string> old_;
+  ~ScopedGemmEnv() {
+    env_.reset();  // the old value first, then forget the decision made under ours
+    internal::SetCpuGemmPathForTesting(std::nullopt);
+  }
+
+ private:
+  std::optional<::octet::testing::ScopedEnv> env_;
 };
 
 // Forces one path for the test's lifetime.
