@@ -81,13 +81,11 @@ void DistributedTraining::BeforeBackward(int64_t micro, int64_t accum) {
 void DistributedTraining::AttachFp8State(nn::amp::Fp8State& state) {
   if (!ctx_.group) return;
   dist::SyncAmaxesThrough(*ctx_.group, state);
-  fp8_state_synced_ = true;
 }
 
-double DistributedTraining::SyncAndClip(nn::Module& model, optim::AdamW& opt, double max_norm) {
+double DistributedTraining::SyncAndClip(optim::AdamW& opt, double max_norm) {
   if (ddp_) ddp_->FinishGradSync();
   if (zero_) zero_->ReduceGradients();
-  if (ctx_.group && !fp8_state_synced_) dist::AllReduceAmaxes(*ctx_.group, model);
   if (zero_) return zero_->ClipGradNorm(max_norm);
   return max_norm > 0 ? optim::ClipGradNorm(opt.params(), max_norm) : optim::GradNorm(opt.params());
 }

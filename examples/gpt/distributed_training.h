@@ -53,9 +53,10 @@ class DistributedTraining {
   // Before each micro-batch's backward: only the last one synchronises.
   void BeforeBackward(int64_t micro, int64_t accum);
   // After the last backward: gradients become the mean over ranks (or this
-  // rank's shard of it), amax histories are reduced; then clips by the
-  // global norm (max_norm <= 0: no clipping) and returns that norm.
-  double SyncAndClip(nn::Module& model, optim::AdamW& opt, double max_norm);
+  // rank's shard of it; the FP8 amaxes are reduced by AttachFp8State's hook
+  // instead), then clips by the global norm (max_norm <= 0: no clipping) and
+  // returns that norm.
+  double SyncAndClip(optim::AdamW& opt, double max_norm);
   // The optimizer step (plain AdamW's, or the sharded one and the weight all-gather).
   void Step(optim::AdamW& opt, double lr);
   // Full optimizer state for a checkpoint (a collective under ZeRO-1).
@@ -69,7 +70,6 @@ class DistributedTraining {
  private:
   dist::DistContext ctx_;
   dist::GradSync grad_sync_ = dist::GradSync::kFp32;
-  bool fp8_state_synced_ = false;  // amaxes reduced by the FP8 state manager's hook
   DType zero_gather_ = DType::kFloat32;
   bool zero1_flag_ = false;
   int64_t bucket_bytes_ = 0;

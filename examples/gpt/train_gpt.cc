@@ -449,7 +449,7 @@ absl::Status Run() {
     Tensor grad_norm;
     if (dt.world_size() > 1) {
       // The gradient collectives synchronise the host anyway: the norm is a host value here.
-      grad_norm = Full({}, dt.SyncAndClip(model, opt, grad_clip), {.dtype = DType::kFloat64});
+      grad_norm = Full({}, dt.SyncAndClip(opt, grad_clip), {.dtype = DType::kFloat64});
       dt.Step(opt, lr);
     } else {
       grad_norm = grad_clip > 0 ? optim::ClipGradNormTensor(model.NamedParameters(), grad_clip)
