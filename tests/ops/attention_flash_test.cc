@@ -28,11 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/ops/attention_reference.h"
 #include "tests/test_util.h"
 
 namespace octet {
 namespace {
 
+using ::octet::testing::AttentionRef;
+using ::octet::testing::AttentionReference;
 using flash::BwdParams;
 using flash::FwdParams;
 using flash::Geom;
@@ -192,57 +195,8 @@ flash::Strided<P> ContiguousView(P* data, int64_t h, int64_t t, int64_t d) {
   return {data, h * t * d, t * d, d, 1, h};
 }
 
-// ---------------------------------------------------------------------------
-// float64 reference: explicit causal softmax per row, and the gradients of
-// sum(out o dout) by the textbook formulas.
-
-struct Ref {
-  std::vector<double> out, lse, dq, dk, dv;
-};
-
-Ref Reference(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-              const std::vector<double>* dout, int64_t bh, int64_t t, int64_t d, double scale) {
-  Ref r;
-  r.out.assign(bh * t * d, 0.0);
-  r.lse.assign(bh * t, 0.0);
-  if (dout) r.dq = r.dk = r.dv = r.out;
-  std::vector<double> p(t), dp(t);
-  for (int64_t h = 0; h < bh; ++h) {
-    const int64_t base = h * t * d;
-    for (int64_t i = 0; i < t; ++i) {
-      double mx = -INFINITY;
-      for (int64_t j = 0; j <= i; ++j) {
-        double s = 0;
-        for (int64_t c = 0; c < d; ++c) s += q[base + i * d + c] * k[base + j * d + c];
-        p[j] = s * scale;
-        mx = std::max(mx, p[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
-      for (int64_t j = 0; j <= i; ++j) p[j] /= sum;
-      r.lse[h * t + i] = mx + std::log(sum);
-      for (int64_t j = 0; j <= i; ++j)
-        for (int64_t c = 0; c < d; ++c) r.out[base + i * d + c] += p[j] * v[base + j * d + c];
-      if (!dout) continue;
-      const double* g = dout->data() + base + i * d;
-      double di = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        dp[j] = 0;
-        for (int64_t c = 0; c < d; ++c) dp[j] += g[c] * v[base + j * d + c];
-        di += p[j] * dp[j];
-      }
-      for (int64_t j = 0; j <= i; ++j) {
-        const double ds = p[j] * (dp[j] - di) * scale;
-        for (int64_t c = 0; c < d; ++c) {
-          r.dq[base + i * d + c] += ds * k[base + j * d + c];
-          r.dk[base + j * d + c] += ds * q[base + i * d + c];
-          r.dv[base + j * d + c] += p[j] * g[c];
-        }
-      }
-    }
-  }
-  return r;
-}
+// The float64 reference: tests/ops/attention_reference.h (AttentionReference;
+// its gradients are checked by finite differences below).
 
 // ---------------------------------------------------------------------------
 // Running the blocks.
@@ -389,7 +343,8 @@ void CheckProblem(const Problem& pr, double tol, uint64_t seed) {
   const char* dtype = std::is_same_v<T, float> ? "float32" : "float64";
   const std::string what = Describe(pr, dtype);
   const Values vals = MakeValues<T>(pr, seed);
-  const Ref ref = Reference(vals.q, vals.k, vals.v, &vals.dout, pr.b * pr.h, pr.t, pr.d, pr.scale);
+  const AttentionRef ref =
+      AttentionReference(vals.q, vals.k, vals.v, Shape{pr.b, pr.h, pr.t, pr.d}, pr.scale, &vals.dout);
   bool guards = false, guards_rev = false;
   const Result got = RunAny<T>(pr, vals, /*reverse=*/false, &guards);
   const Result rev = RunAny<T>(pr, vals, /*reverse=*/true, &guards_rev);
@@ -444,9 +399,9 @@ TEST(FlashAttentionReference, GradientsMatchFiniteDifferences) {
   const double scale = 0.7, eps = 1e-6;
   std::vector<double> q = testing::RandomValues(bh * t * d, 11), k = testing::RandomValues(bh * t * d, 12),
                       v = testing::RandomValues(bh * t * d, 13), g = testing::RandomValues(bh * t * d, 14);
-  const Ref ref = Reference(q, k, v, &g, bh, t, d, scale);
+  const AttentionRef ref = AttentionReference(q, k, v, Shape{bh, 1, t, d}, scale, &g);
   auto loss = [&] {
-    const Ref r = Reference(q, k, v, nullptr, bh, t, d, scale);
+    const AttentionRef r = AttentionReference(q, k, v, Shape{bh, 1, t, d}, scale);
     double s = 0;
     for (size_t i = 0; i < g.size(); ++i) s += r.out[i] * g[i];
     return s;

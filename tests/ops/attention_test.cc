@@ -14,71 +14,17 @@
 #include "autograd/grad_mode.h"
 #include "ops/attention.h"
 #include "ops/attention_kernels.h"
+#include "tests/ops/attention_reference.h"
 #include "tests/test_util.h"
 
 namespace octet {
 namespace {
 
 using ::octet::testing::AllClose;
+using ::octet::testing::AttentionRef;
+using ::octet::testing::AttentionReference;
 using ::octet::testing::ErrorOf;
 using ::octet::testing::RandomTensor;
-
-// (B,H,T,D) in row-major order, float64.
-struct Ref {
-  std::vector<double> out, lse, dq, dk, dv;
-};
-
-// Explicit softmax over each causal row: p_j = exp(s_j - max) / sum, j <= t.
-// With dout: the gradients, through dP = dO V^T and dS = P o (dP - rowsum(P o dP)).
-Ref Reference(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-              const Shape& shape, double scale, const std::vector<double>* dout = nullptr) {
-  const int64_t bh = shape[0] * shape[1], t = shape[2], d = shape[3];
-  Ref r;
-  r.out.assign(q.size(), 0.0);
-  r.lse.assign(bh * t, 0.0);
-  if (dout) {
-    r.dq.assign(q.size(), 0.0);
-    r.dk.assign(q.size(), 0.0);
-    r.dv.assign(q.size(), 0.0);
-  }
-  std::vector<double> p(t), dp(t);
-  for (int64_t h = 0; h < bh; ++h) {
-    const int64_t base = h * t * d;
-    for (int64_t i = 0; i < t; ++i) {
-      double mx = -INFINITY;
-      for (int64_t j = 0; j <= i; ++j) {
-        double s = 0;
-        for (int64_t c = 0; c < d; ++c) s += q[base + i * d + c] * k[base + j * d + c];
-        p[j] = s * scale;
-        mx = std::max(mx, p[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
-      for (int64_t j = 0; j <= i; ++j) p[j] /= sum;
-      r.lse[h * t + i] = mx + std::log(sum);
-      for (int64_t j = 0; j <= i; ++j)
-        for (int64_t c = 0; c < d; ++c) r.out[base + i * d + c] += p[j] * v[base + j * d + c];
-      if (!dout) continue;
-      double pdp = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        dp[j] = 0;
-        for (int64_t c = 0; c < d; ++c) {
-          dp[j] += (*dout)[base + i * d + c] * v[base + j * d + c];
-          r.dv[base + j * d + c] += p[j] * (*dout)[base + i * d + c];
-        }
-        pdp += p[j] * dp[j];
-      }
-      for (int64_t j = 0; j <= i; ++j) {
-        const double ds = p[j] * (dp[j] - pdp) * scale;
-        for (int64_t c = 0; c < d; ++c) {
-          r.dq[base + i * d + c] += ds * k[base + j * d + c];
-          r.dk[base + j * d + c] += ds * q[base + i * d + c];
-        }
-      }
-    }
-  }
-  return r;
-}
 
 // Output tolerance per dtype (relative and absolute), stated in one place:
 // f64 is exact up to summation order; f32 computes in f32 with a polynomial
@@ -128,7 +74,7 @@ TEST_P(AttentionDtypeTest, ForwardMatchesF64Reference) {
   for (const Shape& shape : ForwardShapes()) {
     const Inputs in = MakeInputs(shape, dtype, 10);
     const double scale = DefaultScale(shape);
-    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale);
+    const AttentionRef ref = AttentionReference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale);
     const Tensor out = CausalAttention(in.q, in.k, in.v);
     ASSERT_EQ(out.shape(), shape);
     ASSERT_EQ(out.dtype(), dtype);
@@ -153,7 +99,7 @@ TEST_P(AttentionDtypeTest, BackwardMatchesF64Reference) {
     const Tensor dout = RandomTensor(shape, 99, dtype);
     const std::vector<double> dov = dout.ToDoubles();
     const double scale = 0.3;
-    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale, &dov);
+    const AttentionRef ref = AttentionReference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, scale, &dov);
     Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
            v = in.v.detach().requires_grad_();
     CausalAttention(q, k, v, scale).Backward(dout);
@@ -181,8 +127,8 @@ TEST(Attention, EveryIsaMatchesReference) {
         const Inputs in = MakeInputs(shape, dtype, 30);
         const Tensor dout = RandomTensor(shape, 31, dtype);
         const std::vector<double> dov = dout.ToDoubles();
-        const Ref ref =
-            Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, DefaultScale(shape), &dov);
+        const AttentionRef ref =
+            AttentionReference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, DefaultScale(shape), &dov);
         Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
                v = in.v.detach().requires_grad_();
         const Tensor out = CausalAttention(q, k, v);
@@ -245,7 +191,7 @@ TEST(Attention, TransposedAndBroadcastOperands) {
   ASSERT_NE(q.stride(3), 1);
   const Tensor dout = RandomTensor({1, 1, 1, 12}, 63, DType::kFloat32).Expand(shape);
   const std::vector<double> dov = dout.ToDoubles();
-  const Ref ref = Reference(q.ToDoubles(), k.ToDoubles(), v.ToDoubles(), shape, 0.5, &dov);
+  const AttentionRef ref = AttentionReference(q.ToDoubles(), k.ToDoubles(), v.ToDoubles(), shape, 0.5, &dov);
   Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
   const Tensor out = CausalAttention(qg, kg, vg, 0.5);
   out.Backward(dout);
@@ -319,7 +265,7 @@ TEST(Attention, LargeScoresStayFiniteAndExact) {
   const Shape shape{1, 1, 100, 16};
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
     const Inputs in = MakeInputs(shape, dtype, 100, /*range=*/8.0);
-    const Ref ref = Reference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, 1.0);
+    const AttentionRef ref = AttentionReference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, 1.0);
     const Tensor out = CausalAttention(in.q, in.k, in.v, 1.0);
     const double tol = dtype == DType::kFloat64 ? 1e-10 : 1e-3;
     EXPECT_TRUE(AllClose(out, ref.out, tol, tol)) << Name(dtype);
