@@ -27,13 +27,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/tensor.h"
-#include "ops/attention.h"
-#include "ops/attention_kernels.h"
-#include "ops/attention_unfused.h"
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/tensor.h>
+#include <octet/ops/attention.h>
+#include <octet/ops/attention_kernels.h>
+#include <octet/ops/attention_unfused.h>
 #if OCTET_WITH_CUDA
-#include "ops/cuda/attention_flash_cuda.h"
+#include <octet/ops/cuda/attention_flash_cuda.h>
 #endif
 
 namespace octet {

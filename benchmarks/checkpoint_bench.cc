@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/crc32c.h"
-#include "nn/checkpoint.h"
-#include "nn/gpt.h"
-#include "optim/adamw.h"
+#include <octet/core/crc32c.h>
+#include <octet/nn/checkpoint.h>
+#include <octet/nn/gpt.h>
+#include <octet/optim/adamw.h>
 
 namespace octet {
 namespace {

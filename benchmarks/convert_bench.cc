@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/convert.h"
+#include <octet/core/convert.h>
 
 namespace octet {
 namespace {

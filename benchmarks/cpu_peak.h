@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <ctime>
 
-#include "ops/cpu_gemm_path.h"
+#include <octet/ops/cpu_gemm_path.h>
 
 namespace octet::bench {
 

@@ -36,10 +36,10 @@
 #include <string>
 
 #include "benchmarks/cpu_peak.h"
-#include "core/tensor.h"
-#include "ops/cpu_gemm_path.h"
-#include "ops/cast.h"
-#include "ops/matmul.h"
+#include <octet/core/tensor.h>
+#include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cast.h>
+#include <octet/ops/matmul.h>
 
 namespace octet {
 namespace {

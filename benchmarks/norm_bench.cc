@@ -16,12 +16,12 @@
 #include <random>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "core/tensor.h"
-#include "ops/norm.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include <octet/autograd/engine.h>
+#include <octet/core/tensor.h>
+#include <octet/ops/norm.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+#include <octet/ops/softmax.h>
 
 namespace octet {
 namespace {

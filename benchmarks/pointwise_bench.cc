@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "ops/functors.h"
-#include "ops/pointwise.h"
+#include <octet/core/tensor.h>
+#include <octet/ops/functors.h>
+#include <octet/ops/pointwise.h>
 
 namespace octet {
 namespace {

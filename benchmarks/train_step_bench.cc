@@ -46,12 +46,12 @@
 #include <vector>
 
 #include "benchmarks/cpu_peak.h"
-#include "core/allocator.h"
-#include "core/random.h"
-#include "core/tensor.h"
-#include "nn/amp.h"
-#include "nn/gpt.h"
-#include "optim/adamw.h"
+#include <octet/core/allocator.h>
+#include <octet/core/random.h>
+#include <octet/core/tensor.h>
+#include <octet/nn/amp.h>
+#include <octet/nn/gpt.h>
+#include <octet/optim/adamw.h>
 
 namespace octet {
 namespace {

@@ -2,7 +2,7 @@
 // autograd, and a few steps of gradient descent on a least-squares problem.
 #include <cstdio>
 
-#include "octet.h"
+#include <octet/octet.h>
 
 int main() {
   using namespace octet;

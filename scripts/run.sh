@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 bash scripts/setup.sh
 build_dir=${BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CUDA=OFF -DOCTET_BUILD_TESTS=OFF \
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CPU_ARCH="$(bash scripts/cpu_arch.sh)" -DOCTET_CUDA=OFF -DOCTET_BUILD_TESTS=OFF \
   -DOCTET_BUILD_BENCHMARKS=OFF -DOCTET_BUILD_EXAMPLES=ON
 cmake --build "$build_dir" -j "$(nproc)" --target train_gpt
 exec "$build_dir/examples/gpt/train_gpt" "$@"

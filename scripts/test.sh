@@ -13,7 +13,7 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 bash scripts/setup.sh
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CUDA=AUTO \
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CPU_ARCH="$(bash scripts/cpu_arch.sh)" -DOCTET_CUDA=AUTO \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" -DOCTET_BUILD_TESTS=ON -DOCTET_BUILD_BENCHMARKS=ON \
   -DOCTET_BUILD_EXAMPLES=ON
 cmake --build "$build_dir" -j "$jobs"

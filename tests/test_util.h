@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include <octet/core/tensor.h>
 
 namespace octet::testing {
 

@@ -9,8 +9,8 @@
 #include <exception>
 #include <string>
 
-#include "ops/cpu_gemm_path.h"
-#include "ops/cuda/fp8_capabilities.h"
+#include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cuda/fp8_capabilities.h>
 
 #if OCTET_WITH_CUDA
 #include <cublasLt.h>
@@ -18,8 +18,8 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-#include "core/caching_allocator.h"
-#include "ops/cuda/device_context.h"
+#include <octet/core/caching_allocator.h>
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace {

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/redis_store.h"
+#include <octet/distributed/redis_store.h>
 
 extern char** environ;
 

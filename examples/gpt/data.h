@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include <octet/core/tensor.h>
 
 namespace octet::gpt {
 

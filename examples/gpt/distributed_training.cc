@@ -5,9 +5,9 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "distributed/amax_sync.h"
-#include "nn/amp.h"
-#include "optim/clip.h"
+#include <octet/distributed/amax_sync.h>
+#include <octet/nn/amp.h>
+#include <octet/optim/clip.h>
 
 ABSL_FLAG(std::string, grad_sync, "fp32",
           "Under octet-run: gradient all-reduce format fp32 | bf16 | fp8 (E4M3) | fp8_e5m2 (sums always in FP32)");

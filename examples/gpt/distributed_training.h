@@ -22,12 +22,12 @@
 #include <memory>
 #include <string>
 
-#include "distributed/ddp.h"
-#include "distributed/init.h"
-#include "distributed/zero.h"
-#include "nn/fp8_state.h"
-#include "nn/module.h"
-#include "optim/adamw.h"
+#include <octet/distributed/ddp.h>
+#include <octet/distributed/init.h>
+#include <octet/distributed/zero.h>
+#include <octet/nn/fp8_state.h>
+#include <octet/nn/module.h>
+#include <octet/optim/adamw.h>
 
 namespace octet::gpt {
 

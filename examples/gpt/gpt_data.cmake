@@ -6,6 +6,6 @@
 # second include a no-op.
 include_guard(GLOBAL)
 add_library(gpt_data STATIC ${CMAKE_CURRENT_LIST_DIR}/data.cc ${CMAKE_CURRENT_LIST_DIR}/run_state.cc)
-target_link_libraries(gpt_data PUBLIC octet absl::status absl::statusor absl::strings absl::str_format)
+target_link_libraries(gpt_data PUBLIC octet_internal absl::status absl::statusor absl::strings absl::str_format)
 target_include_directories(gpt_data PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../..)
 target_compile_options(gpt_data PRIVATE -Wall -Wextra -Wno-unused-parameter)

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "nn/gpt.h"
+#include <octet/nn/gpt.h>
 
 namespace octet::gpt {
 

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/crc32c.h"
-#include "nn/checkpoint.h"
+#include <octet/core/crc32c.h>
+#include <octet/nn/checkpoint.h>
 
 namespace octet::gpt {
 namespace {

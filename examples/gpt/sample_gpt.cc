@@ -14,12 +14,12 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/random.h"
+#include <octet/core/random.h>
 #include "examples/gpt/data.h"
 #include "examples/gpt/model_meta.h"
-#include "nn/amp.h"
-#include "nn/checkpoint.h"
-#include "nn/gpt.h"
+#include <octet/nn/amp.h>
+#include <octet/nn/checkpoint.h>
+#include <octet/nn/gpt.h>
 
 ABSL_FLAG(std::string, ckpt, "", "Checkpoint directory (or a step_XXXXXXXX directory inside it)");
 ABSL_FLAG(std::string, prompt, "%\n", "Prompt text (byte-level models)");

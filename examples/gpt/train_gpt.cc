@@ -32,20 +32,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "autograd/grad_mode.h"
-#include "core/random.h"
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/random.h>
 #include "examples/gpt/data.h"
 #include "examples/gpt/distributed_training.h"
 #include "examples/gpt/model_meta.h"
 #include "examples/gpt/run_state.h"
-#include "nn/amp.h"
-#include "nn/checkpoint.h"
-#include "nn/gpt.h"
-#include "ops/index_check.h"
-#include "ops/pointwise.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
-#include "optim/lr_schedule.h"
+#include <octet/nn/amp.h>
+#include <octet/nn/checkpoint.h>
+#include <octet/nn/gpt.h>
+#include <octet/ops/index_check.h>
+#include <octet/ops/pointwise.h>
+#include <octet/optim/adamw.h>
+#include <octet/optim/clip.h>
+#include <octet/optim/lr_schedule.h>
 
 ABSL_FLAG(std::string, data, octet::gpt::kDefaultCorpusPath,
           "Comma-separated text files/directories (byte tokens, V=256), or llm.c .bin token shards / glob patterns");

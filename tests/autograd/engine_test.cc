@@ -2,12 +2,12 @@
 // mode, detach, hooks, in-place detection on saved tensors, Grad().
 #include <gtest/gtest.h>
 
-#include "autograd/engine.h"
-#include "autograd/function.h"
-#include "autograd/grad_mode.h"
-#include "autograd/gradcheck.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/engine.h>
+#include <octet/autograd/function.h>
+#include <octet/autograd/grad_mode.h>
+#include <octet/autograd/gradcheck.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

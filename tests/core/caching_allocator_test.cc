@@ -1,7 +1,7 @@
 // The caching allocator's bookkeeping (core/caching_allocator.h), driven by a
 // fake device: segments are fake addresses (never dereferenced), events
 // complete only when the test says so.
-#include "core/caching_allocator.h"
+#include <octet/core/caching_allocator.h>
 
 #include <gtest/gtest.h>
 

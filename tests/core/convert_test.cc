@@ -5,7 +5,7 @@
 // Paths are switched with octet::internal::SetConverterIsaForTesting /
 // ForceScalarConvertersForTesting (NOTE [converter dispatch]); a path the CPU
 // lacks is skipped. Also the scalar bf16 / f16 cast rules.
-#include "core/convert.h"
+#include <octet/core/convert.h>
 
 #include <gtest/gtest.h>
 
@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "core/bfloat16.h"
-#include "core/bit_cast.h"
-#include "core/error.h"
-#include "core/float16.h"
-#include "core/float8.h"
+#include <octet/core/bfloat16.h>
+#include <octet/core/bit_cast.h>
+#include <octet/core/error.h>
+#include <octet/core/float16.h>
+#include <octet/core/float8.h>
 
 namespace octet {
 namespace {

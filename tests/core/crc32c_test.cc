@@ -1,7 +1,7 @@
 // CRC-32C against published check values (the CRC catalogue's "123456789"
 // and RFC 3720 appendix B.4), the table path against the SSE4.2 path, and
 // incremental use.
-#include "core/crc32c.h"
+#include <octet/core/crc32c.h>
 
 #include <gtest/gtest.h>
 

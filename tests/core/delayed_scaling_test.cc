@@ -3,7 +3,7 @@
 // power-of-two rounding, and zero / inf / NaN amax keeping the previous scale;
 // the multi-slot entry point UpdateDelayedScaling (ops/delayed_scaling.h) on CPU.
 // Expected values are closed forms computed here in double.
-#include "core/delayed_scaling.h"
+#include <octet/core/delayed_scaling.h>
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/delayed_scaling.h"
+#include <octet/ops/delayed_scaling.h>
 #include "tests/test_util.h"
 
 namespace octet {

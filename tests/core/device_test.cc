@@ -1,6 +1,6 @@
 // Device names and the device-count hook: ParseDevice accepts exactly
 // cpu / cuda / cuda:N; CheckDeviceExists explains a missing device.
-#include "core/device.h"
+#include <octet/core/device.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

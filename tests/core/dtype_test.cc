@@ -1,8 +1,8 @@
 // The dtype table: names, sizes, limits, parsing, dispatch errors.
 #include <gtest/gtest.h>
 
-#include "core/dtype.h"
-#include "core/dtype_traits.h"
+#include <octet/core/dtype.h>
+#include <octet/core/dtype_traits.h>
 #include "tests/test_util.h"
 
 namespace octet {

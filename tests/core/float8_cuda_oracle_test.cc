@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "core/bit_cast.h"
-#include "core/bfloat16.h"
-#include "core/float16.h"
-#include "core/float8.h"
+#include <octet/core/bit_cast.h>
+#include <octet/core/bfloat16.h>
+#include <octet/core/float16.h>
+#include <octet/core/float8.h>
 
 namespace octet {
 namespace {

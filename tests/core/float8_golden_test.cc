@@ -12,9 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "core/bit_cast.h"
-#include "core/float16.h"
-#include "core/float8.h"
+#include <octet/core/bit_cast.h>
+#include <octet/core/float16.h>
+#include <octet/core/float8.h>
 
 #ifndef OCTET_TEST_DATA_DIR
 #define OCTET_TEST_DATA_DIR "tests"

@@ -2,7 +2,7 @@
 // here in double with ldexp, plus the rounding, saturation and special-value
 // rules of NOTE [fp8 conversion semantics]. The bit-exact comparison with
 // cuda_fp8.h lives in float8_cuda_oracle_test.cc and float8_golden_test.cc.
-#include "core/float8.h"
+#include <octet/core/float8.h>
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <limits>
 #include <string>
 
-#include "core/bit_cast.h"
+#include <octet/core/bit_cast.h>
 
 namespace octet {
 namespace {

@@ -6,12 +6,12 @@
 
 #include <cmath>
 
-#include "autograd/gradcheck.h"
-#include "core/philox.h"
-#include "core/random.h"
-#include "ops/pointwise.h"
-#include "ops/random.h"
-#include "ops/reduce.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/core/philox.h>
+#include <octet/core/random.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/random.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/scaling.h"
-#include "core/tensor.h"
-#include "ops/pointwise.h"
-#include "ops/shape.h"
+#include <octet/core/scaling.h>
+#include <octet/core/tensor.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/shape.h>
 #include "tests/test_util.h"
 
 namespace octet {

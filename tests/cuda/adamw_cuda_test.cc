@@ -14,13 +14,13 @@
 #include <tuple>
 #include <vector>
 
-#include "core/tensor.h"
-#include "optim/adamw_kernels.h"
+#include <octet/core/tensor.h>
+#include <octet/optim/adamw_kernels.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/cuda/device_context.h"
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet::testing {

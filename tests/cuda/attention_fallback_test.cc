@@ -17,12 +17,12 @@
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/attention.h"
-#include "ops/cuda/attention_cudnn.h"
-#include "ops/cuda/cudnn_graph.h"
-#include "ops/cuda/device_context.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/ops/attention.h>
+#include <octet/ops/cuda/attention_cudnn.h>
+#include <octet/ops/cuda/cudnn_graph.h>
+#include <octet/ops/cuda/device_context.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/cuda/parity_util.h"
 #endif
 

@@ -18,12 +18,12 @@
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/attention.h"
-#include "ops/attention_kernels.h"
-#include "ops/cuda/attention_cudnn.h"
-#include "ops/cuda/attention_flash_cuda.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/ops/attention.h>
+#include <octet/ops/attention_kernels.h>
+#include <octet/ops/cuda/attention_cudnn.h>
+#include <octet/ops/cuda/attention_flash_cuda.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/cuda/parity_util.h"
 #endif
 

@@ -11,15 +11,15 @@
 #include <cstring>
 #include <limits>
 
-#include "core/delayed_scaling.h"
+#include <octet/core/delayed_scaling.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/cast.h"
-#include "ops/cast_kernels.h"
-#include "ops/cuda/cast_cuda.h"
-#include "ops/cuda/device_context.h"
+#include <octet/ops/cast.h>
+#include <octet/ops/cast_kernels.h>
+#include <octet/ops/cuda/cast_cuda.h>
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet {

@@ -14,9 +14,9 @@
 #if OCTET_WITH_CUDA
 #include <cublasLt.h>
 
-#include "ops/cuda/device_context.h"
-#include "ops/cuda/gemm_cublaslt.h"
-#include "ops/gemm_layout.h"
+#include <octet/ops/cuda/device_context.h>
+#include <octet/ops/cuda/gemm_cublaslt.h>
+#include <octet/ops/gemm_layout.h>
 #endif
 
 namespace octet {

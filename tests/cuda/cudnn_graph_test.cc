@@ -16,10 +16,10 @@
 
 #if OCTET_WITH_CUDA
 #include "absl/hash/hash.h"
-#include "ops/attention_kernels.h"
-#include "ops/cuda/attention_cudnn.h"
-#include "ops/cuda/cudnn_graph.h"
-#include "ops/cuda/device_context.h"
+#include <octet/ops/attention_kernels.h>
+#include <octet/ops/cuda/attention_cudnn.h>
+#include <octet/ops/cuda/cudnn_graph.h>
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet {

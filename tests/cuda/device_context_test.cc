@@ -7,25 +7,25 @@
 
 #include <thread>
 
-#include "core/allocator.h"
-#include "core/tensor.h"
+#include <octet/core/allocator.h>
+#include <octet/core/tensor.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/scoped_env.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/copy_kernels.h"
-#include "ops/cuda/cuda_allocator.h"
-#include "ops/cuda/cuda_check.h"
-#include "ops/cuda/device_context.h"
-#include "ops/embedding_kernels.h"
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
-#include "ops/norm_kernels.h"
-#include "ops/pointwise_kernels.h"
-#include "ops/random_kernels.h"
-#include "ops/reduce_kernels.h"
-#include "ops/softmax_kernels.h"
+#include <octet/ops/copy_kernels.h>
+#include <octet/ops/cuda/cuda_allocator.h>
+#include <octet/ops/cuda/cuda_check.h>
+#include <octet/ops/cuda/device_context.h>
+#include <octet/ops/embedding_kernels.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/norm_kernels.h>
+#include <octet/ops/pointwise_kernels.h>
+#include <octet/ops/random_kernels.h>
+#include <octet/ops/reduce_kernels.h>
+#include <octet/ops/softmax_kernels.h>
 #endif
 
 namespace octet {

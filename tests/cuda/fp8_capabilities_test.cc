@@ -1,6 +1,6 @@
 // The FP8 GEMM capability table (ops/cuda/fp8_capabilities.h, NOTE [fp8
 // capabilities]) for the GPUs that matter, without needing any of them.
-#include "ops/cuda/fp8_capabilities.h"
+#include <octet/ops/cuda/fp8_capabilities.h>
 
 #include <gtest/gtest.h>
 

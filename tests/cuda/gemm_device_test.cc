@@ -12,12 +12,12 @@
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "core/scaling.h"
-#include "ops/cast.h"
-#include "ops/cuda/device_context.h"
-#include "ops/cuda/gemm_cublaslt.h"
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
+#include <octet/core/scaling.h>
+#include <octet/ops/cast.h>
+#include <octet/ops/cuda/device_context.h>
+#include <octet/ops/cuda/gemm_cublaslt.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/pointwise.h>
 #endif
 
 namespace octet {

@@ -10,16 +10,16 @@
 #include <cmath>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/amp.h"
-#include "nn/gpt.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
+#include <octet/core/tensor.h>
+#include <octet/nn/amp.h>
+#include <octet/nn/gpt.h>
+#include <octet/optim/adamw.h>
+#include <octet/optim/clip.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/cuda/device_context.h"
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet {

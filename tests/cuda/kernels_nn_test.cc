@@ -9,10 +9,10 @@
 #include <tuple>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "ops/embedding.h"
-#include "ops/norm.h"
-#include "ops/softmax.h"
+#include <octet/autograd/engine.h>
+#include <octet/ops/embedding.h>
+#include <octet/ops/norm.h>
+#include <octet/ops/softmax.h>
 #include "tests/cuda/parity_util.h"
 
 namespace octet::testing {

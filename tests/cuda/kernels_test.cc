@@ -10,11 +10,11 @@
 #include <tuple>
 #include <vector>
 
-#include "core/random.h"
-#include "ops/functors.h"
-#include "ops/pointwise.h"
-#include "ops/random.h"
-#include "ops/reduce.h"
+#include <octet/core/random.h>
+#include <octet/ops/functors.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/random.h>
+#include <octet/ops/reduce.h>
 #include "tests/cuda/parity_util.h"
 
 namespace octet::testing {

@@ -1,6 +1,6 @@
 // The host-side launch decisions of the CUDA kernels (ops/cuda/launch_math.h):
 // plain C++, so these run on any machine, with or without CUDA.
-#include "ops/cuda/launch_math.h"
+#include <octet/ops/cuda/launch_math.h>
 
 #include <gtest/gtest.h>
 

@@ -2,14 +2,14 @@
 // that keep FP8 sums out of NCCL (NOTE [nccl fp8]), and a clear error instead
 // of a crash when there is no device. With a device, a 1-rank group reduces
 // every dtype (the multi-rank runs need the H100: CUDA_NOTES.md §6).
-#include "distributed/cuda/nccl_group.h"
+#include <octet/distributed/cuda/nccl_group.h>
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "core/scaling.h"
-#include "ops/cuda/device_context.h"
+#include <octet/core/scaling.h>
+#include <octet/ops/cuda/device_context.h>
 #include "tests/distributed/file_store_fixture.h"
 
 namespace octet::dist {

@@ -11,13 +11,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "distributed/store.h"
+#include <octet/distributed/store.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/distributed/file_store_fixture.h"
 
 #if OCTET_WITH_CUDA
-#include "distributed/cuda/nccl_bootstrap.h"
-#include "ops/cuda/device_context.h"
+#include <octet/distributed/cuda/nccl_bootstrap.h>
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet::dist {

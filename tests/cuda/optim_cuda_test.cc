@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "optim/loss_scaler.h"
-#include "optim/sgd.h"
+#include <octet/core/tensor.h>
+#include <octet/optim/loss_scaler.h>
+#include <octet/optim/sgd.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include "ops/cuda/device_context.h"
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet::optim {

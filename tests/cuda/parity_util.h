@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include <octet/core/tensor.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 

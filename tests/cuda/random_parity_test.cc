@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/philox.h"
-#include "core/random.h"
-#include "ops/random.h"
+#include <octet/core/philox.h>
+#include <octet/core/random.h>
+#include <octet/ops/random.h>
 #include "tests/test_util.h"
 
 namespace octet {

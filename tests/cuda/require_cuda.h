@@ -15,7 +15,7 @@
 #include <string_view>
 
 #if OCTET_WITH_CUDA
-#include "ops/cuda/device_context.h"
+#include <octet/ops/cuda/device_context.h>
 #endif
 
 namespace octet::testing {

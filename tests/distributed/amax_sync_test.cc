@@ -2,19 +2,19 @@
 // holds the elementwise MAX of the ranks' amax histories and the MIN of their
 // scales (one collective), and the next quantization uses the same scale on
 // every rank.
-#include "distributed/amax_sync.h"
+#include <octet/distributed/amax_sync.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "distributed/init.h"
-#include "nn/amp.h"
-#include "nn/fp8_state.h"
-#include "nn/linear.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/distributed/init.h>
+#include <octet/nn/amp.h>
+#include <octet/nn/fp8_state.h>
+#include <octet/nn/linear.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

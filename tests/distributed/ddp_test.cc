@@ -7,7 +7,7 @@
 //    implies (NOTE [fp8 grad sync] in distributed/ddp.h), for E4M3 and E5M2,
 //    with the bytes sent in the ratio 4 : 2 : 1 (+ the amax) for fp32/bf16/fp8;
 //  - an unused parameter is an error naming it, or a zero gradient when allowed.
-#include "distributed/ddp.h"
+#include <octet/distributed/ddp.h>
 
 #include <gtest/gtest.h>
 
@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "distributed/init.h"
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "optim/sgd.h"
+#include <octet/distributed/init.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+#include <octet/optim/sgd.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

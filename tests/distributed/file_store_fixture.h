@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "distributed/store.h"
+#include <octet/distributed/store.h>
 
 namespace octet::dist::testing {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "distributed/init.h"
-#include "distributed/process_group.h"
+#include <octet/distributed/init.h>
+#include <octet/distributed/process_group.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "distributed/init.h"
+#include <octet/distributed/init.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

@@ -12,7 +12,7 @@
 // m = mantissa bits (23, 7, 3, 2), ulp_sub = smallest subnormal of the FP8
 // format (2^-9, 2^-16) over the output scale, slack = 2^-22 * sum |x| for the
 // f32 additions.
-#include "distributed/process_group.h"
+#include <octet/distributed/process_group.h>
 
 #include <gtest/gtest.h>
 
@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "core/bfloat16.h"
-#include "core/convert.h"
-#include "core/scaling.h"
-#include "distributed/init.h"
+#include <octet/core/bfloat16.h>
+#include <octet/core/convert.h>
+#include <octet/core/scaling.h>
+#include <octet/distributed/init.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

@@ -1,7 +1,7 @@
 // RedisStore against a real redis-server that the test starts on a free
 // port (skipped, saying why, only when the binary is missing; scripts/setup.sh
 // installs it), and a 2-rank Gloo job that meets through it.
-#include "distributed/redis_store.h"
+#include <octet/distributed/redis_store.h>
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "distributed/init.h"
+#include <octet/distributed/init.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

@@ -2,7 +2,7 @@
 // waiting for a key another thread publishes, timeouts that name the key and
 // the wait, atomic visibility (a reader never sees a partial value), Add as
 // an atomic counter across threads, Delete and Check.
-#include "distributed/store.h"
+#include <octet/distributed/store.h>
 
 #include <gtest/gtest.h>
 #include <unistd.h>

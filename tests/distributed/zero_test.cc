@@ -4,7 +4,7 @@
 // state dict is what plain AdamW holds (a checkpoint from 2 ranks loads at 1),
 // and a plain AdamW state loads into 2 sharded ranks and continues alike.
 // BF16 weight gathering stays within bf16 rounding of the FP32 run.
-#include "distributed/zero.h"
+#include <octet/distributed/zero.h>
 
 #include <gtest/gtest.h>
 
@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "distributed/init.h"
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
+#include <octet/distributed/init.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+#include <octet/optim/adamw.h>
+#include <octet/optim/clip.h>
 #include "tests/distributed/multiprocess.h"
 
 namespace octet::dist {

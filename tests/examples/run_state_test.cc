@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "nn/checkpoint.h"
-#include "nn/file_util.h"
+#include <octet/nn/checkpoint.h>
+#include <octet/nn/file_util.h>
 
 namespace octet::gpt {
 namespace {

@@ -4,7 +4,7 @@
 // history, the saved activation is FP8, the weight is quantized once per
 // version, telemetry counts saturation and underflow exactly, eval does not
 // touch the scaling state, scaling state round-trips.
-#include "nn/amp.h"
+#include <octet/nn/amp.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,15 +12,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/grad_mode.h"
-#include "core/float8.h"
-#include "core/scaling.h"
-#include "core/scaling_math.h"
-#include "nn/linear.h"
-#include "ops/delayed_scaling.h"
-#include "ops/matmul.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/float8.h>
+#include <octet/core/scaling.h>
+#include <octet/core/scaling_math.h>
+#include <octet/nn/linear.h>
+#include <octet/ops/delayed_scaling.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

@@ -6,18 +6,18 @@
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/gradcheck.h"
-#include "nn/amp.h"
-#include "nn/attention.h"
-#include "nn/linear.h"
-#include "nn/mlp.h"
-#include "nn/transformer.h"
-#include "ops/attention.h"
-#include "ops/matmul.h"
-#include "ops/norm.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/engine.h>
+#include <octet/autograd/gradcheck.h>
+#include <octet/nn/amp.h>
+#include <octet/nn/attention.h>
+#include <octet/nn/linear.h>
+#include <octet/nn/mlp.h>
+#include <octet/nn/transformer.h>
+#include <octet/ops/attention.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/norm.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "core/random.h"
-#include "core/scaling.h"
-#include "nn/checkpoint.h"
-#include "optim/adamw.h"
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/random.h>
+#include <octet/core/scaling.h>
+#include <octet/nn/checkpoint.h>
+#include <octet/optim/adamw.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

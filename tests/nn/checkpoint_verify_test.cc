@@ -22,8 +22,8 @@
 #include <sstream>
 #include <thread>
 
-#include "nn/checkpoint.h"
-#include "nn/file_util.h"
+#include <octet/nn/checkpoint.h>
+#include <octet/nn/file_util.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

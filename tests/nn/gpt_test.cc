@@ -1,15 +1,15 @@
 // GPT: structure and names, GPT-2 initialisation, weight tying, loss at
 // initialisation, gradcheck through a 2-layer model in float64, generation.
-#include "nn/gpt.h"
+#include <octet/nn/gpt.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "autograd/gradcheck.h"
-#include "nn/amp.h"
-#include "ops/reduce.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/nn/amp.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

@@ -8,13 +8,13 @@
 
 #include <vector>
 
-#include "core/host_reads.h"
-#include "nn/amp.h"
-#include "nn/gpt.h"
-#include "ops/index_check.h"
-#include "ops/pointwise.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
+#include <octet/core/host_reads.h>
+#include <octet/nn/amp.h>
+#include <octet/nn/gpt.h>
+#include <octet/ops/index_check.h>
+#include <octet/ops/pointwise.h>
+#include <octet/optim/adamw.h>
+#include <octet/optim/clip.h>
 
 namespace octet::nn {
 namespace {

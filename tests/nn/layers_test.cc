@@ -6,14 +6,14 @@
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/gradcheck.h"
-#include "nn/activation.h"
-#include "nn/amp.h"
-#include "nn/embedding.h"
-#include "nn/layer_norm.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/engine.h>
+#include <octet/autograd/gradcheck.h>
+#include <octet/nn/activation.h>
+#include <octet/nn/amp.h>
+#include <octet/nn/embedding.h>
+#include <octet/nn/layer_norm.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

@@ -1,13 +1,13 @@
 // nn::Module: registration, naming, state dict round trip and errors, modes,
 // dtype conversion, amp level propagation.
-#include "nn/module.h"
+#include <octet/nn/module.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "nn/amp.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/nn/amp.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

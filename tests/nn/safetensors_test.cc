@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "core/crc32c.h"
-#include "core/scaling.h"
-#include "nn/file_util.h"
-#include "nn/safetensors.h"
+#include <octet/core/crc32c.h>
+#include <octet/core/scaling.h>
+#include <octet/nn/file_util.h>
+#include <octet/nn/safetensors.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

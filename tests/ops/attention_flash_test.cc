@@ -15,7 +15,7 @@
 // and every problem runs twice, threads in forward and in reverse order
 // within each phase: a missing barrier (a thread reading what another writes
 // in the same phase) changes the bits.
-#include "ops/attention_flash.h"
+#include <octet/ops/attention_flash.h>
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
+#include <octet/core/tensor.h>
 
 namespace octet::testing {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "autograd/grad_mode.h"
-#include "ops/attention.h"
-#include "ops/attention_kernels.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/autograd/grad_mode.h>
+#include <octet/ops/attention.h>
+#include <octet/ops/attention_kernels.h>
 #include "tests/ops/attention_reference.h"
 #include "tests/test_util.h"
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "ops/attention_kernels.h"
-#include "ops/attention_unfused.h"
+#include <octet/autograd/grad_mode.h>
+#include <octet/ops/attention_kernels.h>
+#include <octet/ops/attention_unfused.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "core/bfloat16.h"
-#include "core/float16.h"
-#include "core/float8.h"
-#include "core/scaling.h"
-#include "ops/cast.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/core/bfloat16.h>
+#include <octet/core/float16.h>
+#include <octet/core/float8.h>
+#include <octet/core/scaling.h>
+#include <octet/ops/cast.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

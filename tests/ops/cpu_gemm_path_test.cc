@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "core/scaling.h"
-#include "ops/cast.h"
-#include "ops/cpu_gemm_path.h"
-#include "ops/matmul.h"
-#include "ops/matmul_kernels.h"
-#include "ops/reduce.h"
+#include <octet/core/scaling.h>
+#include <octet/ops/cast.h>
+#include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/matmul_kernels.h>
+#include <octet/ops/reduce.h>
 #include "tests/scoped_env.h"
 #include "tests/test_util.h"
 

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "ops/embedding.h"
-#include "ops/embedding_kernels.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/ops/embedding.h>
+#include <octet/ops/embedding_kernels.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

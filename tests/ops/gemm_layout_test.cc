@@ -8,7 +8,7 @@
 //    FP8 copies and the padded repack);
 //  - alignment -> padding / BF16 fallback decisions, FAST_ACCUM, rejected
 //    dtype combinations with their messages, the cache key and counters.
-#include "ops/gemm_layout.h"
+#include <octet/ops/gemm_layout.h>
 
 #include <absl/container/flat_hash_set.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // indices, do not throw at the call for a bad one, and the next
 // ThrowIfDeferredIndexCheckFailed names the op, the value, its position and
 // the range — the first failure only, once.
-#include "ops/index_check.h"
+#include <octet/ops/index_check.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/host_reads.h"
-#include "ops/embedding.h"
-#include "ops/softmax.h"
+#include <octet/core/host_reads.h>
+#include <octet/ops/embedding.h>
+#include <octet/ops/softmax.h>
 #include "tests/test_util.h"
 
 namespace octet {

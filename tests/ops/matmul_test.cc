@@ -20,13 +20,13 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "core/scaling.h"
-#include "ops/cast.h"
-#include "ops/matmul.h"
-#include "ops/matmul_kernels.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/core/scaling.h>
+#include <octet/ops/cast.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/matmul_kernels.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <functional>
 
-#include "autograd/gradcheck.h"
-#include "autograd/grad_mode.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/autograd/grad_mode.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "autograd/gradcheck.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -2,10 +2,10 @@
 // the gradient of a view written back into the right place of its base.
 #include <gtest/gtest.h>
 
-#include "autograd/gradcheck.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+#include <octet/ops/shape.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -8,11 +8,11 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/gradcheck.h"
-#include "autograd/grad_mode.h"
-#include "ops/pointwise.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include <octet/autograd/gradcheck.h>
+#include <octet/autograd/grad_mode.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+#include <octet/ops/softmax.h>
 #include "tests/test_util.h"
 
 namespace octet {

@@ -9,12 +9,12 @@
 #include <cstring>
 #include <vector>
 
-#include "core/bfloat16.h"
-#include "core/float16.h"
-#include "core/float8.h"
-#include "core/scaling.h"
-#include "optim/adamw.h"
-#include "optim/sgd.h"
+#include <octet/core/bfloat16.h>
+#include <octet/core/float16.h>
+#include <octet/core/float8.h>
+#include <octet/core/scaling.h>
+#include <octet/optim/adamw.h>
+#include <octet/optim/sgd.h>
 #include "tests/test_util.h"
 
 namespace octet::optim {

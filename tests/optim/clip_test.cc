@@ -7,8 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "core/host_reads.h"
-#include "optim/clip.h"
+#include <octet/core/host_reads.h>
+#include <octet/optim/clip.h>
 #include "tests/test_util.h"
 
 namespace octet::optim {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "optim/loss_scaler.h"
+#include <octet/optim/loss_scaler.h>
 #include "tests/test_util.h"
 
 namespace octet::optim {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "optim/lr_schedule.h"
+#include <octet/optim/lr_schedule.h>
 #include "tests/test_util.h"
 
 namespace octet::optim {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "optim/sgd.h"
+#include <octet/optim/sgd.h>
 #include "tests/test_util.h"
 
 namespace octet::optim {

@@ -1,0 +1,17 @@
+#include <octet/core/storage.h>
+
+#include <octet/core/allocator.h>
+
+namespace octet {
+
+Storage::Storage(size_t nbytes, Device device)
+    : data_(GetAllocator(device.type).Allocate(nbytes, device)), nbytes_(nbytes), device_(device) {}
+
+Storage::Storage(void* data, size_t nbytes, Device device, bool owned)
+    : data_(data), nbytes_(nbytes), device_(device), owned_(owned) {}
+
+Storage::~Storage() {
+  if (owned_ && data_ != nullptr) GetAllocator(device_.type).Free(data_, nbytes_, device_);
+}
+
+}  // namespace octet

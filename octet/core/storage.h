@@ -1,0 +1,41 @@
+// Storage: a reference-counted block of device memory shared by a tensor and
+// all of its views. It also carries the version counter that autograd uses to
+// detect in-place changes of tensors saved for backward (views share it, so a
+// write through any view is seen).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <octet/core/device.h>
+
+namespace octet {
+
+class Storage {
+ public:
+  // Allocates nbytes on device through the registered allocator.
+  Storage(size_t nbytes, Device device);
+  // Wraps memory owned elsewhere (no free on destruction).
+  Storage(void* data, size_t nbytes, Device device, bool owned);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void BumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  bool owned_ = true;
+  std::atomic<uint64_t> version_{0};
+};
+
+}  // namespace octet

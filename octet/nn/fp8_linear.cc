@@ -1,0 +1,172 @@
+#include <octet/nn/fp8_linear.h>
+
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/scaling.h>
+#include <octet/ops/cast.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/op_checks.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+
+
+namespace octet::nn::amp {
+namespace {
+
+constexpr const char* kSlotNames[3] = {"input", "weight", "grad_output"};
+
+// ScaledMatmul writes float32 or bfloat16; other dtypes get an f32 result converted once.
+DType GemmOut(DType want) { return want == DType::kBFloat16 ? want : DType::kFloat32; }
+Tensor AsDType(const Tensor& t, DType d) { return t.dtype() == d ? t : t.To(d); }
+
+}  // namespace
+
+// ---- state ---------------------------------------------------------------------------
+
+Fp8LinearState::Fp8LinearState(Module& owner, const std::string& prefix, const std::string& label,
+                               const Recipe& recipe)
+    : owner_(&owner), prefix_(prefix), label_(label), recipe_(recipe) {
+  MakeSlots(owner);
+}
+
+void Fp8LinearState::MakeSlots(Module& owner) {
+  const DType dtypes[3] = {recipe_.forward_dtype, recipe_.forward_dtype, recipe_.backward_dtype};
+  std::unique_ptr<Fp8Slot>* slots[3] = {&input_, &weight_, &grad_output_};
+  // The state lives where the module's parameters do (NOTE [slot state on the device]).
+  const TensorList params = owner.Parameters(/*recurse=*/true);
+  const Device device = params.empty() ? kCPU : params.front().device();
+  for (int i = 0; i < 3; ++i) {
+    const std::string base = prefix_ + "fp8_" + kSlotNames[i];
+    Tensor* history = owner.FindBuffer(base + "_amax_history");
+    if (history == nullptr) history = &owner.RegisterBuffer(base + "_amax_history", Zeros({1}), /*persistent=*/false);
+    Tensor* scale = owner.FindBuffer(base + "_scale");
+    if (scale == nullptr) scale = &owner.RegisterBuffer(base + "_scale", Ones({1}), /*persistent=*/false);
+    *slots[i] = std::make_unique<Fp8Slot>(kSlotNames[i], dtypes[i], history, scale, recipe_.amax_history_len,
+                                           device);
+  }
+  cached_storage_.reset();
+}
+
+void Fp8LinearState::SetRecipe(const Recipe& recipe) {
+  const bool reset = recipe.amax_history_len != recipe_.amax_history_len ||
+                     recipe.forward_dtype != recipe_.forward_dtype || recipe.backward_dtype != recipe_.backward_dtype;
+  recipe_ = recipe;
+  if (reset) MakeSlots(*owner_);
+}
+
+Tensor Fp8LinearState::QuantizedWeight(const Tensor& w) {
+  OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
+  const bool hit = cached_fp8_.defined() && cached_storage_ == w.storage() &&
+                   cached_version_ == w.storage()->version() && cached_offset_ == w.offset() &&
+                   cached_shape_ == w.shape() && cached_dtype_ == w.dtype();
+  if (!hit) {
+    // NOTE [weight scaling]: current scaling from the weight's own amax. The
+    // weight is read as W (fprop) and as Wᵀ (dgrad): column-wise data too.
+    Recipe current = recipe_;
+    current.scaling = Scaling::kCurrent;
+    cached_fp8_ = QuantizeWith(*weight_, current, w.detach(), /*record=*/true, /*columnwise=*/true);
+    cached_storage_ = w.storage();
+    cached_version_ = w.storage()->version();
+    cached_offset_ = w.offset();
+    cached_shape_ = w.shape();
+    cached_dtype_ = w.dtype();
+    ++weight_quantizations_;
+  }
+  return cached_fp8_;
+}
+
+Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise) {
+  return QuantizeWith(slot, recipe_, x, record, columnwise);
+}
+
+Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record,
+                                    bool columnwise) {
+  OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
+  OCTET_CHECK(x.device() == slot.device(), "fp8_linear: ", Describe(x), " is on ", x.device(), " but the ",
+              slot.name(), " scaling state is on ", slot.device(),
+              "; move the module with To(device) (it moves its FP8 state too)");
+  // NOTE [slot state on the device]: the amax and the scale stay tensors.
+  const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.CurrentScale(recipe, octet::Amax(x)) : slot.scale_tensor();
+  // NOTE [fp8 linear layouts]: the GEMM layer decides whether a column-wise copy is made.
+  const Tensor q = QuantizeForGemm(x, slot.dtype(), scale, columnwise);
+  // The quantized tensor owns a copy of the scale: later slot updates leave it alone.
+  const ScaleMeta& meta = *q.scale_meta();
+  if (record) slot.Record(meta.amax);  // the update comes once per step (nn/fp8_state.h)
+  ClipCounts clip;
+  // Telemetry is on only for log steps (a device read of the scale).
+  if (telemetry_) clip = CountFp8Clipping(x, static_cast<float>(meta.scale.Item()), slot.dtype());
+  slot.Observe(meta.amax, meta.scale, x.numel(), telemetry_ ? &clip : nullptr);
+  return q;
+}
+
+// ---- the op ------------------------------------------------------------------------------
+
+Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                            const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype,
+                            bool gelu) {
+  CheckUnscaledFloat(kName, x, "x");
+  CheckUnscaledFloat(kName, w, "weight");
+  OCTET_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), kName, ": x ", Describe(x),
+              " and weight ", Describe(w), " do not match (expected x (..., K) and weight (N, K))");
+  OCTET_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), kName, ": bias ", Describe(b),
+              " must be (N) = (", w.size(0), ")");
+  OCTET_CHECK(state != nullptr, kName, ": no FP8 state");
+  const int64_t K = w.size(1), N = w.size(0);
+  const int64_t M = x.numel() / K;
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  const Tensor x2 = x.Reshape({M, K}).Contiguous();  // (M,K)
+  // NOTE [fp8 linear layouts]: X is read again transposed by wgrad, W by dgrad.
+  const Tensor x_fp8 = state->Quantize(state->input(), x2, record, /*columnwise=*/true);  // (M,K) E4M3
+  const Tensor w_fp8 = state->QuantizedWeight(w);                                         // (N,K) E4M3
+  // The bias is added to the f32 accumulator (f32 or bf16 accepted), then one rounding to out_dtype.
+  const Tensor bias = !b.defined() || b.dtype() == DType::kFloat32 || b.dtype() == DType::kBFloat16 ? b : b.To(DType::kFloat32);
+  Tensor pre;  // (M,N) the pre-activation with gelu
+  const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias, GemmRole::kFprop, gelu ? &pre : nullptr);  // (M,N)
+  // Saved: X (M,K) as wgrad reads it (only its column-wise bytes where the
+  // GEMM wants those) and W (N,K) with its cached column-wise copy.
+  ctx.Save(ForTransposedUse(x_fp8));
+  ctx.Save(w_fp8);
+  if (gelu) ctx.Save(pre);
+  ctx.state = state;
+  ctx.shapes = {x.shape()};
+  ctx.dtypes = {x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
+  ctx.ints = {M, N};
+  return y.Reshape(out_shape);
+}
+
+TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
+  auto state = std::static_pointer_cast<Fp8LinearState>(ctx.state);
+  OCTET_CHECK(state && !state->orphaned(), kName, ": backward after the owning Linear was destroyed");
+  const int64_t M = ctx.ints[0], N = ctx.ints[1];
+  const Tensor x_saved = ctx.Saved(0), w_saved = ctx.Saved(1);  // X (M,K), W (N,K)
+  Tensor dy2 = dy.Reshape({M, N}).Contiguous();  // (M,N)
+  if (ctx.num_saved() == 3) dy2 = BinaryRaw(BinaryOp::kGeluBackward, dy2, ctx.Saved(2));  // d pre-activation
+  // Amax histories of the gradient are recorded whenever backward runs
+  // (training); dYᵀ is read by wgrad.
+  const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true,
+                                        /*columnwise=*/ctx.NeedsInputGrad(1));  // (M,N) E5M2
+  Tensor dx, dw, db;
+  if (ctx.NeedsInputGrad(0)) {
+    // dX = dY·W (M,K)
+    dx = AsDType(ScaledMatmul(dy_fp8, w_saved, GemmOut(ctx.dtypes[0]), Tensor(), GemmRole::kDgrad), ctx.dtypes[0])
+             .View(ctx.shapes[0]);
+  }
+  if (ctx.NeedsInputGrad(1)) {
+    // dW = dYᵀ·X (N,K)
+    dw = AsDType(ScaledMatmul(dy_fp8.T(), x_saved, GemmOut(ctx.dtypes[1]), Tensor(), GemmRole::kWgrad),
+                 ctx.dtypes[1]);
+  }
+  if (ctx.NeedsInputGrad(2)) {
+    const Tensor d32 = dy2.dtype() == DType::kFloat32 ? dy2 : dy2.To(DType::kFloat32);
+    db = Sum(d32, {0});
+    if (ctx.dtypes[2] != DType::kFloat32) db = db.To(ctx.dtypes[2]);
+  }
+  return {dx, dw, db};
+}
+
+Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
+                 bool record, DType out_dtype, bool gelu) {
+  return Fp8LinearOp::Apply(x, w, b, state, record, out_dtype, gelu);
+}
+
+}  // namespace octet::nn::amp

@@ -1,0 +1,144 @@
+// The FP8 Linear of amp level O1: y = x·wᵀ + b with every GEMM (fprop,
+// dgrad, wgrad) in FP8 and FP32 accumulation.
+//
+// NOTE [fp8 linear]:
+//   forward   x_fp8 = Quantize(x, E4M3, input scale)     (M,K)  saved for backward
+//             w_fp8 = cached FP8 copy of w (E4M3)         (N,K)  saved (shared with the cache)
+//             y     = ScaledMatmul(x_fp8, w_fp8ᵀ) + b     (M,N)  out dtype (BF16 in O1)
+//   backward  dy_fp8 = Quantize(dy, E5M2, grad scale)     (M,N)
+//             dx = ScaledMatmul(dy_fp8, w_fp8)            (M,K)  in x's dtype
+//             dw = ScaledMatmul(dy_fp8ᵀ, x_fp8)           (N,K)  float32 (w's dtype)
+//             db = sum over rows of dy                     (N)    in b's dtype
+// The input saved for backward is the 1-byte FP8 copy, not the 2- or 4-byte
+// x: that is where O1 saves activation memory. The roles (fprop, dgrad,
+// wgrad) go to ScaledMatmul: on CUDA fprop runs with FAST_ACCUM.
+//
+// NOTE [fp8 linear layouts]: X and W are each read twice, once as they are
+// and once transposed (X in fprop and, as Xᵀ, in wgrad; W in fprop and
+// dgrad), dY likewise (dgrad, and dYᵀ in wgrad). The Linear asks for FP8
+// tensors with column-wise data (QuantizeForGemm in ops/matmul.h) and leaves
+// the layout to the GEMM layer: where FP8 GEMMs are TN-only (sm_89, sm_90,
+// sm_12x) the cast writes the transposed copy in the same pass and
+// ScaledMatmul reads whichever copy its backend wants; on the CPU nothing is
+// copied and the gradient GEMMs read strided views. The saved activation is
+// ForTransposedUse(X): X as a logical (M,K) matrix, stored as the Xᵀ bytes
+// where that is what wgrad reads, so backward keeps one FP8 copy of X; the
+// weight cache keeps W with its column-wise copy.
+//
+// NOTE [weight scaling]: the weight's FP8 copy is made once per weight
+// version (Storage version counter, which Optimizer::Step bumps; see
+// optim/optimizer.h) and reused by every forward and backward until the
+// weight changes, so micro-batches share one quantization. The weight slot
+// always uses its own current amax for the scale: the weight is quantized
+// only once per step, so the extra amax pass is negligible, and a scale that
+// depends on W alone makes the FP8 weight a pure function of the master
+// weight — resuming from a checkpoint cannot change it. Inputs and output
+// gradients follow the recipe (delayed by default; NOTE [delayed scaling
+// order] in nn/fp8_scaling.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <octet/autograd/function.h>
+#include <octet/core/tensor.h>
+#include <octet/nn/fp8_scaling.h>
+#include <octet/nn/module.h>
+
+namespace octet::nn::amp {
+
+// The FP8 state of one Linear-like GEMM: three scaling slots (input, weight,
+// grad_output) and the cached FP8 weight.
+class Fp8LinearState {
+ public:
+  // Registers the slots' tensors on `owner` as non-persistent buffers named
+  // <prefix>fp8_<slot>_amax_history ([H] float32) and <prefix>fp8_<slot>_scale
+  // ([1] float32) for slot in {input, weight, grad_output}; reuses them when
+  // they already exist. `label` names the GEMM in telemetry ("" for a Linear:
+  // the module's own name is used).
+  Fp8LinearState(Module& owner, const std::string& prefix, const std::string& label, const Recipe& recipe);
+
+  // A new recipe: the slots keep their histories unless the history length or
+  // a dtype changed (then they restart from zero).
+  void SetRecipe(const Recipe& recipe);
+  const Recipe& recipe() const { return recipe_; }
+  const std::string& label() const { return label_; }
+
+  Fp8Slot& input() { return *input_; }
+  Fp8Slot& weight() { return *weight_; }
+  Fp8Slot& grad_output() { return *grad_output_; }
+  std::vector<Fp8Slot*> slots() { return {input_.get(), weight_.get(), grad_output_.get()}; }
+  // How the model's Fp8State reduces the history of slots()[i]: the weight
+  // (NOTE [weight scaling]) and every slot under current scaling keep the
+  // scale of their newest amax (kMostRecent); the others follow the recipe.
+  AmaxAlgo update_algo(int i) const {
+    return i == 1 || recipe_.scaling == Scaling::kCurrent ? AmaxAlgo::kMostRecent : recipe_.amax_algo;
+  }
+
+  // When on, each quantization also counts saturated and underflowed elements
+  // (one extra pass over the tensor).
+  bool telemetry() const { return telemetry_; }
+  void set_telemetry(bool on) { telemetry_ = on; }
+
+  // The FP8 (recipe.forward_dtype) copy of w, quantized when w's storage or
+  // version differs from the cached one, with column-wise data where the GEMM
+  // wants it (NOTE [fp8 linear layouts]). w: (N,K) float.
+  Tensor QuantizedWeight(const Tensor& w);
+  int64_t weight_quantizations() const { return weight_quantizations_; }
+
+  // Quantizes x (any shape, float, on the slot's device) for `slot` as the
+  // recipe says (NOTE [delayed scaling order]) without a host sync (NOTE
+  // [slot state on the device]); records the amax when `record`; fills the
+  // slot's observation (clip counts only when telemetry is on). `columnwise`
+  // (x 2-D): a GEMM will also read it transposed (QuantizeForGemm).
+  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false);
+
+  // Called by the owner's destructor: a graph that outlives its Linear then
+  // fails with a clear error in backward instead of touching freed buffers.
+  void Orphan() { orphaned_ = true; }
+  bool orphaned() const { return orphaned_; }
+
+ private:
+  void MakeSlots(Module& owner);
+  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, bool columnwise);
+  Module* owner_;
+  std::string prefix_;
+  std::string label_;
+  Recipe recipe_;
+  std::unique_ptr<Fp8Slot> input_, weight_, grad_output_;
+  bool telemetry_ = false;
+  bool orphaned_ = false;
+  // Weight cache (NOTE [weight scaling]).
+  std::shared_ptr<Storage> cached_storage_;
+  uint64_t cached_version_ = 0;
+  int64_t cached_offset_ = -1;
+  Shape cached_shape_;
+  DType cached_dtype_ = DType::kFloat32;
+  Tensor cached_fp8_;  // with its column-wise copy where the GEMM wants one
+  int64_t weight_quantizations_ = 0;
+};
+
+// y = x·wᵀ + b in FP8 (NOTE [fp8 linear]).
+//   x: (..., K) float32 or bfloat16; w: (N, K) float32/bfloat16 master weight;
+//   b: (N) or undefined. Returns (..., N) in out_dtype.
+// record: update the input / output-gradient amax histories (training).
+// Errors: shape mismatches, FP8 or integer inputs (octet::Error naming
+// fp8_linear and the shapes).
+// gelu: return Gelu(y) instead, the GELU in the fprop GEMM (NOTE [gelu
+// epilogue] in ops/matmul_kernels.h); the pre-activation (out_dtype) is
+// saved for backward, which multiplies dy by gelu'(pre) before quantizing.
+Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
+                 bool record, DType out_dtype = DType::kBFloat16, bool gelu = false);
+
+// The autograd op behind Fp8Linear (public so tests can inspect what a node
+// saved: ctx.Saved(0) is the FP8 input X (M,K), possibly stored column-wise,
+// ctx.Saved(1) the FP8 weight W (N,K); NOTE [fp8 linear layouts]).
+struct Fp8LinearOp : autograd::Op<Fp8LinearOp> {
+  static constexpr const char* kName = "fp8_linear";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype, bool gelu);
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy);
+};
+
+}  // namespace octet::nn::amp

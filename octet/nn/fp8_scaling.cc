@@ -1,0 +1,153 @@
+#include <octet/nn/fp8_scaling.h>
+
+#include <cmath>
+#include <vector>
+
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/bfloat16.h>
+#include <octet/core/dtype_traits.h>
+#include <octet/core/delayed_scaling.h>
+#include <octet/core/scaling_math.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/delayed_scaling.h>
+#include <octet/ops/pointwise.h>
+
+namespace octet::nn::amp {
+namespace {
+
+float HalfMinSubnormal(DType fp8) {
+  // e4m3: 2^-10, e5m2: 2^-17 (core/float8.h kHalfMinSubnormalAbs).
+  return fp8 == DType::kFloat8E4M3 ? 0.0009765625f : 7.62939453125e-06f;
+}
+
+}  // namespace
+
+ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
+  OCTET_CHECK(IsFp8(fp8_dtype), "CountFp8Clipping: ", Name(fp8_dtype), " is not an FP8 dtype");
+  Tensor x = x_in.device().is_cpu() ? x_in : x_in.To(kCPU);
+  x = x.Contiguous();
+  // Where round-to-nearest-even leaves the finite range (see the header):
+  // half a step above the max, the tie going to 448 (even) in E4M3 and to
+  // 65536 (even: inf) in E5M2.
+  const bool e4m3 = fp8_dtype == DType::kFloat8E4M3;
+  const float clamp_from = e4m3 ? 464.0f : 61440.0f;
+  const float tiny = HalfMinSubnormal(fp8_dtype);
+  ClipCounts total;
+  total.numel = x.numel();
+  DispatchFloat(x.dtype(), "CountFp8Clipping", [&]<typename T>() {
+    const T* p = x.data<T>();
+    const int64_t n = x.numel();
+    int64_t sat = 0, under = 0;
+#pragma omp parallel for reduction(+ : sat, under) schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(p[i]);
+      const float a = std::fabs(v * scale);
+      sat += e4m3 ? a > clamp_from : a >= clamp_from;
+      under += (v != 0.0f) & (a <= tiny);
+    }
+    total.saturated = sat;
+    total.underflow = under;
+  });
+  return total;
+}
+
+Fp8Slot::Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len, Device device)
+    : name_(std::move(name)), dtype_(dtype), history_(history), scale_(scale) {
+  OCTET_CHECK(IsFp8(dtype), "Fp8Slot ", name_, ": ", Name(dtype), " is not an FP8 dtype");
+  OCTET_CHECK(history_len >= 1, "Fp8Slot ", name_, ": amax history length must be >= 1, got ", history_len);
+  *history_ = Zeros({history_len}, {.dtype = DType::kFloat32, .device = device});
+  *scale_ = Ones({1}, {.dtype = DType::kFloat32, .device = device});
+  amax_ = Full({1}, kNoAmaxRecorded, {.dtype = DType::kFloat32, .device = device});
+}
+
+float Fp8Slot::scale() const { return static_cast<float>(scale_->Item()); }
+
+void Fp8Slot::EnsurePendingOnDevice() const {
+  // Module::To(device) moves the history and scale (module buffers); the
+  // pending amax follows here, before its first use on the new device.
+  if (amax_.device() != device()) amax_ = amax_.To(device());
+}
+
+const Tensor& Fp8Slot::pending_amax() const {
+  EnsurePendingOnDevice();
+  return amax_;
+}
+
+void Fp8Slot::CheckOnDevice(const Tensor& t, const char* what) const {
+  OCTET_CHECK(t.defined() && t.dtype() == DType::kFloat32 && t.numel() == 1 && t.device() == device(), "Fp8Slot ",
+              name_, ": ", what, " must be a float32 [1] tensor on ", device(), " (the slot's device), got ",
+              t.defined() ? Describe(t) : std::string("an undefined tensor"));
+}
+
+Tensor Fp8Slot::ScaleFor(const Recipe& recipe, const Tensor& amax) const {
+  CheckOnDevice(amax, "amax");
+  return NeedsAmaxFirst(recipe) ? CurrentScale(recipe, amax) : scale_->Clone();
+}
+
+Tensor Fp8Slot::CurrentScale(const Recipe& recipe, const Tensor& amax) const {
+  CheckOnDevice(amax, "amax");
+  Tensor next = scale_->Clone();
+  // Current scaling is a delayed-scaling update over a one-entry history:
+  // reduced amax = amax, scale = ComputeScale(amax, ..., previous = slot scale).
+  const TensorOptions f32{.dtype = DType::kFloat32, .device = device()};
+  const DelayedScalingConfig config{.margin = recipe.margin, .algo = AmaxAlgo::kMax,
+                                    .power_of_two = recipe.power_of_two_scales};
+  UpdateDelayedScaling({{.history = Empty({1}, f32), .amax = amax.Reshape({1}), .scale = next,
+                         .scale_inv = Empty({1}, f32), .fp8_max = static_cast<float>(Info(dtype_).max_finite)}},
+                       config);
+  return next;
+}
+
+void Fp8Slot::Record(const Tensor& amax) {
+  CheckOnDevice(amax, "amax");
+  EnsurePendingOnDevice();
+  // NOTE [delayed scaling order]: the micro-batches of a step max-combine
+  // (kMaximum keeps a NaN from either side).
+  NoGradGuard no_grad;
+  amax_.CopyFrom_(Maximum(amax_, amax.Reshape({1})));
+  recorded_ = true;
+}
+
+void Fp8Slot::Bind(const Tensor& history, const Tensor& scale, const Tensor& amax) {
+  OCTET_CHECK(history.shape() == history_->shape() && scale.numel() == 1 && amax.numel() == 1, "Fp8Slot ", name_,
+              ": Bind got history ", Describe(history), " for ", Describe(*history_));
+  *history_ = history;
+  *scale_ = scale;
+  amax_ = amax;
+}
+
+void Fp8Slot::MarkUpdated() {
+  if (recorded_) initialized_ = true;
+  recorded_ = false;
+}
+
+void Fp8Slot::ResetPendingAmax() {
+  EnsurePendingOnDevice();
+  NoGradGuard no_grad;
+  amax_.Fill_(kNoAmaxRecorded);
+  recorded_ = false;
+}
+
+void Fp8Slot::Observe(const Tensor& amax, const Tensor& scale, int64_t numel, const ClipCounts* clip) {
+  pending_amax_ = amax;
+  pending_scale_ = scale;
+  obs_.numel = numel;
+  ++obs_.count;
+  obs_.has_clip_stats = clip != nullptr;
+  if (clip != nullptr) {
+    obs_.saturated = static_cast<double>(clip->saturated) / std::max<int64_t>(1, clip->numel);
+    obs_.underflow = static_cast<double>(clip->underflow) / std::max<int64_t>(1, clip->numel);
+  }
+}
+
+const SlotObservation& Fp8Slot::observation() const {
+  if (pending_amax_.defined()) {
+    obs_.amax = static_cast<float>(pending_amax_.Item());
+    obs_.scale = static_cast<float>(pending_scale_.Item());
+    pending_amax_ = Tensor();
+    pending_scale_ = Tensor();
+  }
+  return obs_;
+}
+
+}  // namespace octet::nn::amp

@@ -1,0 +1,81 @@
+#include <octet/nn/linear.h>
+
+#include <cmath>
+
+#include <octet/autograd/grad_mode.h>
+#include <octet/nn/layer_norm.h>
+#include <octet/ops/matmul.h>
+#include <octet/ops/pointwise.h>
+
+namespace octet::nn {
+namespace {
+
+Tensor UniformInit(const Shape& shape, double bound, DType dtype, Generator* gen) {
+  Tensor t = Empty(shape, {.dtype = dtype});
+  UniformFill_(t, -bound, bound, gen);
+  return t;
+}
+
+}  // namespace
+
+Linear::Linear(const Options& o)
+    : options_(o),
+      weight_(RegisterParameter("weight", [&] {
+        OCTET_CHECK(o.in > 0 && o.out > 0, "nn::Linear: in and out must be positive, got in=", o.in, " out=", o.out);
+        return UniformInit({o.out, o.in}, 1.0 / std::sqrt(static_cast<double>(o.in)), o.dtype, o.gen);
+      }())) {
+  if (o.bias) bias_ = &RegisterParameter("bias", UniformInit({o.out}, 1.0 / std::sqrt(static_cast<double>(o.in)), o.dtype, o.gen));
+}
+
+Linear::~Linear() {
+  if (fp8_) fp8_->Orphan();
+}
+
+std::vector<amp::Fp8LinearState*> Linear::Fp8States() {
+  if (fp8_) return {fp8_.get()};
+  return {};
+}
+
+void Linear::OnAmpChanged() {
+  if (amp_level() != amp::Level::kO1) return;
+  if (fp8_) {
+    fp8_->SetRecipe(amp_recipe());
+  } else {
+    fp8_ = std::make_shared<amp::Fp8LinearState>(*this, "", "", amp_recipe());
+  }
+}
+
+Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level level, const amp::Recipe& recipe,
+                 std::shared_ptr<amp::Fp8LinearState>* fp8, Module& owner, const std::string& prefix,
+                 const std::string& label, bool record, bool gelu) {
+  auto linear = gelu ? &octet::LinearGelu : &octet::Linear;
+  switch (level) {
+    case amp::Level::kO0:
+      return linear(x, w, b ? *b : Tensor());
+    case amp::Level::kO2: {
+      const DType cd = amp::ComputeDType(level);
+      return linear(x.To(cd), w.To(cd), b ? b->To(cd) : Tensor());
+    }
+    case amp::Level::kO1: {
+      if (!*fp8) *fp8 = std::make_shared<amp::Fp8LinearState>(owner, prefix, label, recipe);
+      // NOTE [fused gelu at O1]: fused only where the GEMM epilogue runs it.
+      const bool fuse = gelu && x.device().is_cuda() && b != nullptr && b->dtype() == DType::kBFloat16;
+      const Tensor y = amp::Fp8Linear(x, w, b ? *b : Tensor(), *fp8, record, amp::ComputeDType(level), fuse);
+      return gelu && !fuse ? octet::Gelu(y) : y;
+    }
+  }
+  OCTET_FAIL("AmpLinear: unknown amp level");
+}
+
+Tensor Linear::Run(const Tensor& x, bool gelu) {
+  const amp::Level level = amp_level();
+  const bool record = is_training() && autograd::GradMode::IsEnabled();
+  if (level == amp::Level::kO1 && fp8_ && amp::ActiveAutocast() != nullptr)
+    fp8_->SetRecipe(amp_recipe());  // an Autocast scope may carry another recipe
+  return AmpLinear(x, weight_, bias_, level, amp_recipe(), &fp8_, *this, "", "", record, gelu);
+}
+
+Tensor Linear::Forward(const Tensor& x) { return Run(x, /*gelu=*/false); }
+Tensor Linear::ForwardGelu(const Tensor& x) { return Run(x, /*gelu=*/true); }
+
+}  // namespace octet::nn

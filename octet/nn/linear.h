@@ -1,0 +1,78 @@
+// Linear: y = x·wᵀ + b, with w (out, in) as in nn.Linear / llm.c.
+//
+// amp (the level is amp_level(): SetAmp, an Autocast scope, or the opt-out):
+//   O0  ops/matmul.h Linear in the parameters' dtype; x must have that dtype.
+//   O2  x, w and b are cast to bfloat16 (the casts are differentiable, so the
+//       float32 masters receive float32 gradients); output bfloat16.
+//   O1  the FP8 Linear of nn/fp8_linear.h (NOTE [fp8 linear]): FP8 fprop,
+//       dgrad and wgrad, the FP8 copy of x saved for backward, the FP8 weight
+//       cached per optimizer step; output bfloat16. The FP8 scaling state is
+//       made by SetAmp(kO1) (or lazily at the first O1 forward under an
+//       Autocast scope) and holds six non-persistent buffers
+//       fp8_{input,weight,grad_output}_{amax_history,scale}. Amax histories are
+//       updated only in training mode with grad mode on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <octet/core/random.h>
+#include <octet/core/tensor.h>
+#include <octet/nn/fp8_linear.h>
+#include <octet/nn/module.h>
+
+namespace octet::nn {
+
+class Linear : public Module {
+ public:
+  struct Options {
+    int64_t in = 0;
+    int64_t out = 0;
+    bool bias = true;
+    DType dtype = DType::kFloat32;
+    // weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's default); GPT
+    // re-initialises its Linears the GPT-2 way.
+    Generator* gen = nullptr;
+  };
+  explicit Linear(const Options& options);
+  ~Linear() override;
+
+  // x: (..., in) -> (..., out).
+  Tensor Forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return Forward(x); }
+  // Gelu(Forward(x)): the same values, as one op where that saves a pass
+  // (O0/O2: ops/matmul.h LinearGelu). NOTE [fused gelu at O1]: the FP8
+  // Linear fuses the GELU only when cuBLASLt's epilogue can run it (CUDA, a
+  // bfloat16 bias); otherwise fusing saves nothing, and it would keep the
+  // output gradient and the pre-activation alive through the whole FP8
+  // backward (measured: +6 MB peak live, +21 MB peak RSS on the CPU for the
+  // default GPT), so the GELU is a separate op.
+  Tensor ForwardGelu(const Tensor& x);
+
+  Tensor& weight() { return weight_; }
+  Tensor* bias() { return bias_; }
+  const Options& options() const { return options_; }
+  // The FP8 state (null until O1 was set or used).
+  amp::Fp8LinearState* fp8_state() { return fp8_.get(); }
+  std::vector<amp::Fp8LinearState*> Fp8States() override;
+
+ protected:
+  void OnAmpChanged() override;
+
+ private:
+  Tensor Run(const Tensor& x, bool gelu);
+  Options options_;
+  Tensor& weight_;
+  Tensor* bias_ = nullptr;
+  std::shared_ptr<amp::Fp8LinearState> fp8_;
+};
+
+// The Linear computation at a given level (shared by nn::Linear and GPT's tied
+// lm_head). b may be null. At O1 `fp8` must hold the state (it is created on
+// `owner` with `prefix`/`label` when null). record: update amax histories.
+// gelu: return Gelu of the result, computed as one op (ForwardGelu).
+Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level level, const amp::Recipe& recipe,
+                 std::shared_ptr<amp::Fp8LinearState>* fp8, Module& owner, const std::string& prefix,
+                 const std::string& label, bool record, bool gelu = false);
+
+}  // namespace octet::nn

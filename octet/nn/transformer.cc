@@ -1,0 +1,25 @@
+#include <octet/nn/transformer.h>
+
+#include <octet/ops/pointwise.h>
+
+namespace octet::nn {
+namespace {
+// x + branch in x's dtype.
+Tensor Residual(const Tensor& x, const Tensor& branch) {
+  return Add(x, branch.dtype() == x.dtype() ? branch : branch.To(x.dtype()));
+}
+}  // namespace
+
+TransformerBlock::TransformerBlock(const Options& o)
+    : ln_1_(RegisterModule<LayerNorm>("ln_1", {.dim = o.n_embd, .eps = o.ln_eps, .bias = o.bias})),
+      attn_(RegisterModule<CausalSelfAttention>(
+          "attn", {.n_embd = o.n_embd, .n_head = o.n_head, .bias = o.bias, .dropout = o.dropout, .gen = o.gen})),
+      ln_2_(RegisterModule<LayerNorm>("ln_2", {.dim = o.n_embd, .eps = o.ln_eps, .bias = o.bias})),
+      mlp_(RegisterModule<MLP>("mlp", {.dim = o.n_embd, .bias = o.bias, .dropout = o.dropout, .gen = o.gen})) {}
+
+Tensor TransformerBlock::Forward(const Tensor& x) {
+  const Tensor h = Residual(x, attn_(ln_1_(x)));
+  return Residual(h, mlp_(ln_2_(h)));
+}
+
+}  // namespace octet::nn

@@ -1,0 +1,49 @@
+// Kernel signatures of the attention family (internal: shared by
+// ops/attention.cc, the backends and the tests). Arguments are already
+// checked: same shapes (B,H,T,D), same dtype, T >= 1, D >= 1.
+#pragma once
+
+#include <optional>
+
+#include <octet/core/tensor.h>
+#include <octet/ops/registry.h>
+
+namespace octet {
+
+// The dtype of the saved log-sum-exp: float64 for float64 inputs, else float32.
+DType AttentionLseDtype(DType input);
+
+// q, k, v: (B,H,T,D) any strides. out: (B,H,T,D) contiguous, q's dtype.
+// lse: (B,H,T) contiguous, AttentionLseDtype; natural log of the softmax
+// denominator of each query row, scores already multiplied by scale.
+using CausalAttentionFwdFn = void(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                                  const Tensor& lse);
+
+// q, k, v, dout: (B,H,T,D) any strides. out, lse: as written by the forward.
+// dq, dk, dv: (B,H,T,D) contiguous, q's dtype, or undefined when that
+// gradient is not wanted. Deterministic.
+using CausalAttentionBwdFn = void(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& dout, const Tensor& lse, double scale, const Tensor& dq,
+                                  const Tensor& dk, const Tensor& dv);
+
+OCTET_DECLARE_KERNEL(causal_attention_fwd, CausalAttentionFwdFn);
+OCTET_DECLARE_KERNEL(causal_attention_bwd, CausalAttentionBwdFn);
+
+namespace internal {
+
+// Which instruction set the CPU attention kernels use. kAvx512 is used only
+// when the row converters may use AVX-512 (so OCTET_DISABLE_AVX512 turns it
+// off too, see core/convert.h).
+enum class AttentionIsa { kGeneric, kAvx2, kAvx512 };
+const char* Name(AttentionIsa isa);
+// The best instruction set this CPU supports (ignoring the testing override).
+AttentionIsa DetectedAttentionIsa();
+// What the kernels use now.
+AttentionIsa ActiveAttentionIsa();
+// For tests and benchmarks: use `isa` (clamped to DetectedAttentionIsa()),
+// or the default choice again with nullopt. Not thread-safe with respect to
+// running kernels.
+void SetAttentionIsaForTesting(std::optional<AttentionIsa> isa);
+
+}  // namespace internal
+}  // namespace octet

@@ -1,0 +1,149 @@
+#include <octet/ops/cast.h>
+
+#include <cmath>
+
+#include <octet/autograd/function.h>
+#include <octet/core/scaling.h>
+#include <octet/ops/cast_kernels.h>
+#include <octet/ops/op_checks.h>
+#include <octet/ops/pointwise.h>
+
+namespace octet {
+
+OCTET_DEFINE_KERNEL(quantize_kernel, QuantizeKernelFn);
+OCTET_DEFINE_KERNEL(dequantize_kernel, DequantizeKernelFn);
+OCTET_DEFINE_KERNEL(amax_kernel, AmaxKernelFn);
+
+namespace {
+
+void CheckFp8Target(const char* op, DType fp8, const Tensor& x) {
+  OCTET_CHECK(IsFp8(fp8), op, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); input ",
+              Describe(x));
+}
+
+void CheckScale(const char* op, const Tensor& scale, const Tensor& x) {
+  CheckDefined(op, scale, "scale");
+  OCTET_CHECK(scale.dtype() == DType::kFloat32 && scale.numel() == 1, op,
+              ": scale must be a float32 tensor with one element, got ", Describe(scale));
+  CheckSameDevice(op, x, scale);
+}
+
+// Fresh per-tensor metadata: the scale is copied so that a caller updating
+// its scale tensor in place (delayed scaling) does not change the meaning of
+// bytes already quantized; scale_inv and amax are written by the kernel.
+std::shared_ptr<ScaleMeta> NewMeta(const Tensor& scale) {
+  auto meta = std::make_shared<ScaleMeta>();
+  meta->granularity = ScaleGranularity::kPerTensor;
+  meta->scale = scale.Reshape({1}).Clone();
+  meta->scale_inv = Empty({1}, {.dtype = DType::kFloat32, .device = scale.device()});
+  meta->amax = Empty({1}, {.dtype = DType::kFloat32, .device = scale.device()});
+  return meta;
+}
+
+Tensor WithMeta(Tensor t, std::shared_ptr<const ScaleMeta> meta) {
+  t.impl()->set_scale_meta(std::move(meta));
+  return t;
+}
+
+// The gradient reaching an FP8 tensor is a float tensor (NOTE [straight-through
+// FP8 casts]); one the engine made up for an unused output is FP8 zeros.
+Tensor GradAs(const Tensor& g, DType dtype) {
+  if (g.dtype() == dtype) return g;
+  return g.To(dtype);
+}
+
+struct QuantizeOp : autograd::Op<QuantizeOp> {
+  static constexpr const char* kName = "quantize";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& scale, DType fp8, Fp8Saturation sat) {
+    CheckUnscaledFloat(kName, x, "x");
+    CheckFp8Target(kName, fp8, x);
+    CheckScale(kName, scale, x);
+    ctx.dtypes = {x.dtype()};
+    auto meta = NewMeta(scale);
+    Tensor y = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
+    quantize_kernel(x.device())(x.Contiguous(), meta->scale, sat, y, Tensor(), meta->scale_inv, meta->amax);
+    return WithMeta(y, std::move(meta));
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {GradAs(dy, ctx.dtypes[0]), Tensor()}; }
+};
+
+struct CastTransposeOp : autograd::Op<CastTransposeOp> {
+  static constexpr const char* kName = "cast_transpose";
+  static TensorList Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& scale, DType fp8,
+                            Fp8Saturation sat) {
+    CheckUnscaledFloat(kName, x, "x");
+    CheckRank(kName, x, "x", 2);
+    CheckFp8Target(kName, fp8, x);
+    CheckScale(kName, scale, x);
+    ctx.dtypes = {x.dtype()};
+    auto meta = NewMeta(scale);
+    Tensor y = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
+    Tensor yt = Empty({x.size(1), x.size(0)}, {.dtype = fp8, .device = x.device()});
+    quantize_kernel(x.device())(x.Contiguous(), meta->scale, sat, y, yt, meta->scale_inv, meta->amax);
+    std::shared_ptr<const ScaleMeta> shared = std::move(meta);
+    return {WithMeta(y, shared), WithMeta(yt, shared)};
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const TensorList& grads) {
+    const DType dtype = ctx.dtypes[0];
+    Tensor dx = GradAs(grads[0], dtype);
+    const Tensor dxt = GradAs(grads[1], dtype).T();
+    return {BinaryRaw(BinaryOp::kAdd, dx, dxt), Tensor()};
+  }
+};
+
+struct DequantizeOp : autograd::Op<DequantizeOp> {
+  static constexpr const char* kName = "dequantize";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& q, DType out) {
+    CheckDefined(kName, q, "fp8");
+    OCTET_CHECK(IsFp8(q.dtype()), kName, ": expects an FP8 tensor, got ", Describe(q));
+    OCTET_CHECK(IsUnscaledFloat(out), kName, ": output dtype ", Name(out),
+                " is not float32, float64, bfloat16 or float16 (input ", Describe(q), ")");
+    const ScaleMeta* meta = q.scale_meta();
+    Tensor scale_inv;
+    if (meta != nullptr) {
+      OCTET_CHECK(meta->granularity == ScaleGranularity::kPerTensor, kName, ": ", Describe(q), " has ",
+                  Name(meta->granularity), " scaling; only per-tensor scales are supported");
+      scale_inv = meta->scale_inv;
+      OCTET_CHECK(scale_inv.defined() && scale_inv.dtype() == DType::kFloat32 && scale_inv.numel() == 1 &&
+                      scale_inv.device() == q.device(),
+                  kName, ": ", Describe(q), " has a malformed scale_inv (", Describe(scale_inv), ")");
+    } else {
+      scale_inv = Full({1}, 1.0, {.dtype = DType::kFloat32, .device = q.device()});
+    }
+    Tensor y = Empty(q.shape(), {.dtype = out, .device = q.device()});
+    dequantize_kernel(q.device())(q.Contiguous(), scale_inv.Reshape({1}), y);
+    return y;
+  }
+  static TensorList Backward(autograd::Ctx&, const Tensor& dy) { return {dy}; }
+};
+
+}  // namespace
+
+Tensor Quantize(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
+  CheckDefined("quantize", x, "x");
+  return QuantizeOp::Apply(x, scale, fp8, sat);
+}
+
+Tensor Quantize(const Tensor& x, DType fp8, float scale, Fp8Saturation sat) {
+  CheckDefined("quantize", x, "x");
+  OCTET_CHECK(std::isfinite(scale) && scale > 0.0f, "quantize: scale must be positive and finite, got ", scale,
+              " (input ", Describe(x), ")");
+  return Quantize(x, fp8, Full({1}, scale, {.dtype = DType::kFloat32, .device = x.device()}), sat);
+}
+
+Tensor Dequantize(const Tensor& fp8, DType out) { return DequantizeOp::Apply(fp8, out); }
+
+Tensor Amax(const Tensor& x) {
+  CheckUnscaledFloat("amax", x, "x");
+  Tensor out = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+  amax_kernel(x.device())(x.Contiguous().detach(), out);
+  return out;
+}
+
+std::pair<Tensor, Tensor> CastTranspose(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
+  CheckDefined("cast_transpose", x, "x");
+  TensorList out = CastTransposeOp::Apply(x, scale, fp8, sat);
+  return {out[0], out[1]};
+}
+
+}  // namespace octet

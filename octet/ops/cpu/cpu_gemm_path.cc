@@ -1,0 +1,189 @@
+// The choice of NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): two
+// micro-benchmarks of the instructions themselves, on the calling thread.
+#include <octet/ops/cpu_gemm_path.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <atomic>
+#include <mutex>
+
+#include <octet/core/convert.h>
+#include <octet/core/error.h>
+
+namespace octet {
+namespace {
+
+constexpr int kAccumulators = 16;
+// Rounds per measurement: 16 instructions each, ~0.1-0.3 ms on a 2-4 GHz core.
+constexpr int64_t kIters = 20000;
+constexpr int kRepeats = 5;
+// BF16 dot products are chosen when their rate beats the FMA rate by this
+// factor: below it the f32 kernels' higher efficiency and the BF16 path's
+// extra packing pass make the two paths about even (measured GEMM rates:
+// Zen 4 ratio 2.0 -> BF16 GEMM 1.6x the f32 one; Xeon ratio 0.49 -> 0.63x).
+constexpr double kBf16Advantage = 1.25;
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// flop/s of 16 independent FMA chains (AVX-512: 32 flop per instruction).
+__attribute__((target("avx512f"))) double Fp32FmaRate512(int64_t iters) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * static_cast<float>(i));
+  const __m512 mul = _mm512_set1_ps(0.9999f), add = _mm512_set1_ps(1e-4f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  const double sec = Seconds(t0);
+  asm volatile("" : : "r"(lanes) : "memory");
+  return static_cast<double>(iters) * kAccumulators * 32.0 / sec;
+}
+
+// The same with AVX2 FMAs (16 flop per instruction), for CPUs without AVX-512.
+__attribute__((target("avx2,fma"))) double Fp32FmaRate256(int64_t iters) {
+  __m256 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_ps(1e-3f * static_cast<float>(i));
+  const __m256 mul = _mm256_set1_ps(0.9999f), add = _mm256_set1_ps(1e-4f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) s = _mm256_add_ps(s, acc[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  const double sec = Seconds(t0);
+  asm volatile("" : : "r"(lanes) : "memory");
+  return static_cast<double>(iters) * kAccumulators * 16.0 / sec;
+}
+
+// flop/s of 16 independent VDPBF16PS chains (16 lanes x 2 products x 2 flop).
+__attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate512(int64_t iters) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1e-3f * static_cast<float>(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
+  const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3A80);  // ~1e-3
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  const double sec = Seconds(t0);
+  asm volatile("" : : "r"(lanes) : "memory");
+  return static_cast<double>(iters) * kAccumulators * 64.0 / sec;
+}
+
+// CpuHasAvx512Bf16 also honours OCTET_DISABLE_AVX512 (core/convert.h).
+bool HasAvx512Bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && CpuHasAvx512Bf16();
+}
+
+// The two single-thread rates (0 for an instruction the CPU lacks); returns
+// whether the CPU has AVX-512 BF16.
+bool MeasureRates(CpuGemmPathInfo* out) {
+  CpuGemmPathInfo& info = *out;
+  // Interleaved, best of kRepeats: a neighbour's burst of load on a shared
+  // machine hits both measurements alike and a single slow run is discarded.
+  for (int r = 0; r < kRepeats; ++r) {
+    info.fp32_fma_gflops = std::max(info.fp32_fma_gflops, internal::Fp32FmaRate(kIters) * 1e-9);
+    info.bf16_dot_gflops = std::max(info.bf16_dot_gflops, internal::Bf16DotRate(kIters) * 1e-9);
+  }
+  return HasAvx512Bf16();
+}
+
+CpuGemmPathInfo Decide() {
+  const char* env = std::getenv("OCTET_CPU_GEMM");
+  const std::optional<CpuGemmPath> forced = internal::ParseCpuGemmPath(env == nullptr ? "" : env);
+  CpuGemmPathInfo info;
+  const bool bf16 = MeasureRates(&info);
+  if (forced) {
+    info.path = *forced;
+    info.reason = std::string("OCTET_CPU_GEMM=") + Name(*forced);
+  } else if (!bf16) {
+    info.path = CpuGemmPath::kFp32Fma;
+    info.reason = "no AVX-512 BF16 on this CPU";
+  } else {
+    info.path = info.bf16_dot_gflops >= kBf16Advantage * info.fp32_fma_gflops ? CpuGemmPath::kBf16Dot
+                                                                               : CpuGemmPath::kFp32Fma;
+    info.reason = "measured: BF16 dot " + std::string(info.path == CpuGemmPath::kBf16Dot ? ">=" : "<") +
+                  " 1.25x FP32 FMA";
+  }
+  return info;
+}
+
+std::mutex g_mu;
+std::optional<CpuGemmPathInfo> g_info;  // guarded by g_mu
+// g_info->path once decided, else -1: the GEMMs read it without the lock.
+std::atomic<int> g_path{-1};
+
+}  // namespace
+
+const char* Name(CpuGemmPath path) { return path == CpuGemmPath::kBf16Dot ? "bf16" : "fp32"; }
+
+CpuGemmPathInfo GetCpuGemmPath() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_info) {
+    g_info = Decide();  // throws (caching nothing) on a bad OCTET_CPU_GEMM
+    g_path.store(static_cast<int>(g_info->path), std::memory_order_release);
+  }
+  return *g_info;
+}
+
+CpuGemmPath ActiveCpuGemmPath() {
+  const int p = g_path.load(std::memory_order_acquire);
+  return p >= 0 ? static_cast<CpuGemmPath>(p) : GetCpuGemmPath().path;
+}
+
+namespace internal {
+
+double Fp32FmaRate(int64_t iters) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return Fp32FmaRate512(iters);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Fp32FmaRate256(iters);
+  return 0.0;
+}
+
+double Bf16DotRate(int64_t iters) { return HasAvx512Bf16() ? Bf16DotRate512(iters) : 0.0; }
+
+std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value) {
+  if (value.empty() || value == "auto") return std::nullopt;
+  if (value == "bf16") return CpuGemmPath::kBf16Dot;
+  if (value == "fp32") return CpuGemmPath::kFp32Fma;
+  OCTET_FAIL("OCTET_CPU_GEMM='", value, "' is not a CPU GEMM path: use bf16 (BF16 dot products), fp32 (widen to ",
+             "FP32 and use FMAs) or auto (measure; the default)");
+}
+
+void SetCpuGemmPathForTesting(std::optional<CpuGemmPath> path) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!path) {
+    g_info.reset();
+    g_path.store(-1, std::memory_order_release);
+    return;
+  }
+  if (!g_info) {
+    g_info = CpuGemmPathInfo{};
+    MeasureRates(&*g_info);  // the rates stay real (benchmarks read them)
+  }
+  g_info->path = *path;
+  g_info->reason = "set for testing";
+  g_path.store(static_cast<int>(*path), std::memory_order_release);
+}
+
+}  // namespace internal
+}  // namespace octet

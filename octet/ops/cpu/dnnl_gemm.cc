@@ -1,0 +1,323 @@
+// oneDNN matmul primitives for the CPU GEMMs (see dnnl_gemm.h).
+//
+// NOTE [oneDNN primitive cache]: creating a matmul primitive costs 0.1-10 ms
+// (JIT code generation), so primitives are cached by everything that shapes
+// the generated code: dims, strides and dtypes of every operand, the bias and
+// the post-ops, and whether B is packed. The cache is an LRU map guarded by a
+// mutex; primitives themselves are immutable and safe to execute from
+// several threads. Each execution brings its own scratchpad
+// (scratchpad_mode::user, grow-only thread-local buffers), so concurrent
+// calls never share one. oneDNN's Debian build runs on OpenMP: the same
+// thread pool as every other CPU kernel.
+//
+// NOTE [packed weights]: oneDNN's brgemm kernels read B fastest in a
+// blocked layout of their own (format_tag::any; for bf16, pairs of K rows
+// interleaved VNNI style). Handed a plain B they repack panels on the fly,
+// for every block of rows, which measured 10-15% slower here for the GPT
+// shapes (f32 2048^3: 396 -> 459 GFLOP/s, bf16: 813 -> 930). With pack_b the
+// primitive is created for format_tag::any and B is packed into that layout
+// first (one pass over B, into a thread-local buffer): bf16 (and FP8, which
+// is converted in the same pass) by octet's packer (gemm_pack.h) — oneDNN's
+// bf16 reorder runs at 31 GB/s from a row-major B and 7-15 GB/s from a
+// column-major one, 2-4x slower — and f32 by a oneDNN reorder. Whether
+// packing pays is the caller's decision (WorthPacking in matmul_cpu.cc).
+#include <octet/ops/cpu/dnnl_gemm.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <octet/core/convert.h>
+#include <octet/ops/cpu/gemm_pack.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/matmul_kernels.h>
+
+namespace octet::cpu {
+
+Workspace::~Workspace() { std::free(data_); }
+
+void* Workspace::Get(size_t bytes) {
+  if (bytes > capacity_) {
+    std::free(data_);
+    data_ = nullptr;
+    capacity_ = 0;
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+    data_ = std::aligned_alloc(64, rounded);
+    OCTET_CHECK(data_ != nullptr, "matmul: could not allocate ", rounded, " bytes of workspace");
+    capacity_ = rounded;
+  }
+  return data_;
+}
+
+Fp8GemmBuffers& ThreadFp8GemmBuffers() {
+  thread_local Fp8GemmBuffers buffers;
+  return buffers;
+}
+
+namespace {
+
+using dnnl::memory;
+
+struct DnnlBuffers {
+  Workspace scratchpad, pack_scratchpad, packed_b, b_plain;
+};
+DnnlBuffers& ThreadDnnlBuffers() {
+  thread_local DnnlBuffers buffers;
+  return buffers;
+}
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+memory::data_type DnnlType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return memory::data_type::f32;
+    case DType::kBFloat16: return memory::data_type::bf16;
+    default: OCTET_FAIL("matmul: oneDNN path does not take ", Name(dtype));
+  }
+}
+
+memory::desc Md(const Shape& dims, const Shape& strides, DType dtype) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), DnnlType(dtype),
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+struct Primitive {
+  dnnl::matmul prim;
+  memory::desc a_md, b_md, out_md, bias_md, scale_md, scratch_md;
+  // pack_b: b arrives as b_user_md and is packed into b_md before the matmul,
+  // by octet's packer when b_md is the bf16 VNNI layout it knows
+  // (vnni_pack), else by a oneDNN reorder.
+  bool packed = false;
+  bool vnni_pack = false;
+  VnniLayout vnni;
+  dnnl::reorder pack;
+  memory::desc b_user_md, pack_scratch_md;
+};
+
+// The VNNI layout of ops/cpu/gemm_pack.h if md is one (2-D bf16, inner
+// blocks 16a <nb>b 2a: 32-row K blocks of 16 pairs), else false.
+bool AsVnniLayout(const memory::desc& md, VnniLayout* out) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.ndims != 2 || d.data_type != dnnl_bf16 || d.format_kind != dnnl_blocked || d.offset0 != 0) return false;
+  const dnnl_blocking_desc_t& bl = d.format_desc.blocking;
+  if (bl.inner_nblks != 3 || bl.inner_blks[0] != 16 || bl.inner_idxs[0] != 0 || bl.inner_idxs[1] != 1 ||
+      bl.inner_blks[2] != 2 || bl.inner_idxs[2] != 0)
+    return false;
+  const int64_t nb = bl.inner_blks[1];
+  const int64_t kb = bl.inner_blks[0] * bl.inner_blks[2];  // the a dim is blocked by 16 * 2
+  if (nb <= 0 || nb > 64 || kb > 32 || d.padded_dims[0] % kb != 0 || d.padded_dims[1] % nb != 0) return false;
+  *out = {.k_padded = d.padded_dims[0],
+          .k_block = kb,
+          .n_padded = d.padded_dims[1],
+          .n_block = nb,
+          .stride_kb = bl.strides[0],
+          .stride_nb = bl.strides[1]};
+  return out->stride_kb >= kb * nb && out->stride_nb >= kb * nb;
+}
+
+std::string KeyOf(const DnnlGemmSpec& s) {
+  std::vector<int64_t> k;
+  for (const MatView* v : {&s.a, &s.b, &s.out}) {
+    k.push_back(static_cast<int64_t>(v->dtype));
+    k.push_back(static_cast<int64_t>(v->dims.size()));
+    k.insert(k.end(), v->dims.begin(), v->dims.end());
+    k.insert(k.end(), v->strides.begin(), v->strides.end());
+  }
+  k.push_back(static_cast<int64_t>(s.bias_mode));
+  k.push_back(static_cast<int64_t>(s.bias_dtype));
+  k.push_back(s.bias_stride);
+  k.push_back(s.scale);
+  k.push_back(s.pack_b);
+  k.push_back(s.b_user_dtype ? static_cast<int64_t>(*s.b_user_dtype) : -1);
+  return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
+}
+
+std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
+  auto p = std::make_shared<Primitive>();
+  p->a_md = Md(s.a.dims, s.a.strides, s.a.dtype);
+  p->b_md = Md(s.b.dims, s.b.strides, s.b.dtype);
+  p->b_user_md = s.b_user_dtype ? Md(s.b.dims, s.b.strides, *s.b_user_dtype) : p->b_md;
+  OCTET_CHECK(!s.b_user_dtype || s.pack_b, "matmul: a converting B operand must be packed");
+  if (s.pack_b) {
+    p->b_md = memory::desc(memory::dims(s.b.dims.begin(), s.b.dims.end()), DnnlType(s.b.dtype),
+                           memory::format_tag::any);
+  }
+  p->out_md = Md(s.out.dims, s.out.strides, s.out.dtype);
+  const size_t r = s.out.dims.size();
+  Shape bias_dims(r, 1), bias_strides(r, 1);
+  bias_dims[r - 1] = s.out.dims[r - 1];
+  bias_strides[r - 1] = s.bias_stride;
+  for (size_t d = r - 1; d-- > 0;) bias_strides[d] = bias_strides[d + 1] * bias_dims[d + 1];
+  if (s.bias_mode != BiasMode::kNone) p->bias_md = Md(bias_dims, bias_strides, s.bias_dtype);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops ops;
+  if (s.scale) {
+    p->scale_md = Md(Shape(r, 1), Shape(r, 1), DType::kFloat32);
+    ops.append_binary(dnnl::algorithm::binary_mul, p->scale_md);
+  }
+  if (s.bias_mode == BiasMode::kPostOp) ops.append_binary(dnnl::algorithm::binary_add, p->bias_md);
+  if (ops.len() > 0) attr.set_post_ops(ops);
+  const dnnl::matmul::desc desc = s.bias_mode == BiasMode::kArg
+                                      ? dnnl::matmul::desc(p->a_md, p->b_md, p->bias_md, p->out_md)
+                                      : dnnl::matmul::desc(p->a_md, p->b_md, p->out_md);
+  const dnnl::matmul::primitive_desc pd(desc, attr, Engine());
+  p->scratch_md = pd.scratchpad_desc();
+  p->prim = dnnl::matmul(pd);
+  p->b_md = pd.weights_desc();
+  if (s.pack_b && p->b_md != p->b_user_md && AsVnniLayout(p->b_md, &p->vnni)) {
+    p->vnni_pack = true;
+    p->packed = true;
+  } else if (s.pack_b && p->b_md != p->b_user_md) {
+    dnnl::primitive_attr pack_attr;
+    pack_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::reorder::primitive_desc pack_pd(Engine(), p->b_user_md, Engine(), p->b_md, pack_attr);
+    p->pack_scratch_md = pack_pd.scratchpad_desc();
+    p->pack = dnnl::reorder(pack_pd);
+    p->packed = true;
+  }
+  return p;
+}
+
+class PrimitiveCache {
+ public:
+  static constexpr size_t kCapacity = 256;
+
+  std::shared_ptr<const Primitive> Get(const DnnlGemmSpec& spec) {
+    std::string key = KeyOf(spec);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        ++hits_;
+        return it->second->second;
+      }
+      ++misses_;
+    }
+    // Created outside the lock: JIT compilation can take milliseconds.
+    std::shared_ptr<const Primitive> prim = CreatePrimitive(spec);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second->second;  // another thread won the race
+    lru_.emplace_front(key, prim);
+    map_.emplace(std::move(key), lru_.begin());
+    if (lru_.size() > kCapacity) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return prim;
+  }
+
+  MatmulCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_, misses_, static_cast<int64_t>(map_.size())};
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+    hits_ = misses_ = 0;
+  }
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const Primitive>>;
+  std::mutex mu_;
+  std::list<Entry> lru_;
+  std::unordered_map<std::string, std::list<Entry>::iterator> map_;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+PrimitiveCache& Cache() {
+  static PrimitiveCache* cache = new PrimitiveCache();  // never destroyed: used by exit-time code
+  return *cache;
+}
+
+// The FP8 elements v describes, converted exactly to bf16 into ws with the
+// same strides (the span from the first to the last element is converted).
+const void* Fp8AsPlainBf16(const MatView& v, DType fp8, Workspace& ws) {
+  int64_t span = 1;
+  for (size_t d = 0; d < v.dims.size(); ++d) span += (v.dims[d] - 1) * v.strides[d];
+  uint16_t* dst = static_cast<uint16_t*>(ws.Get(static_cast<size_t>(span) * 2));
+  const uint8_t* src = static_cast<const uint8_t*>(v.data);
+  ParallelFor(span, 1 << 16, [&](int64_t b, int64_t e) { Fp8ToBf16Row(src + b, fp8, dst + b, e - b); });
+  return dst;
+}
+
+std::string ViewStr(const MatView& v) {
+  return std::string(Name(v.dtype)) + ShapeStr(v.dims) + " strides " + ShapeStr(v.strides);
+}
+
+}  // namespace
+
+void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale) {
+  try {
+    std::shared_ptr<const Primitive> p = Cache().Get(spec);
+    dnnl::engine& eng = Engine();
+    std::unordered_map<int, memory> args;
+    args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(spec.a.data)));
+    DnnlBuffers& buffers = ThreadDnnlBuffers();
+    if (p->vnni_pack) {
+      // See NOTE [packed weights]; FP8 is converted in the same pass.
+      void* packed = buffers.packed_b.Get(p->b_md.get_size());
+      PackVnniB(spec.b.data, spec.b_fp8.value_or(DType::kBFloat16), spec.b.dims[0], spec.b.dims[1], spec.b.strides[0],
+                spec.b.strides[1], p->vnni, static_cast<uint16_t*>(packed));
+      args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
+    } else if (p->packed) {
+      const void* b_data = spec.b_fp8 ? Fp8AsPlainBf16(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      memory packed(p->b_md, eng, buffers.packed_b.Get(p->b_md.get_size()));
+      std::unordered_map<int, memory> pack_args;
+      pack_args.emplace(DNNL_ARG_FROM, memory(p->b_user_md, eng, const_cast<void*>(b_data)));
+      pack_args.emplace(DNNL_ARG_TO, packed);
+      if (p->pack_scratch_md.get_size() > 0)
+        pack_args.emplace(DNNL_ARG_SCRATCHPAD,
+                          memory(p->pack_scratch_md, eng, buffers.pack_scratchpad.Get(p->pack_scratch_md.get_size())));
+      p->pack.execute(Stream(), pack_args);
+      args.emplace(DNNL_ARG_WEIGHTS, packed);
+    } else {
+      const void* b_data = spec.b_fp8 ? Fp8AsPlainBf16(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
+    }
+    args.emplace(DNNL_ARG_DST, memory(p->out_md, eng, const_cast<void*>(spec.out.data)));
+    void* scratch = buffers.scratchpad.Get(std::max<size_t>(p->scratch_md.get_size(), 64));
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(p->scratch_md, eng, scratch));
+    int post = 0;
+    if (spec.scale) {
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post) | DNNL_ARG_SRC_1,
+                   memory(p->scale_md, eng, const_cast<float*>(scale)));
+      ++post;
+    }
+    if (spec.bias_mode == BiasMode::kArg) {
+      args.emplace(DNNL_ARG_BIAS, memory(p->bias_md, eng, const_cast<void*>(bias)));
+    } else if (spec.bias_mode == BiasMode::kPostOp) {
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post) | DNNL_ARG_SRC_1,
+                   memory(p->bias_md, eng, const_cast<void*>(bias)));
+    }
+    p->prim.execute(Stream(), args);
+    Stream().wait();
+  } catch (const dnnl::error& e) {
+    OCTET_FAIL("matmul: oneDNN failed (", e.what(), ", status ", static_cast<int>(e.status), ") for a ",
+               ViewStr(spec.a), " x b ", ViewStr(spec.b), " -> ", ViewStr(spec.out));
+  }
+}
+
+MatmulCacheStats GetMatmulCacheStats() { return Cache().Stats(); }
+void ClearMatmulCacheForTesting() { Cache().Clear(); }
+
+}  // namespace octet::cpu

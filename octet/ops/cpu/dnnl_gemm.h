@@ -1,0 +1,72 @@
+// The CPU backend's one entry point into oneDNN's matmul (internal to
+// ops/cpu/): a GEMM described by raw pointers, dims and strides, run through
+// a cached primitive (NOTE [oneDNN primitive cache] in dnnl_gemm.cc).
+// ops/cpu/matmul_cpu.cc turns tensors into these descriptions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include <octet/core/tensor.h>
+
+namespace octet::cpu {
+
+// One operand (or the output) as oneDNN reads it: dims and strides in
+// elements, one rank for a, b and out; batch dims of a and b equal out's or
+// are 1 (broadcast). The matrix part must be row- or column-major (NOTE
+// [oneDNN operand geometry] in matmul_cpu.cc). dtype: f32 or bf16.
+struct MatView {
+  const void* data = nullptr;
+  Shape dims;
+  Shape strides;
+  DType dtype = DType::kFloat32;
+};
+
+// How the bias (N) enters: the matmul's own bias argument (added to the
+// product) or a binary_add post-op (added after the scale post-op).
+enum class BiasMode : int64_t { kNone = 0, kArg = 1, kPostOp = 2 };
+
+// out = a·b, then * scale (if `scale`), then + bias (per bias_mode).
+struct DnnlGemmSpec {
+  MatView a, b, out;
+  BiasMode bias_mode = BiasMode::kNone;
+  DType bias_dtype = DType::kFloat32;
+  int64_t bias_stride = 1;
+  bool scale = false;   // a binary_mul post-op by one runtime f32 value
+  bool pack_b = false;  // reorder b into oneDNN's blocked layout first (NOTE [packed weights])
+  // When set, b.data holds FP8 values of this dtype (b.dtype is bf16, b's
+  // geometry describes the FP8 elements): they are converted exactly to bf16
+  // on the way in, fused with the packing when b is packed.
+  std::optional<DType> b_fp8;
+  // When set (with pack_b), b.data holds elements of this dtype (bf16) while
+  // b.dtype (f32) is what the GEMM computes on: the packing reorder converts.
+  std::optional<DType> b_user_dtype;
+};
+
+// Runs spec. bias: (N) elements with spec.bias_stride, or null; scale: one
+// f32, or null. Throws octet::Error naming the operands if oneDNN fails.
+void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale);
+
+// A grow-only 64-byte aligned buffer (one per thread and purpose); Get may
+// move the memory, so earlier pointers from the same buffer become invalid.
+class Workspace {
+ public:
+  Workspace() = default;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace();
+  void* Get(size_t bytes);
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// The calling thread's buffer for an FP8 A operand converted to bf16.
+struct Fp8GemmBuffers {
+  Workspace a;
+};
+Fp8GemmBuffers& ThreadFp8GemmBuffers();
+
+}  // namespace octet::cpu

@@ -1,0 +1,44 @@
+// Packing of a GEMM's B operand straight into oneDNN's blocked bf16 weight
+// layout (internal to ops/cpu/; NOTE [packed weights] in dnnl_gemm.cc).
+//
+// oneDNN's brgemm bf16 kernels (VDPBF16PS) want B (K, N) as "BA16a<nb>b2a":
+// blocks of kb = 32 K-rows (16 pairs) x nb N-columns; inside a block, rows
+// come in pairs and the two values of a pair are adjacent (the dot-product
+// instruction consumes (k, k+1) pairs):
+//   offset(k, n) = (k / kb) * stride_kb + (n / nb) * stride_nb
+//                + ((k % kb) / 2) * 2 * nb + (n % nb) * 2 + (k % 2)
+// with K and N padded (padding must hold zeros). oneDNN's own reorder into
+// this layout runs at ~31 GB/s from a row-major B and 7-15 GB/s from a
+// column-major one (measured: 2.3 ms for a 2048x2048 transposed B, 12% of
+// the GEMM), and it cannot read FP8 at all; this packer reads bf16 or FP8
+// (converting exactly, NOTE [CPU FP8 GEMM]) in either orientation in one
+// pass.
+#pragma once
+
+#include <cstdint>
+
+#include <octet/core/dtype.h>
+
+namespace octet::cpu {
+
+struct VnniLayout {
+  int64_t k_padded = 0;   // multiple of k_block
+  int64_t k_block = 0;    // rows per block, even (32 for BA16a<nb>b2a)
+  int64_t n_padded = 0;   // multiple of n_block
+  int64_t n_block = 0;    // 16, 32, 48 or 64
+  int64_t stride_kb = 0;  // elements from one k_block-row block to the next
+  int64_t stride_nb = 0;  // elements from one n_block-column block to the next
+};
+
+// Elements the packed buffer spans (what dst must hold).
+int64_t VnniPackedElements(const VnniLayout& layout);
+
+// dst = B (K, N) packed as `layout`, bf16 bits; padding zeroed. Element
+// (k, n) of B is at src + (k * sk + n * sn) elements of src_dtype (bfloat16,
+// fp8_e4m3 or fp8_e5m2; FP8 is converted exactly). Any strides work; sn == 1
+// (row-major) and sk == 1 (column-major) take the fast paths. Runs on the
+// OpenMP pool.
+void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
+               const VnniLayout& layout, uint16_t* dst);
+
+}  // namespace octet::cpu

@@ -1,0 +1,451 @@
+// CPU GEMMs: oneDNN matmul for f32 and bf16 (and, through exact FP8 -> BF16
+// conversion, for FP8), octet's own blocked kernel for f64, f16 via f32.
+//
+// NOTE [oneDNN operand geometry]: oneDNN's matmul takes any strides through
+// its memory descriptors, but only row-major or column-major matrices (a unit
+// stride in one of the two matrix dims, a leading dimension at least the
+// other's extent) reach its fast kernels; anything else falls to a reference
+// loop hundreds of times slower. So every operand is first normalised: batch
+// dims that broadcast (size 1 or stride 0) become size 1, which oneDNN
+// broadcasts itself; the strides of size-1 dims are made canonical; batch dims
+// that are contiguous for all three tensors are merged; a batched A times a
+// shared B whose batch dims fold into M becomes one 2-D GEMM. An operand whose
+// matrix is neither row- nor column-major is copied (made contiguous) once.
+//
+// NOTE [CPU FP8 GEMM]: FP8 x FP8 runs as cuBLASLt's tensor cores do it: every
+// FP8 value is exactly a BF16 value, products of two BF16 values with 3- or
+// 2-bit mantissas are exact in f32, and oneDNN's bf16 kernels (VDPBF16PS)
+// accumulate in f32. A is converted into a thread-local BF16 buffer in its
+// own layout (a transposed FP8 view stays transposed); B is converted while
+// it is packed into oneDNN's blocked layout (NOTE [packed weights]), or into
+// a plain buffer for small GEMMs. The output scale scale_inv_a * scale_inv_b
+// is a binary_mul post-op reading a runtime f32 value — oneDNN 2.6 drops its
+// brgemm kernels when the output scale is a runtime attribute (measured: 2x
+// slower), and a constant one would need a new primitive for every scale.
+// The bias is a binary_add post-op after it, so out = s * (a·b) + bias as in
+// cuBLASLt's epilogue. Measured (2 threads, GPT shapes, benchmarks/
+// matmul_bench.cc): 82-88% of the BF16 dot-product peak with the conversion
+// included, within a few percent of the bf16 GEMM on the same shapes.
+//
+// Both BF16 and FP8 GEMMs can instead run on FP32 FMAs, their operands widened
+// to f32, where this CPU does FMAs faster than BF16 dot products: NOTE [CPU
+// GEMM path] in ops/cpu_gemm_path.h (WidenedGemm below).
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <octet/core/convert.h>
+#include <octet/core/scaling.h>
+#include <octet/ops/cpu/dnnl_gemm.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/matmul_kernels.h>
+#include <octet/ops/pointwise_kernels.h>
+
+namespace octet::cpu {
+namespace {
+
+// ---- geometry ------------------------------------------------------------------
+
+// See NOTE [oneDNN operand geometry]. shape/strides: rank r >= 2. Writes the
+// normalised dims/strides; returns false when the matrix part is neither
+// row- nor column-major (the caller copies).
+bool NormaliseGeometry(const Shape& shape, const Shape& strides, Shape* dims_out, Shape* strides_out) {
+  const size_t r = shape.size();
+  Shape dims = shape, st = strides;
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (st[d] == 0) dims[d] = 1;
+  const int64_t rows = dims[r - 2], cols = dims[r - 1];
+  int64_t& sr = st[r - 2];
+  int64_t& sc = st[r - 1];
+  if (rows <= 1 && cols <= 1) {
+    sr = std::max<int64_t>(cols, 1);
+    sc = 1;
+  } else if (rows <= 1) {
+    if (sc == 1) sr = cols; else sr = 1;
+  } else if (cols <= 1) {
+    if (sr == 1) sc = rows; else sc = 1;
+  }
+  const bool row_major = sc == 1 && sr >= std::max<int64_t>(cols, 1);
+  const bool col_major = sr == 1 && sc >= std::max<int64_t>(rows, 1);
+  if (!row_major && !col_major) return false;
+  // Canonical strides for size-1 batch dims: the span of everything inside.
+  int64_t span = 1 + (rows - 1) * sr + (cols - 1) * sc;
+  for (size_t d = r - 2; d-- > 0;) {
+    if (dims[d] == 1)
+      st[d] = std::max<int64_t>(span, 1);
+    else
+      span += (dims[d] - 1) * st[d];
+  }
+  *dims_out = std::move(dims);
+  *strides_out = std::move(st);
+  return true;
+}
+
+// Elements between the first and one past the last element a view touches.
+int64_t SpanOf(const Shape& dims, const Shape& strides) {
+  int64_t span = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 0) return 0;
+    span += (dims[d] - 1) * strides[d];
+  }
+  return span;
+}
+
+// One batch dim of a GEMM: its size in out, a and b, and its strides.
+struct BatchDim {
+  int64_t n, da, sa, db, sb, so;
+};
+
+// v = (batch dims of `dims` picked by the member pointers..., r0, r1) with
+// strides (..., s0, s1).
+void AssignBatched(MatView& v, const std::vector<BatchDim>& dims, int64_t BatchDim::*size,
+                   int64_t BatchDim::*stride, int64_t r0, int64_t s0, int64_t r1, int64_t s1) {
+  v.dims.clear();
+  v.strides.clear();
+  for (const BatchDim& d : dims) {
+    v.dims.push_back(d.*size);
+    v.strides.push_back(d.*stride);
+  }
+  v.dims.insert(v.dims.end(), {r0, r1});
+  v.strides.insert(v.strides.end(), {s0, s1});
+}
+
+// Merges batch dims across a, b and out (NOTE [oneDNN operand geometry]) and
+// folds a shared B into M. All three views have one rank r >= 2 and
+// normalised geometry; out is contiguous.
+void Coalesce(MatView& a, MatView& b, MatView& out) {
+  const size_t r = out.dims.size();
+  std::vector<BatchDim> dims;
+  for (size_t d = 0; d + 2 < r; ++d) {
+    if (out.dims[d] == 1) continue;
+    const BatchDim c{out.dims[d], a.dims[d], a.strides[d], b.dims[d], b.strides[d], out.strides[d]};
+    if (!dims.empty()) {
+      BatchDim& p = dims.back();
+      // Dims d-1 and d of one operand merge when both broadcast, or when both
+      // are full and d-1 steps over exactly the extent of d.
+      auto mergeable = [&](int64_t pd, int64_t ps, int64_t cd, int64_t cs) {
+        return (pd == 1 && cd == 1) || (pd == p.n && cd == c.n && ps == cs * cd);
+      };
+      if (mergeable(p.da, p.sa, c.da, c.sa) && mergeable(p.db, p.sb, c.db, c.sb) &&
+          mergeable(p.n, p.so, c.n, c.so)) {
+        p = {p.n * c.n, p.da * c.da, c.sa, p.db * c.db, c.sb, c.so};
+        continue;
+      }
+    }
+    dims.push_back(c);
+  }
+  const int64_t am = a.dims[r - 2], a_sm = a.strides[r - 2], ak = a.dims[r - 1], a_sk = a.strides[r - 1];
+  const int64_t bk = b.dims[r - 2], b_sk = b.strides[r - 2], bn = b.dims[r - 1], b_sn = b.strides[r - 1];
+  const int64_t om = out.dims[r - 2], o_sm = out.strides[r - 2], on = out.dims[r - 1], o_sn = out.strides[r - 1];
+  // Fold: B shared by every batch, A's batch rows evenly spaced like its M
+  // rows -> one (batch·M, K) x (K, N) GEMM.
+  if (dims.size() == 1 && dims[0].db == 1 && dims[0].da == dims[0].n && (am == 1 || dims[0].sa == a_sm * am) &&
+      dims[0].so == o_sm * om) {
+    const int64_t rows = dims[0].n * am;
+    MatView folded = a;
+    folded.dims = {rows, ak};
+    folded.strides = {am == 1 ? dims[0].sa : a_sm, a_sk};
+    // One row spacing for all rows can break the column-major rule (ld <
+    // rows); then the batch stays.
+    if (NormaliseGeometry(folded.dims, folded.strides, &folded.dims, &folded.strides)) {
+      a = folded;
+      b.dims = {bk, bn};
+      b.strides = {b_sk, b_sn};
+      out.dims = {rows, on};
+      out.strides = {o_sm, o_sn};
+      return;
+    }
+  }
+  AssignBatched(a, dims, &BatchDim::da, &BatchDim::sa, am, a_sm, ak, a_sk);
+  AssignBatched(b, dims, &BatchDim::db, &BatchDim::sb, bk, b_sk, bn, b_sn);
+  AssignBatched(out, dims, &BatchDim::n, &BatchDim::so, om, o_sm, on, o_sn);
+  // Re-canonicalise the strides of size-1 batch dims after the merge.
+  NormaliseGeometry(a.dims, a.strides, &a.dims, &a.strides);
+  NormaliseGeometry(b.dims, b.strides, &b.dims, &b.strides);
+}
+
+// A tensor operand as a MatView, copying it when oneDNN cannot read it.
+MatView ViewOf(const Tensor& t, Tensor* keep) {
+  MatView v;
+  *keep = t;
+  if (!NormaliseGeometry(t.shape(), t.strides(), &v.dims, &v.strides)) {
+    *keep = t.Contiguous();
+    NormaliseGeometry(keep->shape(), keep->strides(), &v.dims, &v.strides);
+  }
+  v.data = keep->raw_data();
+  v.dtype = keep->dtype();
+  return v;
+}
+
+// See NOTE [packed weights] in dnnl_gemm.cc: packing B costs one pass over it
+// and pays once there are a few hundred rows to reuse it for (measured on the
+// GPT shapes; for small or batched GEMMs oneDNN's on-the-fly packing wins).
+constexpr int64_t kPackMinRows = 256;
+bool WorthPacking(const MatView& b, const MatView& out) {
+  return out.dims.size() == 2 && out.dims[0] >= kPackMinRows && b.dims[0] * b.dims[1] >= 4096;
+}
+
+MatView OutView(const Tensor& out) { return {out.raw_data(), out.shape(), out.strides(), out.dtype()}; }
+
+// out = bias (broadcast) or 0: the K == 0 product.
+void FillEmptyProduct(const Tensor& bias, const Tensor& out) {
+  out.detach().Fill_(0.0);
+  if (bias.defined()) {
+    Tensor o = out.detach();
+    o.CopyFrom_(bias);
+  }
+}
+
+// An operand as a MatView over its own elements, in its normalised layout. A
+// layout oneDNN cannot read, or one with large gaps (the converters widen the
+// whole span), is made contiguous first (kept alive in *keep).
+MatView CompactView(const Tensor& t, Tensor* keep) {
+  *keep = t;
+  MatView v;
+  const bool ok = NormaliseGeometry(t.shape(), t.strides(), &v.dims, &v.strides);
+  if (!ok || SpanOf(v.dims, v.strides) > 2 * std::max<int64_t>(Numel(v.dims), 1)) {
+    *keep = t.Contiguous();
+    NormaliseGeometry(keep->shape(), keep->strides(), &v.dims, &v.strides);
+  }
+  v.data = keep->raw_data();
+  v.dtype = keep->dtype();
+  return v;
+}
+
+// An FP8 operand as a CompactView over its bytes (dtype bf16: what the GEMM
+// computes on).
+MatView Fp8View(const Tensor& t, Tensor* keep) {
+  MatView v = CompactView(t, keep);
+  v.dtype = DType::kBFloat16;
+  return v;
+}
+
+// ---- the FP32-FMA path for BF16 and FP8 operands ------------------------------------
+// NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): both operands are widened
+// exactly to f32 (in their own layouts, so transposed views stay transposed),
+// the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
+
+struct WidenBuffers {
+  Workspace a, b, out, bias;
+};
+WidenBuffers& ThreadWidenBuffers() {
+  thread_local WidenBuffers buffers;
+  return buffers;
+}
+
+// v's elements — bf16 bits, or FP8 bytes of *fp8 — widened exactly to f32 in
+// ws, with the same strides (the span from the first to the last element).
+MatView WidenToF32(MatView v, std::optional<DType> fp8, Workspace& ws) {
+  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
+  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * sizeof(float)));
+  if (fp8) {
+    const uint8_t* src = static_cast<const uint8_t*>(v.data);
+    // x * 1.0f is exact: every FP8 value is an f32 value.
+    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(src + b, *fp8, 1.0f, dst + b, e - b); });
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(v.data);
+    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(src + b, dst + b, e - b); });
+  }
+  v.data = dst;
+  v.dtype = DType::kFloat32;
+  return v;
+}
+
+// out = a·b (* *scale when scale is set) (+ bias) with f32 FMAs. a, b: bf16
+// or FP8 (their bytes; the FP8 scales are the caller's `scale`); bias: (N)
+// f32 or bf16, or undefined; out: contiguous f32 or bf16.
+void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
+  WidenBuffers& ws = ThreadWidenBuffers();
+  auto fp8_of = [](const Tensor& t) { return IsFp8(t.dtype()) ? std::optional<DType>(t.dtype()) : std::nullopt; };
+  Tensor ka, kb;
+  DnnlGemmSpec spec;
+  spec.a = CompactView(a, &ka);
+  spec.b = CompactView(b, &kb);
+  const bool f32_out = out.dtype() == DType::kFloat32;
+  float* out32 = f32_out ? out.data<float>()
+                         : static_cast<float*>(ws.out.Get(static_cast<size_t>(out.numel()) * sizeof(float)));
+  spec.out = {out32, out.shape(), out.strides(), DType::kFloat32};
+  Coalesce(spec.a, spec.b, spec.out);
+  spec.pack_b = WorthPacking(spec.b, spec.out);
+  spec.a = WidenToF32(spec.a, fp8_of(a), ws.a);
+  if (spec.pack_b && !IsFp8(b.dtype())) {
+    // A bf16 B is widened by oneDNN's reorder into its f32 blocked layout, in
+    // the packing pass itself (one pass over B instead of two).
+    spec.b_user_dtype = DType::kBFloat16;
+    spec.b.dtype = DType::kFloat32;
+  } else {
+    spec.b = WidenToF32(spec.b, fp8_of(b), ws.b);
+  }
+  spec.scale = scale != nullptr;
+  const float* bias32 = nullptr;
+  if (bias.defined()) {
+    const Tensor bc = bias.Contiguous();
+    const int64_t n = bc.numel();
+    if (bc.dtype() == DType::kFloat32) {
+      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
+      std::copy(bc.data<float>(), bc.data<float>() + n, dst);
+      bias32 = dst;
+    } else {
+      OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
+      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
+      Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
+      bias32 = dst;
+    }
+    // Scaled: the bias comes after the scale (as cuBLASLt's epilogue).
+    spec.bias_mode = scale != nullptr ? BiasMode::kPostOp : BiasMode::kArg;
+    spec.bias_dtype = DType::kFloat32;
+  }
+  RunDnnlGemm(spec, bias32, scale);
+  if (!f32_out) {
+    uint16_t* dst = static_cast<uint16_t*>(out.raw_data());
+    ParallelFor(out.numel(), 1 << 15, [&](int64_t b, int64_t e) { FloatToBf16Row(out32 + b, dst + b, e - b); });
+  }
+}
+
+// ---- f64: octet's own kernel (gradcheck and references) ---------------------------------
+
+// a (Ba..., M, K), b (Bb..., K, N), out (B..., M, N) contiguous, bias (N) or
+// undefined. One output row per task, k outer and n inner so the inner loop
+// streams a row of b and vectorises; b is packed to unit column stride first.
+void MatmulF64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  const Tensor bc = (b.stride(-1) == 1 || b.size(-1) == 1) ? b : b.Contiguous();
+  const int64_t r = out.dim(), M = out.size(r - 2), N = out.size(r - 1), K = a.size(r - 1);
+  const int64_t batch = out.numel() / (M * N);
+  std::vector<int64_t> a_off(batch, 0), b_off(batch, 0);
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t rem = bi;
+    for (int64_t d = r - 3; d >= 0; --d) {
+      const int64_t idx = rem % out.size(d);
+      rem /= out.size(d);
+      if (a.size(d) != 1) a_off[bi] += idx * a.stride(d);
+      if (bc.size(d) != 1) b_off[bi] += idx * bc.stride(d);
+    }
+  }
+  const double* ap = a.data<double>();
+  const double* bp = bc.data<double>();
+  double* op = out.data<double>();
+  const Tensor bias_c = bias.defined() ? bias.Contiguous() : Tensor();
+  const double* biasp = bias_c.defined() ? bias_c.data<double>() : nullptr;
+  const int64_t sam = a.stride(r - 2), sak = a.stride(r - 1), sbk = bc.stride(r - 2);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(N * K, 1));
+  ParallelFor(batch * M, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t bi = row / M, m = row % M;
+      double* c = op + row * N;
+      std::fill(c, c + N, 0.0);
+      const double* arow = ap + a_off[bi] + m * sam;
+      const double* bb = bp + b_off[bi];
+      for (int64_t k = 0; k < K; ++k) {
+        const double av = arow[k * sak];
+        const double* brow = bb + k * sbk;
+        for (int64_t n = 0; n < N; ++n) c[n] += av * brow[n];
+      }
+      if (biasp != nullptr)
+        for (int64_t n = 0; n < N; ++n) c[n] += biasp[n];
+    }
+  });
+}
+
+// ---- f32 / bf16 / f16 / f64 ----------------------------------------------------------
+
+void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (out.numel() == 0) return;
+  if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
+  const DType dtype = out.dtype();
+  if (dtype == DType::kFloat64) return MatmulF64(a, b, bias, out);
+  if (dtype == DType::kFloat16) {
+    // No f16 GEMM on CPUs without AVX512-FP16: compute in f32, round once.
+    Tensor out32 = Empty(out.shape(), {.dtype = DType::kFloat32});
+    MatmulCpuImpl(a.To(DType::kFloat32), b.To(DType::kFloat32), bias.defined() ? bias.To(DType::kFloat32) : Tensor(),
+                  out32);
+    Tensor o = out.detach();
+    o.CopyFrom_(out32);
+    return;
+  }
+  if (dtype == DType::kBFloat16 && ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma)
+    return WidenedGemm(a, b, bias, out, nullptr);
+  Tensor ka, kb;
+  DnnlGemmSpec spec;
+  spec.a = ViewOf(a, &ka);
+  spec.b = ViewOf(b, &kb);
+  spec.out = OutView(out);
+  Coalesce(spec.a, spec.b, spec.out);
+  spec.pack_b = WorthPacking(spec.b, spec.out);
+  Tensor kbias;
+  if (bias.defined()) {
+    kbias = bias.stride(0) == 1 ? bias : bias.Contiguous();
+    spec.bias_mode = BiasMode::kArg;
+    spec.bias_dtype = kbias.dtype();
+  }
+  RunDnnlGemm(spec, kbias.defined() ? kbias.raw_data() : nullptr, nullptr);
+}
+
+// ---- FP8 ------------------------------------------------------------------------------
+
+// An FP8 operand converted exactly to bf16 in ws, in the layout Fp8View picks.
+MatView Fp8AsBf16(const Tensor& t, Workspace& ws) {
+  Tensor keep;
+  MatView v = Fp8View(t, &keep);
+  const int64_t span = SpanOf(v.dims, v.strides);
+  uint16_t* dst = static_cast<uint16_t*>(ws.Get(static_cast<size_t>(std::max<int64_t>(span, 1)) * 2));
+  const uint8_t* p = static_cast<const uint8_t*>(v.data);
+  const DType fp8 = t.dtype();
+  ParallelFor(span, 1 << 16,
+              [&](int64_t begin, int64_t end) { Fp8ToBf16Row(p + begin, fp8, dst + begin, end - begin); });
+  v.data = dst;
+  return v;
+}
+
+void ScaledMatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (out.numel() == 0) return;
+  if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
+  // As cuBLASLt: alpha = scale_inv_a * scale_inv_b in f32, times the f32 accumulator.
+  const float scale = ScaleInvValue(a) * ScaleInvValue(b);
+  if (ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma) return WidenedGemm(a, b, bias, out, &scale);
+  Fp8GemmBuffers& buffers = ThreadFp8GemmBuffers();
+  DnnlGemmSpec spec;
+  spec.a = Fp8AsBf16(a, buffers.a);
+  Tensor keep_b;
+  spec.b = Fp8View(b, &keep_b);  // converted by RunDnnlGemm, fused with packing
+  spec.b_fp8 = b.dtype();
+  spec.out = OutView(out);
+  Coalesce(spec.a, spec.b, spec.out);
+  spec.pack_b = WorthPacking(spec.b, spec.out);
+  spec.scale = true;
+  Tensor kbias;
+  if (bias.defined()) {
+    kbias = bias.stride(0) == 1 ? bias : bias.Contiguous();
+    spec.bias_mode = BiasMode::kPostOp;
+    spec.bias_dtype = kbias.dtype();
+  }
+  RunDnnlGemm(spec, kbias.defined() ? kbias.raw_data() : nullptr, &scale);
+}
+
+// NOTE [gelu epilogue]: the product goes to gelu_pre, then one GELU pass.
+void ApplyGelu(const Tensor& gelu_pre, const Tensor& out) {
+  if (out.numel() > 0) unary_kernel(kCPU)(UnaryOp::kGelu, gelu_pre, out, 0.0);
+}
+
+void MatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const Tensor& gelu_pre) {
+  if (!gelu_pre.defined()) return MatmulCpuImpl(a, b, bias, out);
+  MatmulCpuImpl(a, b, bias, gelu_pre);
+  ApplyGelu(gelu_pre, out);
+}
+
+void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole /*role*/,
+                     const Tensor& gelu_pre) {
+  if (!gelu_pre.defined()) return ScaledMatmulCpuImpl(a, b, bias, out);
+  ScaledMatmulCpuImpl(a, b, bias, gelu_pre);
+  ApplyGelu(gelu_pre, out);
+}
+
+}  // namespace
+
+OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCPU, &MatmulCpu);
+OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCPU, &ScaledMatmulCpu);
+// The CPU GEMM packs FP8 operands from any layout (ops/matmul.h).
+OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCPU, +[](Device) { return false; });
+
+}  // namespace octet::cpu

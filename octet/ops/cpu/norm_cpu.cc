@@ -1,0 +1,212 @@
+// CPU kernels of the norm family. One template serves LayerNorm (kCenter =
+// true) and RMSNorm (kCenter = false, mean fixed at 0). Rows are independent
+// and split across OpenMP threads; each row is widened to the compute type
+// once and stays in cache for the passes over it.
+#include <cmath>
+#include <vector>
+
+#include <octet/core/dtype_traits.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/row_helpers.h>
+#include <octet/ops/norm_kernels.h>
+
+namespace octet::cpu {
+namespace {
+
+// NOTE [deterministic parameter gradients]: dweight and dbias are sums over
+// all N rows. The rows are cut into a fixed number of blocks (at most
+// kParamBlocks, a function of N only, not of the thread count); each block
+// accumulates its own (C) partial sums in the compute type, and the partials
+// are then added in block order. No atomics, and the result is bitwise the
+// same for any OMP_NUM_THREADS.
+constexpr int64_t kParamBlocks = 32;
+
+// The affine parameter in the compute type, or `fill` everywhere when absent.
+template <typename T, typename A = AccType<T>>
+std::vector<A> ParamOrFill(const Tensor& p, int64_t c, A fill) {
+  std::vector<A> v(c, fill);
+  if (p.defined()) {
+    const T* src = p.data<T>();
+    for (int64_t i = 0; i < c; ++i) v[i] = ConvertElement<A>(src[i]);
+  }
+  return v;
+}
+
+template <bool kCenter, typename T>
+void NormFwd(const Tensor& x,         // (N,C)
+             const Tensor& residual,  // (N,C) or undefined
+             const Tensor& weight,    // (C) or undefined
+             const Tensor& bias,      // (C) or undefined
+             double eps,
+             const Tensor& sum,   // (N,C) or undefined (with residual)
+             const Tensor& y,     // (N,C)
+             const Tensor& mean,  // (N), kCenter only
+             const Tensor& rstd) {  // (N)
+  using A = AccType<T>;
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const std::vector<A> w = ParamOrFill<T>(weight, c, A(1));
+  const std::vector<A> b = ParamOrFill<T>(bias, c, A(0));
+  const T* xp = x.data<T>();
+  const T* rsp = residual.defined() ? residual.data<T>() : nullptr;
+  T* hp = sum.defined() ? sum.data<T>() : nullptr;
+  T* yp = y.data<T>();
+  A* mp = kCenter ? mean.data<A>() : nullptr;
+  A* rp = rstd.data<A>();
+  const A eps_a = static_cast<A>(eps);
+  const A inv_c = A(1) / static_cast<A>(c);
+  ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
+    std::vector<A> xbuf(c), rbuf(c), ybuf(c);
+    for (int64_t r = r0; r < r1; ++r) {
+      const A* xr = LoadRow(xp + r * c, c, xbuf.data());
+      if (rsp != nullptr) {
+        // h = x + residual, rounded to T and normalised as rounded, so the
+        // result equals Add followed by LayerNorm.
+        const A* res = LoadRow(rsp + r * c, c, rbuf.data());
+        A* h = RowOut(hp + r * c, xbuf.data());
+        for (int64_t i = 0; i < c; ++i) h[i] = xr[i] + res[i];
+        StoreRow(h, hp + r * c, c);
+        xr = LoadRow(hp + r * c, c, xbuf.data());
+      }
+      A mu = 0;
+      if constexpr (kCenter) mu = LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * inv_c;
+      const A var = LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * inv_c;
+      const A rs = A(1) / std::sqrt(var + eps_a);
+      A* yr = RowOut(yp + r * c, ybuf.data());
+      for (int64_t i = 0; i < c; ++i) yr[i] = (xr[i] - mu) * rs * w[i] + b[i];
+      StoreRow(yr, yp + r * c, c);
+      if constexpr (kCenter) mp[r] = mu;
+      rp[r] = rs;
+    }
+  });
+}
+
+template <bool kCenter, typename T>
+void NormBwd(const Tensor& dy,      // (N,C)
+             const Tensor& x,       // (N,C)
+             const Tensor& weight,  // (C) or undefined
+             const Tensor& mean,    // (N), kCenter only
+             const Tensor& rstd,    // (N)
+             const Tensor& dsum,    // (N,C) or undefined: added to dx
+             const Tensor& dx,       // (N,C) or undefined
+             const Tensor& dweight,  // (C) or undefined
+             const Tensor& dbias) {  // (C) or undefined; kCenter only
+  using A = AccType<T>;
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const std::vector<A> w = ParamOrFill<T>(weight, c, A(1));
+  const T* xp = x.data<T>();
+  const T* dyp = dy.data<T>();
+  const T* dsp = dsum.defined() ? dsum.data<T>() : nullptr;
+  T* dxp = dx.defined() ? dx.data<T>() : nullptr;
+  const A* mp = kCenter ? mean.data<A>() : nullptr;
+  const A* rp = rstd.data<A>();
+  const bool want_dw = dweight.defined(), want_db = dbias.defined();
+  const A inv_c = A(1) / static_cast<A>(c);
+
+  // Rows [r0, r1): dx rows, and dy*xhat / dy added into dw_acc / db_acc (C)
+  // when those are non-null. xbuf, dybuf, dxbuf, dsbuf: (C) scratch (dsbuf only
+  // with dsum).
+  auto rows = [&](int64_t r0, int64_t r1, A* dw_acc, A* db_acc, A* xbuf, A* dybuf, A* dxbuf, A* dsbuf) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const A* xr = LoadRow(xp + r * c, c, xbuf);
+      const A* dyr = LoadRow(dyp + r * c, c, dybuf);
+      const A mu = kCenter ? mp[r] : A(0);
+      const A rs = rp[r];
+      if (dxp != nullptr) {
+        // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w
+        // (RMSNorm: no mean(g) term).
+        const auto [sum_g, sum_gx] = LaneSum2<A>(c, [&](int64_t i) {
+          const A g = dyr[i] * w[i];
+          return std::pair<A, A>{g, g * ((xr[i] - mu) * rs)};
+        });
+        const A mean_g = kCenter ? sum_g * inv_c : A(0), mean_gx = sum_gx * inv_c;
+        A* dxr = RowOut(dxp + r * c, dxbuf);
+        auto dx_at = [&](int64_t i) { return rs * (dyr[i] * w[i] - mean_g - (xr[i] - mu) * rs * mean_gx); };
+        if (dsp != nullptr) {
+          const A* ds = LoadRow(dsp + r * c, c, dsbuf);
+          for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i) + ds[i];
+        } else {
+          for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i);
+        }
+        StoreRow(dxr, dxp + r * c, c);
+      }
+      if (dw_acc != nullptr && db_acc != nullptr) {
+        for (int64_t i = 0; i < c; ++i) {
+          dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
+          db_acc[i] += dyr[i];
+        }
+      } else if (dw_acc != nullptr) {
+        for (int64_t i = 0; i < c; ++i) dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
+      } else if (db_acc != nullptr) {
+        for (int64_t i = 0; i < c; ++i) db_acc[i] += dyr[i];
+      }
+    }
+  };
+
+  const bool parallel = n * c >= kParallelGrain;
+  if (!want_dw && !want_db) {
+    ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
+      std::vector<A> xbuf(c), dybuf(c), dxbuf(c), dsbuf(dsp != nullptr ? c : 0);
+      rows(r0, r1, nullptr, nullptr, xbuf.data(), dybuf.data(), dxbuf.data(), dsbuf.data());
+    });
+    return;
+  }
+  // See NOTE [deterministic parameter gradients].
+  const int64_t nblocks = std::min(n, kParamBlocks);
+  std::vector<A> dw_part(want_dw ? nblocks * c : 0, A(0)), db_part(want_db ? nblocks * c : 0, A(0));
+  ParallelFor(nblocks, parallel ? 1 : nblocks + 1, [&](int64_t b0, int64_t b1) {
+    std::vector<A> xbuf(c), dybuf(c), dxbuf(c), dsbuf(dsp != nullptr ? c : 0);
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      rows(n * blk / nblocks, n * (blk + 1) / nblocks, want_dw ? dw_part.data() + blk * c : nullptr,
+           want_db ? db_part.data() + blk * c : nullptr, xbuf.data(), dybuf.data(), dxbuf.data(), dsbuf.data());
+    }
+  });
+  auto reduce_parts = [&](const std::vector<A>& part, const Tensor& out) {
+    T* o = out.data<T>();
+    ParallelFor(c, parallel ? 1024 : c + 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        A s = 0;
+        for (int64_t blk = 0; blk < nblocks; ++blk) s += part[blk * c + i];
+        o[i] = ConvertElement<T>(s);
+      }
+    });
+  };
+  if (want_dw) reduce_parts(dw_part, dweight);
+  if (want_db) reduce_parts(db_part, dbias);
+}
+
+void LayerNormFwdCpu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                     const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  DispatchFloat(x.dtype(), residual.defined() ? "add_layer_norm" : "layer_norm", [&]<typename T>() {
+    NormFwd<true, T>(x, residual, weight, bias, eps, sum, y, mean, rstd);
+  });
+}
+
+void LayerNormBwdCpu(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                     const Tensor& rstd, const Tensor& dsum, const Tensor& dx, const Tensor& dweight,
+                     const Tensor& dbias) {
+  DispatchFloat(x.dtype(), "layer_norm backward", [&]<typename T>() {
+    NormBwd<true, T>(dy, x, weight, mean, rstd, dsum, dx, dweight, dbias);
+  });
+}
+
+void RmsNormFwdCpu(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) {
+  DispatchFloat(x.dtype(), "rms_norm", [&]<typename T>() {
+    NormFwd<false, T>(x, Tensor(), weight, Tensor(), eps, Tensor(), y, Tensor(), rstd);
+  });
+}
+
+void RmsNormBwdCpu(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dx,
+                   const Tensor& dweight) {
+  DispatchFloat(x.dtype(), "rms_norm backward", [&]<typename T>() {
+    NormBwd<false, T>(dy, x, weight, Tensor(), rstd, Tensor(), dx, dweight, Tensor());
+  });
+}
+
+}  // namespace
+
+OCTET_REGISTER_KERNEL(layer_norm_fwd, DeviceType::kCPU, &LayerNormFwdCpu);
+OCTET_REGISTER_KERNEL(layer_norm_bwd, DeviceType::kCPU, &LayerNormBwdCpu);
+OCTET_REGISTER_KERNEL(rms_norm_fwd, DeviceType::kCPU, &RmsNormFwdCpu);
+OCTET_REGISTER_KERNEL(rms_norm_bwd, DeviceType::kCPU, &RmsNormBwdCpu);
+
+}  // namespace octet::cpu

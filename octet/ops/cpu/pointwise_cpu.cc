@@ -1,0 +1,172 @@
+// CPU kernels of the pointwise family: the functors of ops/functors.h run in
+// the compute type (AccType) over StridedIter runs, with a contiguous fast path
+// that the compiler vectorises.
+#include <algorithm>
+#include <type_traits>
+
+#include <octet/core/dtype_traits.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/row_helpers.h>
+#include <octet/ops/pointwise_kernels.h>
+
+namespace octet::cpu {
+namespace {
+
+// NOTE [narrow pointwise in chunks]: element by element, a bf16/f16 loop
+// converts with scalar code (rounding, NaN checks) that keeps the compiler
+// from vectorising the math: measured, GELU forward and backward on bf16 ran
+// 1.2-1.4x slower than on f32 though they move half the bytes. Contiguous
+// runs of bf16/f16 are therefore widened kChunk elements at a time by the
+// vector row converters (core/convert.h), computed by the same f32 loop as
+// f32 tensors, and narrowed back: the same results, element for element.
+template <typename T>
+inline constexpr bool kWidenInChunks = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+inline constexpr int64_t kChunk = 512;
+
+template <typename T, typename F>
+void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
+  using A = AccType<T>;
+  const A alpha = static_cast<A>(alpha_d);
+  StridedIter<2> it(out.shape(), {&out, &x});
+  it.Run([&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+      if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
+        A in[kChunk], res[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+          const int64_t m = std::min(kChunk, n - c0);
+          const A* ap = LoadRow(a + c0, m, in);
+          for (int64_t i = 0; i < m; ++i) res[i] = f(ap[i], alpha);
+          StoreRow(res, o + c0, m);
+        }
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(ConvertElement<A>(a[i]), alpha));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        *reinterpret_cast<T*>(p[0] + i * s[0]) =
+            ConvertElement<T>(f(ConvertElement<A>(*reinterpret_cast<const T*>(p[1] + i * s[1])), alpha));
+      }
+    }
+  });
+}
+
+template <typename T, typename F>
+void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double alpha_d) {
+  using A = AccType<T>;
+  const A alpha = static_cast<A>(alpha_d);
+  StridedIter<3> it(out.shape(), {&out, &a, &b});
+  it.Run([&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const T* x = reinterpret_cast<const T*>(p[1]);
+    const T* y = reinterpret_cast<const T*>(p[2]);
+    constexpr int64_t kS = sizeof(T);
+    if (s[0] == kS && s[1] == kS && s[2] == kS) {
+      if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
+        A in_x[kChunk], in_y[kChunk], res[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+          const int64_t m = std::min(kChunk, n - c0);
+          const A* xp = LoadRow(x + c0, m, in_x);
+          const A* yp = LoadRow(y + c0, m, in_y);
+          for (int64_t i = 0; i < m; ++i) res[i] = f(xp[i], yp[i], alpha);
+          StoreRow(res, o + c0, m);
+        }
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(ConvertElement<A>(x[i]), ConvertElement<A>(y[i]), alpha));
+    } else if (s[0] == kS && s[1] == kS && s[2] == 0) {  // tensor op scalar-like (broadcast row)
+      const A yv = ConvertElement<A>(y[0]);
+      if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
+        A in_x[kChunk], res[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+          const int64_t m = std::min(kChunk, n - c0);
+          const A* xp = LoadRow(x + c0, m, in_x);
+          for (int64_t i = 0; i < m; ++i) res[i] = f(xp[i], yv, alpha);
+          StoreRow(res, o + c0, m);
+        }
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(ConvertElement<A>(x[i]), yv, alpha));
+    } else if (s[0] == kS && s[1] == 0 && s[2] == kS) {
+      const A xv = ConvertElement<A>(x[0]);
+      for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<T>(f(xv, ConvertElement<A>(y[i]), alpha));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const A xv = ConvertElement<A>(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+        const A yv = ConvertElement<A>(*reinterpret_cast<const T*>(p[2] + i * s[2]));
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = ConvertElement<T>(f(xv, yv, alpha));
+      }
+    }
+  });
+}
+
+template <typename T>
+void UnaryTyped(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
+  using functors::UnaryFn;
+  switch (op) {
+#define OCTET_UNARY_CASE(OP) \
+  case UnaryOp::OP:          \
+    return UnaryLoop<T>(x, out, UnaryFn<UnaryOp::OP>{}, alpha);
+    OCTET_FOR_EACH_UNARY_OP(OCTET_UNARY_CASE)
+#undef OCTET_UNARY_CASE
+    default: OCTET_FAIL("unary kernel: unknown op ", static_cast<int>(op));
+  }
+}
+
+template <typename T>
+void BinaryTyped(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  using functors::BinaryFn;
+  switch (op) {
+#define OCTET_BINARY_CASE(OP) \
+  case BinaryOp::OP:          \
+    return BinaryLoop<T>(a, b, out, BinaryFn<BinaryOp::OP>{}, alpha);
+    OCTET_FOR_EACH_BINARY_OP(OCTET_BINARY_CASE)
+#undef OCTET_BINARY_CASE
+    default: OCTET_FAIL("binary kernel: unknown op ", static_cast<int>(op));
+  }
+}
+
+void UnaryCpu(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
+  DispatchFloat(out.dtype(), Name(op), [&]<typename T>() { UnaryTyped<T>(op, x, out, alpha); });
+}
+
+void BinaryCpu(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  DispatchFloat(out.dtype(), Name(op), [&]<typename T>() { BinaryTyped<T>(op, a, b, out, alpha); });
+}
+
+void CompareCpu(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  Dispatch<DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16, DType::kInt32, DType::kInt64,
+           DType::kUInt8, DType::kBool>(a.dtype(), Name(op), [&]<typename T>() {
+    using A = AccType<T>;
+    StridedIter<3> it(out.shape(), {&out, &a, &b});
+    it.Run([&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const A x = ConvertElement<A>(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+        const A y = ConvertElement<A>(*reinterpret_cast<const T*>(p[2] + i * s[2]));
+        *reinterpret_cast<bool*>(p[0] + i * s[0]) = functors::Compare(op, x, y);
+      }
+    });
+  });
+}
+
+void WhereCpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  DispatchFloat(out.dtype(), "where", [&]<typename T>() {
+    StridedIter<4> it(out.shape(), {&out, &cond, &a, &b});
+    it.Run([&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(p[c ? 2 : 3] + i * s[c ? 2 : 3]);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+OCTET_REGISTER_KERNEL(unary_kernel, DeviceType::kCPU, &UnaryCpu);
+OCTET_REGISTER_KERNEL(binary_kernel, DeviceType::kCPU, &BinaryCpu);
+OCTET_REGISTER_KERNEL(compare_kernel, DeviceType::kCPU, &CompareCpu);
+OCTET_REGISTER_KERNEL(where_kernel, DeviceType::kCPU, &WhereCpu);
+
+}  // namespace octet::cpu

@@ -1,0 +1,123 @@
+// Row helpers for the CPU kernels that work one contiguous row at a time
+// (norm, softmax, cross-entropy, embedding): widening a row of T into the
+// compute type, narrowing it back, and lane-split row sums that the compiler
+// vectorises without reassociating one long chain.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include <octet/core/convert.h>
+#include <octet/core/dtype_traits.h>
+#include <octet/ops/cpu/loops.h>
+
+namespace octet::cpu {
+
+// Rows per ParallelFor grain so that one grain is about kParallelGrain elements.
+inline int64_t RowGrain(int64_t row_length) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_length, 1));
+}
+
+// The row src[0, n) in the compute type A = AccType<T>: src itself when T is A,
+// else widened into buf (n elements) and buf is returned.
+template <typename T, typename A = AccType<T>>
+const A* LoadRow(const T* src, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return src;
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    Bf16ToFloatRow(reinterpret_cast<const uint16_t*>(src), buf, n);
+    return buf;
+  } else if constexpr (std::is_same_v<T, float16>) {
+    F16ToFloatRow(reinterpret_cast<const uint16_t*>(src), buf, n);
+    return buf;
+  } else {
+    for (int64_t i = 0; i < n; ++i) buf[i] = ConvertElement<A>(src[i]);
+    return buf;
+  }
+}
+
+// dst[i] = T(src[i]) (round to nearest even for bf16/f16).
+template <typename T, typename A = AccType<T>>
+void StoreRow(const A* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    if (src != dst)
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    FloatToBf16Row(src, reinterpret_cast<uint16_t*>(dst), n);
+  } else if constexpr (std::is_same_v<T, float16>) {
+    FloatToF16Row(src, reinterpret_cast<uint16_t*>(dst), n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = ConvertElement<T>(src[i]);
+  }
+}
+
+// Where a kernel builds a row in the compute type before storing it: the
+// destination itself when T is A, else the scratch buffer.
+template <typename T, typename A = AccType<T>>
+A* RowOut(T* dst, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return dst;
+  } else {
+    return buf;
+  }
+}
+
+inline constexpr int kRowLanes = 16;
+
+// sum_i f(i) over [0, n) with kRowLanes independent accumulators.
+template <typename A, typename F>
+A LaneSum(int64_t n, F&& f) {
+  A acc[kRowLanes] = {};
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes)
+    for (int l = 0; l < kRowLanes; ++l) acc[l] += f(i + l);
+  A r = 0;
+  for (int l = 0; l < kRowLanes; ++l) r += acc[l];
+  for (; i < n; ++i) r += f(i);
+  return r;
+}
+
+// Two sums in one pass: f(i) returns a pair {a_i, b_i}; the result is
+// {sum_i a_i, sum_i b_i}, each with kRowLanes independent accumulators.
+template <typename A, typename F>
+std::pair<A, A> LaneSum2(int64_t n, F&& f) {
+  A acc_a[kRowLanes] = {}, acc_b[kRowLanes] = {};
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes)
+    for (int l = 0; l < kRowLanes; ++l) {
+      const std::pair<A, A> v = f(i + l);
+      acc_a[l] += v.first;
+      acc_b[l] += v.second;
+    }
+  A ra = 0, rb = 0;
+  for (int l = 0; l < kRowLanes; ++l) {
+    ra += acc_a[l];
+    rb += acc_b[l];
+  }
+  for (; i < n; ++i) {
+    const std::pair<A, A> v = f(i);
+    ra += v.first;
+    rb += v.second;
+  }
+  return {ra, rb};
+}
+
+// max_i p[i] over a non-empty row. NaNs are skipped unless p[0] is NaN: callers
+// that go on to sum exp(p[i] - max) get NaN from the NaN elements themselves.
+template <typename A>
+A RowMax(const A* p, int64_t n) {
+  A acc[kRowLanes];
+  for (A& a : acc) a = p[0];
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes)
+    for (int l = 0; l < kRowLanes; ++l) acc[l] = p[i + l] > acc[l] ? p[i + l] : acc[l];
+  A r = acc[0];
+  for (int l = 1; l < kRowLanes; ++l) r = acc[l] > r ? acc[l] : r;
+  for (; i < n; ++i) r = p[i] > r ? p[i] : r;
+  return r;
+}
+
+}  // namespace octet::cpu

@@ -1,0 +1,278 @@
+// CPU kernels of the softmax & loss family.
+//
+// Softmax over the last dim (inner == 1) works one row at a time: widen the
+// row, take its max, write exp(x - max) while summing it, then scale. Softmax
+// over another dim works on blocks of kColBlock adjacent columns of one
+// (n, inner) slab, so every pass reads contiguous memory. Exponentials use
+// functors::Exp (NOTE [fast exp] in ops/functors.h), which vectorises.
+//
+// Cross-entropy: NOTE [fused cross-entropy] below.
+#include <cmath>
+#include <vector>
+
+#include <octet/core/dtype_traits.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/row_helpers.h>
+#include <octet/ops/functors.h>
+#include <octet/ops/softmax_kernels.h>
+
+namespace octet::cpu {
+namespace {
+
+using functors::Exp;
+
+constexpr int64_t kColBlock = 64;
+
+// ---- softmax over the last dim ----------------------------------------------
+
+template <typename T>
+void SoftmaxRows(const T* x,  // (rows,n)
+                 int64_t rows, int64_t n, bool log,
+                 T* y) {  // (rows,n)
+  using A = AccType<T>;
+  ParallelFor(rows, RowGrain(n), [&](int64_t r0, int64_t r1) {
+    std::vector<A> xbuf(n), ybuf(n);
+    for (int64_t r = r0; r < r1; ++r) {
+      const A* xr = LoadRow(x + r * n, n, xbuf.data());
+      A* yr = RowOut(y + r * n, ybuf.data());
+      const A m = RowMax(xr, n);
+      if (log) {
+        // (x - m) - log(s), not x - (m + log(s)): the latter rounds m + log(s)
+        // at the magnitude of m.
+        const A log_s = std::log(LaneSum<A>(n, [&](int64_t i) { return Exp(xr[i] - m); }));
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) - log_s;
+      } else {
+        const A s = LaneSum<A>(n, [&](int64_t i) {
+          const A e = Exp(xr[i] - m);
+          yr[i] = e;
+          return e;
+        });
+        const A inv = A(1) / s;
+        for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+      }
+      StoreRow(yr, y + r * n, n);
+    }
+  });
+}
+
+template <typename T>
+void SoftmaxBwdRows(const T* dy, const T* y,  // (rows,n)
+                    int64_t rows, int64_t n, bool log,
+                    T* dx) {  // (rows,n)
+  using A = AccType<T>;
+  ParallelFor(rows, RowGrain(n), [&](int64_t r0, int64_t r1) {
+    std::vector<A> dybuf(n), ybuf(n), dxbuf(n);
+    for (int64_t r = r0; r < r1; ++r) {
+      const A* dyr = LoadRow(dy + r * n, n, dybuf.data());
+      const A* yr = LoadRow(y + r * n, n, ybuf.data());
+      A* dxr = RowOut(dx + r * n, dxbuf.data());
+      if (log) {
+        const A s = LaneSum<A>(n, [&](int64_t i) { return dyr[i]; });
+        for (int64_t i = 0; i < n; ++i) dxr[i] = dyr[i] - Exp(yr[i]) * s;
+      } else {
+        const A s = LaneSum<A>(n, [&](int64_t i) { return dyr[i] * yr[i]; });
+        for (int64_t i = 0; i < n; ++i) dxr[i] = yr[i] * (dyr[i] - s);
+      }
+      StoreRow(dxr, dx + r * n, n);
+    }
+  });
+}
+
+// ---- softmax over a middle dim ----------------------------------------------
+
+// Runs body(o, j0, w) for every (outer index, column block) of an
+// (outer, n, inner) tensor; blocks are kColBlock columns wide (w <= kColBlock).
+template <typename F>
+void ForColumnBlocks(int64_t outer, int64_t n, int64_t inner, F&& body) {
+  const int64_t nblk = (inner + kColBlock - 1) / kColBlock;
+  ParallelFor(outer * nblk, std::max<int64_t>(1, kParallelGrain / (n * kColBlock)), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t o = b / nblk, j0 = (b % nblk) * kColBlock;
+      body(o, j0, std::min(kColBlock, inner - j0));
+    }
+  });
+}
+
+template <typename T>
+void SoftmaxCols(const T* x, int64_t outer, int64_t n, int64_t inner, bool log, T* y) {
+  using A = AccType<T>;
+  ForColumnBlocks(outer, n, inner, [&](int64_t o, int64_t j0, int64_t w) {
+    const T* xs = x + o * n * inner + j0;
+    T* ys = y + o * n * inner + j0;
+    A m[kColBlock], s[kColBlock];
+    for (int64_t j = 0; j < w; ++j) {
+      m[j] = ConvertElement<A>(xs[j]);
+      s[j] = 0;
+    }
+    // NaNs are skipped here and come back through exp(NaN - m), see RowMax.
+    for (int64_t k = 1; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j) {
+        const A v = ConvertElement<A>(xs[k * inner + j]);
+        m[j] = v > m[j] ? v : m[j];
+      }
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j) s[j] += Exp(ConvertElement<A>(xs[k * inner + j]) - m[j]);
+    // y = exp(x - m) / s, recomputing the exponential rather than storing it
+    // in y first (a bf16 y would round it before the division).
+    for (int64_t j = 0; j < w; ++j) s[j] = log ? std::log(s[j]) : A(1) / s[j];
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j) {
+        const A v = ConvertElement<A>(xs[k * inner + j]);
+        ys[k * inner + j] = ConvertElement<T>(log ? (v - m[j]) - s[j] : Exp(v - m[j]) * s[j]);
+      }
+  });
+}
+
+template <typename T>
+void SoftmaxBwdCols(const T* dy, const T* y, int64_t outer, int64_t n, int64_t inner, bool log, T* dx) {
+  using A = AccType<T>;
+  ForColumnBlocks(outer, n, inner, [&](int64_t o, int64_t j0, int64_t w) {
+    const int64_t base = o * n * inner + j0;
+    A s[kColBlock] = {};
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j) {
+        const A g = ConvertElement<A>(dy[base + k * inner + j]);
+        s[j] += log ? g : g * ConvertElement<A>(y[base + k * inner + j]);
+      }
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t i = base + k * inner + j;
+        const A g = ConvertElement<A>(dy[i]), yv = ConvertElement<A>(y[i]);
+        dx[i] = ConvertElement<T>(log ? g - Exp(yv) * s[j] : yv * (g - s[j]));
+      }
+  });
+}
+
+void SoftmaxFwdCpu(const Tensor& x, bool log, const Tensor& y) {
+  const int64_t outer = x.shape()[0], n = x.shape()[1], inner = x.shape()[2];
+  DispatchFloat(x.dtype(), log ? "log_softmax" : "softmax", [&]<typename T>() {
+    if (inner == 1) {
+      SoftmaxRows(x.data<T>(), outer, n, log, y.data<T>());
+    } else {
+      SoftmaxCols(x.data<T>(), outer, n, inner, log, y.data<T>());
+    }
+  });
+}
+
+void SoftmaxBwdCpu(const Tensor& dy, const Tensor& y, bool log, const Tensor& dx) {
+  const int64_t outer = y.shape()[0], n = y.shape()[1], inner = y.shape()[2];
+  DispatchFloat(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&]<typename T>() {
+    if (inner == 1) {
+      SoftmaxBwdRows(dy.data<T>(), y.data<T>(), outer, n, log, dx.data<T>());
+    } else {
+      SoftmaxBwdCols(dy.data<T>(), y.data<T>(), outer, n, inner, log, dx.data<T>());
+    }
+  });
+}
+
+// ---- cross-entropy ----------------------------------------------------------
+
+// NOTE [fused cross-entropy]: forward reads each logits row once into the
+// compute type (in cache), takes max and sum(exp(x - max)) to get
+// lse = logsumexp(row), and writes loss = lse - x[target] and lse. Only lse
+// (N numbers) is saved besides the logits; backward recomputes
+// softmax = exp(x - lse) element by element and writes
+// dlogits = (softmax - onehot) * g directly, so no (N, V) probability tensor
+// ever exists. Targets are validated in a serial pass before any row work so
+// an error can be reported (not thrown from inside an OpenMP region).
+
+template <typename I>
+CrossEntropyFwdResult ValidateTargets(const I* t, int64_t n, int64_t v, int64_t ignore_index) {
+  CrossEntropyFwdResult r;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ti = static_cast<int64_t>(t[i]);
+    if (ti == ignore_index) continue;
+    if (ti < 0 || ti >= v) {
+      r.bad_position = i;
+      r.bad_value = ti;
+      return r;
+    }
+    ++r.count;
+  }
+  return r;
+}
+
+template <typename T, typename I>
+CrossEntropyFwdResult CrossEntropyFwdTyped(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                           const Tensor& loss, const Tensor& lse) {
+  using A = AccType<T>;
+  const int64_t n = logits.shape()[0], v = logits.shape()[1];
+  const I* t = targets.data<I>();
+  const CrossEntropyFwdResult r = ValidateTargets(t, n, v, ignore_index);
+  if (r.bad_position >= 0) return r;
+  const T* x = logits.data<T>();
+  A* lp = loss.data<A>();
+  A* sp = lse.data<A>();
+  ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
+    std::vector<A> xbuf(v);
+    for (int64_t row = r0; row < r1; ++row) {
+      const A* xr = LoadRow(x + row * v, v, xbuf.data());
+      const A m = RowMax(xr, v);
+      const A log_s = std::log(LaneSum<A>(v, [&](int64_t i) { return Exp(xr[i] - m); }));
+      const int64_t ti = static_cast<int64_t>(t[row]);
+      sp[row] = m + log_s;
+      lp[row] = ti == ignore_index ? A(0) : log_s - (xr[ti] - m);
+    }
+  });
+  return r;
+}
+
+template <typename T, typename I>
+void CrossEntropyBwdTyped(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& dloss,
+                          double scale, int64_t ignore_index, const Tensor& dlogits) {
+  using A = AccType<T>;
+  const int64_t n = logits.shape()[0], v = logits.shape()[1];
+  const I* t = targets.data<I>();
+  const T* x = logits.data<T>();
+  const A* sp = lse.data<A>();
+  const A* gp = dloss.data<A>();
+  const int64_t gstride = dloss.stride(0);
+  T* dp = dlogits.data<T>();
+  ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
+    std::vector<A> xbuf(v), dbuf(v);
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t ti = static_cast<int64_t>(t[row]);
+      A* dr = RowOut(dp + row * v, dbuf.data());
+      if (ti == ignore_index) {
+        for (int64_t i = 0; i < v; ++i) dr[i] = 0;
+      } else {
+        const A g = static_cast<A>(static_cast<double>(gp[row * gstride]) * scale);
+        const A* xr = LoadRow(x + row * v, v, xbuf.data());
+        const A l = sp[row];
+        for (int64_t i = 0; i < v; ++i) dr[i] = Exp(xr[i] - l) * g;
+        dr[ti] -= g;
+      }
+      StoreRow(dr, dp + row * v, v);
+    }
+  });
+}
+
+CrossEntropyFwdResult CrossEntropyFwdCpu(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                         const Tensor& loss, const Tensor& lse,
+                                         bool /*prechecked: the host check is free*/) {
+  CrossEntropyFwdResult result;
+  DispatchFloat(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    Dispatch<DType::kInt64, DType::kInt32>(targets.dtype(), "cross_entropy", [&]<typename I>() {
+      result = CrossEntropyFwdTyped<T, I>(logits, targets, ignore_index, loss, lse);
+    });
+  });
+  return result;
+}
+
+void CrossEntropyBwdCpu(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& dloss,
+                        double scale, int64_t ignore_index, const Tensor& dlogits) {
+  DispatchFloat(logits.dtype(), "cross_entropy backward", [&]<typename T>() {
+    Dispatch<DType::kInt64, DType::kInt32>(targets.dtype(), "cross_entropy backward", [&]<typename I>() {
+      CrossEntropyBwdTyped<T, I>(logits, targets, lse, dloss, scale, ignore_index, dlogits);
+    });
+  });
+}
+
+}  // namespace
+
+OCTET_REGISTER_KERNEL(softmax_fwd, DeviceType::kCPU, &SoftmaxFwdCpu);
+OCTET_REGISTER_KERNEL(softmax_bwd, DeviceType::kCPU, &SoftmaxBwdCpu);
+OCTET_REGISTER_KERNEL(cross_entropy_fwd, DeviceType::kCPU, &CrossEntropyFwdCpu);
+OCTET_REGISTER_KERNEL(cross_entropy_bwd, DeviceType::kCPU, &CrossEntropyBwdCpu);
+
+}  // namespace octet::cpu

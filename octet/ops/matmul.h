@@ -1,0 +1,107 @@
+// The matmul family: matrix products with NumPy semantics, the Linear layer
+// product, and the FP8 x FP8 scaled GEMM.
+//
+// Dtypes: float32 and bfloat16 run on oneDNN on the CPU (bf16 inputs, f32
+// accumulation, bf16 output); float64 on octet's own blocked kernel
+// (accumulation in f64, for gradcheck); float16 is computed in float32 and
+// rounded once. FP8 operands carry scales and only ScaledMatmul takes them.
+//
+// Strided inputs: transposed and sliced views (a unit stride in one of the
+// two matrix dims, the other at least the row length) are read in place;
+// other layouts are copied once. Broadcast batch dims (expanded, stride 0) are
+// never materialised.
+//
+// Errors (octet::Error naming the op and the shapes/dtypes): a rank-0
+// operand, mismatched inner dims, batch dims that do not broadcast, a dtype
+// mismatch (e.g. float32 x bfloat16), an FP8 operand outside ScaledMatmul,
+// integer operands, tensors on different devices, and (ScaledMatmul)
+// E5M2 x E5M2, non-FP8 operands, an out_dtype other than float32/bfloat16.
+#pragma once
+
+#include <optional>
+
+#include <octet/core/float8.h>
+#include <octet/core/tensor.h>
+#include <octet/ops/gemm_layout.h>
+
+namespace octet {
+
+// NumPy matmul.
+//   a (..., M, K) x b (..., K, N) -> (broadcast(...), M, N); batch dims
+//   broadcast like pointwise ops.
+//   a 1-D (K): treated as (1, K), that dim removed from the result.
+//   b 1-D (K): treated as (K, 1), that dim removed from the result.
+//   a and b 1-D: the dot product, shape [].
+// Differentiable in a and b (da = dc·bᵀ, db = aᵀ·dc, summed over broadcast
+// batch dims).
+Tensor Matmul(const Tensor& a, const Tensor& b);
+
+// y = x · weightᵀ + bias, one GEMM with the bias fused.
+//   x (..., K), weight (N, K), bias (N) or undefined -> y (..., N).
+// x, weight, bias have one dtype (f32/f64/bf16/f16) and device.
+// Differentiable in x, weight and bias: dx = dy·weight and
+// dweight = dyᵀ·x are GEMMs, dbias a column sum of dy.
+Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// Gelu(Linear(x, weight, bias)) as one op (the first layer of an MLP): the
+// GEMM also writes the pre-activation, which is what backward keeps (the
+// same memory as Linear followed by Gelu). On CUDA, a 2-D product with a
+// bias in the output's dtype and N a multiple of 8 runs the GELU in
+// cuBLASLt's GELU_AUX_BIAS epilogue, saving a pass over the (..., N) result
+// (NOTE [gelu epilogue] in ops/matmul_kernels.h); elsewhere it is the GEMM
+// followed by the GELU kernel, bit-identical to Gelu(Linear(...)).
+// Arguments and errors as Linear; differentiable in x, weight and bias.
+Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// FP8 x FP8 GEMM with per-tensor scales, as cuBLASLt runs it (CUDA_NOTES §1):
+//   out = (a_fp8 · b_fp8) * (scale_inv_a * scale_inv_b) + bias
+// computed with exact products and float32 accumulation. On the CPU every
+// FP8 value is converted exactly to bfloat16 while packing and a oneDNN
+// bf16 GEMM with f32 accumulation runs on the result; the scale is applied to
+// the f32 accumulator, then bias (in f32), then the rounding to out_dtype.
+//   a_fp8 (..., M, K), b_fp8 (..., K, N): FP8 (E4M3 x E4M3, E4M3 x E5M2 or
+//   E5M2 x E4M3; E5M2 x E5M2 is rejected, as cuBLASLt has no kernel for it),
+//   any strides, NumPy batch broadcasting as Matmul (both at least 2-D).
+//   out_dtype: float32 or bfloat16. bias: (N) float32 or bfloat16, or
+//   undefined.
+// Not differentiable itself: the amp layer composes it with Quantize into
+// FP8 Linear forward/backward GEMMs (dgrad = dY(E5M2)·W(E4M3), wgrad =
+// dYᵀ·X), so the output never requires grad.
+// role: which GEMM of a Linear this is. On CUDA the forward GEMM (kFprop)
+// runs with cuBLASLt's FAST_ACCUM (Transformer Engine's choice: fprop
+// tolerates the coarser split accumulation, the gradient GEMMs do not); the
+// CPU result does not depend on it.
+// gelu_pre: when non-null, the result goes through Gelu and *gelu_pre
+// receives the pre-activation (out_dtype, the result's shape; NOTE [gelu
+// epilogue] in ops/matmul_kernels.h: on CUDA an epilogue when the bias is
+// bfloat16).
+Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, const Tensor& bias = Tensor(),
+                    GemmRole role = GemmRole::kGeneral, Tensor* gelu_pre = nullptr);
+
+// True when FP8 GEMMs on `device` read both operands K-contiguous only
+// ("TN", NOTE [FP8 TN rule] in ops/gemm_layout.h): CUDA devices of compute
+// capability 8.9, 9.0 and 12.x; false on the CPU, which reads any layout.
+// Callers need not ask: QuantizeForGemm and ScaledMatmul act on it (NOTE
+// [fp8 column-wise data] in core/scaling.h).
+bool Fp8GemmWantsTransposedCopies(Device device);
+// Tests: force the answer for every device (nullopt: ask the backend again).
+void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
+
+// Quantize (ops/cast.h) for a matrix that FP8 GEMMs will read as it is and,
+// when `columnwise`, also transposed (the FP8 Linear: X in fprop and Xᵀ in
+// wgrad; W in fprop and dgrad). Where FP8 GEMMs want it
+// (Fp8GemmWantsTransposedCopies), the cast also writes the transposed copy
+// in the same pass (CastTranspose) and the result carries it in its scale
+// metadata (NOTE [fp8 column-wise data]); ScaledMatmul then reads whichever
+// of the two layouts its backend wants, for q and for q.T(). Elsewhere this
+// is Quantize. x: 2-D (R, C) when columnwise, else any shape; other
+// arguments and errors as Quantize.
+Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise,
+                       Fp8Saturation sat = Fp8Saturation::kSatFinite);
+// The same logical matrix as q, stored as the transposed use wants it: the
+// column-wise copy viewed as (R, C) (strides (1, R)) when q carries one,
+// else q. Lets a caller keep only the bytes a later GEMM on q.T() reads
+// (the FP8 Linear's saved activation).
+Tensor ForTransposedUse(const Tensor& q);
+
+}  // namespace octet

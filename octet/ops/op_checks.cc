@@ -1,0 +1,54 @@
+#include <octet/ops/op_checks.h>
+
+#include <string>
+
+#include <octet/autograd/grad_mode.h>
+
+namespace octet {
+
+void CheckDefined(const char* op, const Tensor& t, const char* arg) {
+  OCTET_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void CheckUnscaledFloat(const char* op, const Tensor& t, const char* arg) {
+  CheckDefined(op, t, arg);
+  OCTET_CHECK(!IsFp8(t.dtype()), op, ": argument '", arg, "' is ", Describe(t), "; ", op,
+              " ignores FP8 scales, so FP8 inputs are rejected (Dequantize it first, or use an op that takes "
+              "scaled FP8)");
+  OCTET_CHECK(IsUnscaledFloat(t.dtype()), op, ": argument '", arg, "' is ", Describe(t),
+              "; expected float32, float64, bfloat16 or float16");
+}
+
+void CheckSameDtype(const char* op, const Tensor& a, const Tensor& b) {
+  OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch: ", Describe(a), " vs ", Describe(b),
+              " (convert one with To(dtype))");
+}
+
+void CheckSameDevice(const char* op, const Tensor& a, const Tensor& b) {
+  OCTET_CHECK(a.device() == b.device(), op, ": device mismatch: ", Describe(a), " is on ", a.device(), " but ",
+              Describe(b), " is on ", b.device());
+}
+
+void CheckDtypeIn(const char* op, const Tensor& t, const char* arg, std::initializer_list<DType> allowed) {
+  CheckDefined(op, t, arg);
+  std::string names;
+  for (DType d : allowed) {
+    if (d == t.dtype()) return;
+    names += (names.empty() ? "" : ", ");
+    names += Name(d);
+  }
+  OCTET_FAIL(op, ": argument '", arg, "' is ", Describe(t), "; expected dtype ", names);
+}
+
+void CheckRank(const char* op, const Tensor& t, const char* arg, int64_t rank) {
+  CheckDefined(op, t, arg);
+  OCTET_CHECK(t.dim() == rank, op, ": argument '", arg, "' must have rank ", rank, ", got ", Describe(t));
+}
+
+void CheckInPlaceAllowed(const char* op, const Tensor& t) {
+  CheckDefined(op, t, "self");
+  OCTET_CHECK(!(autograd::GradMode::IsEnabled() && t.requires_grad()), op, ": in-place op on ", Describe(t),
+              " which requires grad; run it under NoGradGuard or on a detached tensor");
+}
+
+}  // namespace octet

@@ -1,0 +1,306 @@
+#include <octet/ops/pointwise.h>
+
+#include <octet/autograd/function.h>
+#include <octet/ops/op_checks.h>
+#include <octet/ops/pointwise_kernels.h>
+#include <octet/ops/reduce.h>
+
+namespace octet {
+
+OCTET_DEFINE_KERNEL(unary_kernel, UnaryKernelFn);
+OCTET_DEFINE_KERNEL(binary_kernel, BinaryKernelFn);
+OCTET_DEFINE_KERNEL(compare_kernel, CompareKernelFn);
+OCTET_DEFINE_KERNEL(where_kernel, WhereKernelFn);
+
+const char* Name(UnaryOp op) {
+  static const char* const kNames[] = {"neg",  "exp",     "log", "sqrt",   "rsqrt",     "tanh",      "relu",
+                                       "gelu", "sigmoid", "abs", "square", "add_scalar", "mul_scalar", "pow",
+                                       "rsub_scalar"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(UnaryOp::kCount));
+  return kNames[static_cast<int>(op)];
+}
+
+const char* Name(BinaryOp op) {
+  static const char* const kNames[] = {"add",           "sub",           "mul",           "div",
+                                       "maximum",       "minimum",       "gelu_backward", "relu_backward",
+                                       "tanh_backward", "sigmoid_backward", "pow_backward"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(BinaryOp::kCount));
+  return kNames[static_cast<int>(op)];
+}
+
+const char* Name(CompareOp op) {
+  static const char* const kNames[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(CompareOp::kCount));
+  return kNames[static_cast<int>(op)];
+}
+
+Shape BroadcastShapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    OCTET_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", ShapeStr(a), " and ", ShapeStr(b),
+                " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace {
+
+Tensor Unary(UnaryOp op, const Tensor& x, double alpha) {
+  Tensor out = EmptyLike(x);
+  unary_kernel(x.device())(op, x, out, alpha);
+  return out;
+}
+
+Tensor Binary(BinaryOp op, const Tensor& a, const Tensor& b, double alpha, const char* name) {
+  CheckUnscaledFloat(name, a, "a");
+  CheckUnscaledFloat(name, b, "b");
+  CheckSameDtype(name, a, b);
+  CheckSameDevice(name, a, b);
+  const Shape shape = BroadcastShapes(a.shape(), b.shape(), name);
+  Tensor out = Empty(shape, {.dtype = a.dtype(), .device = a.device()});
+  binary_kernel(a.device())(op, a.shape() == shape ? a : a.Expand(shape), b.shape() == shape ? b : b.Expand(shape),
+                            out, alpha);
+  return out;
+}
+
+template <UnaryOp kOp>
+struct UnaryOpNode;
+
+// d/dx for the simple unary ops, written in terms of the saved input x or
+// output y.
+struct UnaryFwd : autograd::Op<UnaryFwd> {
+  static constexpr const char* kName = "unary";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, int op_int, double alpha) {
+    const UnaryOp op = static_cast<UnaryOp>(op_int);
+    ctx.set_op_name(Name(op));
+    CheckUnscaledFloat(Name(op), x, "x");
+    Tensor y = Unary(op, x, alpha);
+    ctx.ints = {op_int};
+    ctx.doubles = {alpha};
+    switch (op) {
+      case UnaryOp::kExp:
+      case UnaryOp::kTanh:
+      case UnaryOp::kSigmoid:
+      case UnaryOp::kSqrt:
+      case UnaryOp::kRsqrt:
+        ctx.Save(y);
+        break;
+      default:
+        ctx.Save(x);
+    }
+    return y;
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    const UnaryOp op = static_cast<UnaryOp>(ctx.ints[0]);
+    const double alpha = ctx.doubles[0];
+    const Tensor s = ctx.Saved(0);  // x or y, see Forward
+    switch (op) {
+      case UnaryOp::kNeg: return {UnaryRaw(UnaryOp::kNeg, dy)};
+      case UnaryOp::kExp: return {BinaryRaw(BinaryOp::kMul, dy, s)};
+      case UnaryOp::kLog: return {BinaryRaw(BinaryOp::kDiv, dy, s)};
+      case UnaryOp::kSqrt: return {BinaryRaw(BinaryOp::kDiv, UnaryRaw(UnaryOp::kMulScalar, dy, 0.5), s)};
+      case UnaryOp::kRsqrt:  // d/dx x^-1/2 = -1/2 y^3
+        return {BinaryRaw(BinaryOp::kMul, UnaryRaw(UnaryOp::kMulScalar, dy, -0.5),
+                          UnaryRaw(UnaryOp::kPowScalar, s, 3.0))};
+      case UnaryOp::kTanh: return {BinaryRaw(BinaryOp::kTanhBackward, dy, s)};
+      case UnaryOp::kRelu: return {BinaryRaw(BinaryOp::kReluBackward, dy, s)};
+      case UnaryOp::kGelu: return {BinaryRaw(BinaryOp::kGeluBackward, dy, s)};
+      case UnaryOp::kSigmoid: return {BinaryRaw(BinaryOp::kSigmoidBackward, dy, s)};
+      case UnaryOp::kAbs:  // sign(x), 0 at 0
+        return {BinaryRaw(BinaryOp::kMul, dy,
+                          BinaryRaw(BinaryOp::kSub, CompareScalar(CompareOp::kGt, s, 0.0).To(s.dtype()),
+                                    CompareScalar(CompareOp::kLt, s, 0.0).To(s.dtype())))};
+      case UnaryOp::kSquare: return {BinaryRaw(BinaryOp::kMul, dy, UnaryRaw(UnaryOp::kMulScalar, s, 2.0))};
+      case UnaryOp::kAddScalar: return {dy};
+      case UnaryOp::kMulScalar: return {UnaryRaw(UnaryOp::kMulScalar, dy, alpha)};
+      case UnaryOp::kPowScalar: return {BinaryRaw(BinaryOp::kPowBackward, dy, s, alpha)};
+      case UnaryOp::kRSubScalar: return {UnaryRaw(UnaryOp::kNeg, dy)};
+      default: OCTET_FAIL("unary backward: unknown op");
+    }
+  }
+};
+
+Tensor ApplyUnary(UnaryOp op, const Tensor& x, double alpha = 0.0) {
+  return UnaryFwd::Apply(x, static_cast<int>(op), alpha);
+}
+
+struct BinaryFwd : autograd::Op<BinaryFwd> {
+  static constexpr const char* kName = "binary";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& a, const Tensor& b, int op_int) {
+    const BinaryOp op = static_cast<BinaryOp>(op_int);
+    ctx.set_op_name(Name(op));
+    Tensor y = Binary(op, a, b, 0.0, Name(op));
+    ctx.ints = {op_int};
+    ctx.shapes = {a.shape(), b.shape()};
+    if (op == BinaryOp::kMul || op == BinaryOp::kDiv || op == BinaryOp::kMaximum || op == BinaryOp::kMinimum) {
+      ctx.Save(a);
+      ctx.Save(b);
+    }
+    return y;
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    const BinaryOp op = static_cast<BinaryOp>(ctx.ints[0]);
+    const Shape& sa = ctx.shapes[0];
+    const Shape& sb = ctx.shapes[1];
+    Tensor da, db;
+    switch (op) {
+      case BinaryOp::kAdd:
+        da = dy;
+        db = dy;
+        break;
+      case BinaryOp::kSub:
+        da = dy;
+        db = ctx.NeedsInputGrad(1) ? UnaryRaw(UnaryOp::kNeg, dy) : Tensor();
+        break;
+      case BinaryOp::kMul: {
+        const Tensor a = ctx.Saved(0), b = ctx.Saved(1);
+        if (ctx.NeedsInputGrad(0)) da = BinaryRaw(BinaryOp::kMul, dy, b);
+        if (ctx.NeedsInputGrad(1)) db = BinaryRaw(BinaryOp::kMul, dy, a);
+        break;
+      }
+      case BinaryOp::kDiv: {
+        const Tensor a = ctx.Saved(0), b = ctx.Saved(1);
+        const Tensor da_full = BinaryRaw(BinaryOp::kDiv, dy, b);
+        if (ctx.NeedsInputGrad(0)) da = da_full;
+        // d(a/b)/db = -a/b^2 = -(dy/b) * (a/b)
+        if (ctx.NeedsInputGrad(1))
+          db = UnaryRaw(UnaryOp::kNeg, BinaryRaw(BinaryOp::kMul, da_full, BinaryRaw(BinaryOp::kDiv, a, b)));
+        break;
+      }
+      case BinaryOp::kMaximum:
+      case BinaryOp::kMinimum: {
+        // The gradient goes to the selected operand; ties split it evenly.
+        const Tensor a = ctx.Saved(0), b = ctx.Saved(1);
+        const CompareOp pick = op == BinaryOp::kMaximum ? CompareOp::kGt : CompareOp::kLt;
+        const Tensor wa = BinaryRaw(BinaryOp::kAdd, Compare(pick, a, b).To(dy.dtype()),
+                                    UnaryRaw(UnaryOp::kMulScalar, Eq(a, b).To(dy.dtype()), 0.5));
+        da = BinaryRaw(BinaryOp::kMul, dy, wa);
+        db = BinaryRaw(BinaryOp::kSub, dy, da);
+        break;
+      }
+      default: OCTET_FAIL("binary backward: ", Name(op), " is not differentiable");
+    }
+    return {da.defined() ? SumToShape(da, sa) : da, db.defined() ? SumToShape(db, sb) : db};
+  }
+};
+
+Tensor ApplyBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  return BinaryFwd::Apply(a, b, static_cast<int>(op));
+}
+
+struct WhereOp : autograd::Op<WhereOp> {
+  static constexpr const char* kName = "where";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& cond, const Tensor& a, const Tensor& b) {
+    CheckDtypeIn(kName, cond, "cond", {DType::kBool});
+    CheckUnscaledFloat(kName, a, "a");
+    CheckUnscaledFloat(kName, b, "b");
+    CheckSameDtype(kName, a, b);
+    CheckSameDevice(kName, a, b);
+    CheckSameDevice(kName, cond, a);
+    const Shape shape = BroadcastShapes(BroadcastShapes(cond.shape(), a.shape(), kName), b.shape(), kName);
+    Tensor out = Empty(shape, {.dtype = a.dtype(), .device = a.device()});
+    where_kernel(a.device())(cond.Expand(shape), a.Expand(shape), b.Expand(shape), out);
+    ctx.Save(cond);
+    ctx.shapes = {a.shape(), b.shape()};
+    return out;
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    const Tensor cond = ctx.Saved(0);
+    const Tensor zero = Zeros({}, {.dtype = dy.dtype(), .device = dy.device()});
+    Tensor da, db;
+    if (ctx.NeedsInputGrad(1)) da = SumToShape(Where(cond, dy, zero), ctx.shapes[0]);
+    if (ctx.NeedsInputGrad(2)) db = SumToShape(Where(cond, zero, dy), ctx.shapes[1]);
+    return {Tensor(), da, db};
+  }
+};
+
+}  // namespace
+
+Tensor UnaryRaw(UnaryOp op, const Tensor& x, double alpha) {
+  CheckUnscaledFloat(Name(op), x, "x");
+  return Unary(op, x, alpha);
+}
+
+Tensor BinaryRaw(BinaryOp op, const Tensor& a, const Tensor& b, double alpha) {
+  return Binary(op, a, b, alpha, Name(op));
+}
+
+Tensor Add(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kAdd, a, b); }
+Tensor Sub(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kSub, a, b); }
+Tensor Mul(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kMul, a, b); }
+Tensor Div(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kDiv, a, b); }
+Tensor Maximum(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kMaximum, a, b); }
+Tensor Minimum(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kMinimum, a, b); }
+
+Tensor Neg(const Tensor& x) { return ApplyUnary(UnaryOp::kNeg, x); }
+Tensor Exp(const Tensor& x) { return ApplyUnary(UnaryOp::kExp, x); }
+Tensor Log(const Tensor& x) { return ApplyUnary(UnaryOp::kLog, x); }
+Tensor Sqrt(const Tensor& x) { return ApplyUnary(UnaryOp::kSqrt, x); }
+Tensor Rsqrt(const Tensor& x) { return ApplyUnary(UnaryOp::kRsqrt, x); }
+Tensor Tanh(const Tensor& x) { return ApplyUnary(UnaryOp::kTanh, x); }
+Tensor Relu(const Tensor& x) { return ApplyUnary(UnaryOp::kRelu, x); }
+Tensor Gelu(const Tensor& x) { return ApplyUnary(UnaryOp::kGelu, x); }
+Tensor Sigmoid(const Tensor& x) { return ApplyUnary(UnaryOp::kSigmoid, x); }
+Tensor Abs(const Tensor& x) { return ApplyUnary(UnaryOp::kAbs, x); }
+Tensor Square(const Tensor& x) { return ApplyUnary(UnaryOp::kSquare, x); }
+Tensor Pow(const Tensor& x, double e) { return ApplyUnary(UnaryOp::kPowScalar, x, e); }
+Tensor AddScalar(const Tensor& x, double s) { return ApplyUnary(UnaryOp::kAddScalar, x, s); }
+Tensor MulScalar(const Tensor& x, double s) { return ApplyUnary(UnaryOp::kMulScalar, x, s); }
+
+Tensor Compare(CompareOp op, const Tensor& a, const Tensor& b) {
+  const char* name = Name(op);
+  CheckDefined(name, a, "a");
+  CheckDefined(name, b, "b");
+  OCTET_CHECK(!IsFp8(a.dtype()) && !IsFp8(b.dtype()), name, ": FP8 inputs are rejected (", Describe(a), ", ",
+              Describe(b), "): dequantize first");
+  CheckSameDtype(name, a, b);
+  CheckSameDevice(name, a, b);
+  const Shape shape = BroadcastShapes(a.shape(), b.shape(), name);
+  Tensor out = Empty(shape, {.dtype = DType::kBool, .device = a.device()});
+  compare_kernel(a.device())(op, a.Expand(shape), b.Expand(shape), out);
+  return out;
+}
+
+Tensor Eq(const Tensor& a, const Tensor& b) { return Compare(CompareOp::kEq, a, b); }
+Tensor Lt(const Tensor& a, const Tensor& b) { return Compare(CompareOp::kLt, a, b); }
+Tensor Gt(const Tensor& a, const Tensor& b) { return Compare(CompareOp::kGt, a, b); }
+
+Tensor CompareScalar(CompareOp op, const Tensor& a, double s) {
+  CheckDefined(Name(op), a, "a");
+  return Compare(op, a, Full({}, s, {.dtype = a.dtype(), .device = a.device()}));
+}
+
+Tensor Where(const Tensor& cond, const Tensor& a, const Tensor& b) { return WhereOp::Apply(cond, a, b); }
+
+Tensor MaskedFill(const Tensor& x, const Tensor& mask, double value) {
+  CheckUnscaledFloat("masked_fill", x, "x");
+  return Where(mask, Full({}, value, {.dtype = x.dtype(), .device = x.device()}), x);
+}
+
+Tensor& AddInPlace(Tensor& x, const Tensor& y, double alpha) {
+  CheckInPlaceAllowed("add_", x);
+  CheckUnscaledFloat("add_", y, "y");
+  CheckSameDtype("add_", x, y);
+  CheckSameDevice("add_", x, y);
+  const Shape shape = BroadcastShapes(x.shape(), y.shape(), "add_");
+  OCTET_CHECK(shape == x.shape(), "add_: ", Describe(y), " does not broadcast to the in-place target ",
+              Describe(x));
+  Tensor ys = alpha == 1.0 ? y : Unary(UnaryOp::kMulScalar, y, alpha);
+  binary_kernel(x.device())(BinaryOp::kAdd, x, ys.Expand(shape), x, 0.0);
+  x.storage()->BumpVersion();
+  return x;
+}
+
+Tensor& MulScalarInPlace(Tensor& x, double s) {
+  CheckInPlaceAllowed("mul_", x);
+  CheckUnscaledFloat("mul_", x, "x");
+  unary_kernel(x.device())(UnaryOp::kMulScalar, x, x, s);
+  x.storage()->BumpVersion();
+  return x;
+}
+
+}  // namespace octet

@@ -1,0 +1,445 @@
+#include <octet/ops/shape.h>
+
+#include <octet/core/host_reads.h>
+
+#include <numeric>
+
+#include <octet/autograd/function.h>
+#include <octet/core/allocator.h>
+#include <octet/core/scaling.h>
+#include <octet/ops/copy_kernels.h>
+#include <octet/ops/op_checks.h>
+#include <octet/ops/pointwise.h>
+#include <octet/ops/reduce.h>
+
+namespace octet {
+
+OCTET_DEFINE_KERNEL(copy_kernel, CopyKernelFn);
+OCTET_DEFINE_KERNEL(fill_kernel, FillKernelFn);
+
+Shape InferShape(const Shape& shape, int64_t numel, const char* op) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      OCTET_CHECK(infer < 0, op, ": only one dimension can be -1 in ", ShapeStr(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      OCTET_CHECK(out[i] >= 0, op, ": invalid dimension ", out[i], " in ", ShapeStr(shape));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    OCTET_CHECK(known != 0 && numel % known == 0, op, ": shape ", ShapeStr(shape), " is invalid for ", numel,
+                " elements");
+    out[infer] = numel / known;
+  }
+  OCTET_CHECK(Numel(out) == numel, op, ": shape ", ShapeStr(shape), " is invalid for ", numel, " elements");
+  return out;
+}
+
+bool ComputeViewStrides(const Shape& old_shape, const Shape& old_strides, const Shape& shape, Shape* strides) {
+  strides->assign(shape.size(), 0);
+  if (Numel(old_shape) == 0 || old_shape.empty()) {
+    *strides = ContiguousStrides(shape);
+    return true;
+  }
+  // Walk chunks of old dims that are contiguous among themselves and match
+  // them against runs of new dims with the same element count.
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        (*strides)[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+Tensor MakeAlias(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
+  // Bounds: the largest element reached must lie inside the storage.
+  if (Numel(shape) > 0) {
+    int64_t hi = offset, lo = offset;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      (strides[d] >= 0 ? hi : lo) += (shape[d] - 1) * strides[d];
+    }
+    OCTET_CHECK(lo >= 0 && static_cast<size_t>(hi + 1) * SizeOf(base.dtype()) <= base.storage()->nbytes(),
+                "view ", ShapeStr(shape), " with strides ", ShapeStr(strides), " at offset ", offset,
+                " lies outside the storage of ", Describe(base));
+  }
+  auto impl = std::make_shared<TensorImpl>(base.storage(), shape, strides, offset, base.dtype());
+  impl->set_scale_meta(base.scale_meta_ptr());
+  return Tensor(std::move(impl));
+}
+
+namespace {
+
+// ---- view ops -------------------------------------------------------------------
+
+struct AliasOp : autograd::Op<AliasOp> {
+  // Generic "x viewed with new geometry" whose backward is a reshape of dy back
+  // to x's shape. Used by View, Squeeze, Unsqueeze (any view that keeps element
+  // order).
+  static constexpr const char* kName = "view";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Shape& shape, const Shape& strides) {
+    ctx.shapes = {x.shape()};
+    return MakeAlias(x, shape, strides, x.offset());
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {dy.Reshape(ctx.shapes[0])}; }
+};
+
+struct PermuteOp : autograd::Op<PermuteOp> {
+  static constexpr const char* kName = "permute";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Shape& dims) {
+    OCTET_CHECK(static_cast<int64_t>(dims.size()) == x.dim(), "permute: ", ShapeStr(dims), " does not list the ",
+                x.dim(), " dims of ", Describe(x));
+    std::vector<bool> seen(x.dim(), false);
+    Shape shape(x.dim()), strides(x.dim()), inverse(x.dim());
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      const int64_t d = WrapDim(dims[i], x.dim(), kName);
+      OCTET_CHECK(!seen[d], "permute: dim ", d, " repeated in ", ShapeStr(dims));
+      seen[d] = true;
+      shape[i] = x.shape()[d];
+      strides[i] = x.strides()[d];
+      inverse[d] = i;
+    }
+    ctx.shapes = {inverse};
+    return MakeAlias(x, shape, strides, x.offset());
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {dy.Permute(ctx.shapes[0])}; }
+};
+
+struct SliceOp : autograd::Op<SliceOp> {
+  static constexpr const char* kName = "slice";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, int64_t dim, int64_t start, int64_t end,
+                        int64_t step) {
+    const int64_t d = WrapDim(dim, x.dim(), kName);
+    const int64_t n = x.shape()[d];
+    OCTET_CHECK(step > 0, "slice: step must be positive, got ", step);
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    OCTET_CHECK(start >= 0 && start <= n && end >= start && end <= n, "slice: range [", start, ", ", end,
+                ") is out of bounds for dim ", d, " of size ", n, " in ", Describe(x));
+    Shape shape = x.shape(), strides = x.strides();
+    shape[d] = (end - start + step - 1) / step;
+    strides[d] *= step;
+    ctx.shapes = {x.shape()};
+    ctx.ints = {d, start, end, step};
+    return MakeAlias(x, shape, strides, x.offset() + start * x.strides()[d]);
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    Tensor dx = Zeros(ctx.shapes[0], {.dtype = dy.dtype(), .device = dy.device()});
+    dx.Slice(ctx.ints[0], ctx.ints[1], ctx.ints[2], ctx.ints[3]).CopyFrom_(dy);
+    return {dx};
+  }
+};
+
+struct ExpandOp : autograd::Op<ExpandOp> {
+  static constexpr const char* kName = "expand";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Shape& shape) {
+    const int64_t lead = static_cast<int64_t>(shape.size()) - x.dim();
+    OCTET_CHECK(lead >= 0, "expand: cannot expand ", Describe(x), " to fewer dims ", ShapeStr(shape));
+    Shape out_shape(shape.size()), strides(shape.size(), 0);
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+      if (d < lead) {
+        OCTET_CHECK(shape[d] >= 0, "expand: invalid size ", shape[d], " in ", ShapeStr(shape));
+        out_shape[d] = shape[d];
+        continue;
+      }
+      const int64_t xs = x.shape()[d - lead];
+      const int64_t want = shape[d] == -1 ? xs : shape[d];
+      OCTET_CHECK(xs == want || xs == 1, "expand: ", Describe(x), " cannot be expanded to ", ShapeStr(shape),
+                  " (dim ", d, ": ", xs, " vs ", want, ")");
+      out_shape[d] = want;
+      strides[d] = xs == want ? x.strides()[d - lead] : 0;
+    }
+    ctx.shapes = {x.shape()};
+    return MakeAlias(x, out_shape, strides, x.offset());
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {SumToShape(dy, ctx.shapes[0])}; }
+};
+
+// ---- copies ---------------------------------------------------------------------
+
+Tensor RawCopy(const Tensor& x, DType dtype, Device device) {
+  Tensor out = Empty(x.shape(), {.dtype = dtype, .device = device});
+  out.CopyFrom_(x);
+  return out;
+}
+
+struct CloneOp : autograd::Op<CloneOp> {
+  static constexpr const char* kName = "clone";
+  static Tensor Forward(autograd::Ctx&, const Tensor& x) {
+    Tensor out = RawCopy(x, x.dtype(), x.device());
+    if (x.scale_meta()) out = out.WithScaleMeta(x.scale_meta_ptr());
+    return out;
+  }
+  static TensorList Backward(autograd::Ctx&, const Tensor& dy) { return {dy}; }
+};
+
+struct ToDtypeOp : autograd::Op<ToDtypeOp> {
+  static constexpr const char* kName = "to_dtype";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, DType dtype) {
+    ctx.dtypes = {x.dtype()};
+    if (IsFp8(x.dtype()) && !IsFp8(dtype)) {
+      // Dequantize: real value = fp8 * scale_inv.
+      Tensor f = RawCopy(x, DType::kFloat32, x.device());
+      const float si = ScaleInvValue(x);
+      if (si != 1.0f) f = UnaryRaw(UnaryOp::kMulScalar, f, si);
+      return dtype == DType::kFloat32 ? f : RawCopy(f, dtype, x.device());
+    }
+    if (IsFp8(dtype)) {
+      OCTET_CHECK(!IsFp8(x.dtype()) || ScaleInvValue(x) == 1.0f, "To(", Name(dtype), "): converting ",
+                  Describe(x), " with a scale between FP8 formats needs Dequantize + Quantize");
+      // Scale 1, saturating; amax recorded for telemetry.
+      Tensor out = RawCopy(x, dtype, x.device());
+      const float amax =
+          IsFp8(x.dtype()) ? 0.0f : static_cast<float>(AbsMax(x.dtype() == DType::kFloat32 ? x : x.To(DType::kFloat32)).Item());
+      return out.WithScaleMeta(MakePerTensorScale(1.0f, amax, x.device()));
+    }
+    return RawCopy(x, dtype, x.device());
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {dy.To(ctx.dtypes[0])}; }
+};
+
+struct ToDeviceOp : autograd::Op<ToDeviceOp> {
+  static constexpr const char* kName = "to_device";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, Device device) {
+    ctx.ints = {static_cast<int64_t>(x.device().type), x.device().index};
+    const Tensor src = x.Contiguous();
+    Tensor out = Empty(x.shape(), {.dtype = x.dtype(), .device = device});
+    CopyBytes(out.raw_data(), device, src.raw_data(), src.device(), src.nbytes());
+    if (const ScaleMeta* m = x.scale_meta()) {
+      auto meta = std::make_shared<ScaleMeta>(*m);
+      meta->scale = m->scale.To(device);
+      meta->scale_inv = m->scale_inv.To(device);
+      meta->amax = m->amax.To(device);
+      out = out.WithScaleMeta(std::move(meta));
+    }
+    return out;
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    return {dy.To(Device(static_cast<DeviceType>(ctx.ints[0]), static_cast<int>(ctx.ints[1])))};
+  }
+};
+
+struct CatOp : autograd::Op<CatOp> {
+  static constexpr const char* kName = "cat";
+  static Tensor Forward(autograd::Ctx& ctx, const TensorList& xs, int64_t dim) {
+    OCTET_CHECK(!xs.empty(), "cat: needs at least one tensor");
+    const Tensor& first = xs[0];
+    CheckDefined(kName, first, "tensors[0]");
+    const int64_t d = WrapDim(dim, first.dim(), kName);
+    Shape shape = first.shape();
+    int64_t total = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const Tensor& t = xs[i];
+      CheckDefined(kName, t, "tensors[i]");
+      CheckSameDtype(kName, first, t);
+      CheckSameDevice(kName, first, t);
+      OCTET_CHECK(t.dim() == first.dim(), "cat: tensor ", i, " is ", Describe(t), " but tensor 0 is ",
+                  Describe(first));
+      for (int64_t k = 0; k < t.dim(); ++k)
+        OCTET_CHECK(k == d || t.shape()[k] == shape[k], "cat: tensor ", i, " ", Describe(t),
+                    " does not match tensor 0 ", Describe(first), " outside dim ", d);
+      ctx.ints.push_back(t.shape()[d]);
+      total += t.shape()[d];
+    }
+    shape[d] = total;
+    Tensor out = Empty(shape, {.dtype = first.dtype(), .device = first.device()});
+    int64_t at = 0;
+    for (const Tensor& t : xs) {
+      out.Narrow(d, at, t.shape()[d]).CopyFrom_(t);
+      at += t.shape()[d];
+    }
+    ctx.ints.push_back(d);
+    return out;
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    const int64_t d = ctx.ints.back();
+    TensorList out;
+    int64_t at = 0;
+    for (size_t i = 0; i + 1 < ctx.ints.size(); ++i) {
+      out.push_back(dy.Narrow(d, at, ctx.ints[i]).Contiguous());
+      at += ctx.ints[i];
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+// ---- Tensor methods --------------------------------------------------------------
+
+Tensor Tensor::View(const Shape& shape) const {
+  const Shape s = InferShape(shape, numel(), "view");
+  Shape strides;
+  OCTET_CHECK(ComputeViewStrides(this->shape(), this->strides(), s, &strides), "view: ", Describe(*this),
+              " with strides ", ShapeStr(this->strides()), " cannot be viewed as ", ShapeStr(s),
+              " without a copy; use Reshape");
+  return AliasOp::Apply(*this, s, strides);
+}
+
+Tensor Tensor::Reshape(const Shape& shape) const {
+  const Shape s = InferShape(shape, numel(), "reshape");
+  Shape strides;
+  if (ComputeViewStrides(this->shape(), this->strides(), s, &strides)) return AliasOp::Apply(*this, s, strides);
+  return Contiguous().View(s);
+}
+
+Tensor Tensor::Permute(const Shape& dims) const { return PermuteOp::Apply(*this, dims); }
+
+Tensor Tensor::Transpose(int64_t dim0, int64_t dim1) const {
+  const int64_t a = WrapDim(dim0, dim(), "transpose"), b = WrapDim(dim1, dim(), "transpose");
+  Shape perm(dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[a], perm[b]);
+  return Permute(perm);
+}
+
+Tensor Tensor::T() const {
+  OCTET_CHECK(dim() == 2, "T: expects a 2-D tensor, got ", Describe(*this));
+  return Transpose(0, 1);
+}
+
+Tensor Tensor::Narrow(int64_t dim, int64_t start, int64_t length) const {
+  OCTET_CHECK(length >= 0, "narrow: negative length ", length);
+  return SliceOp::Apply(*this, dim, start, start + length, int64_t{1});
+}
+
+Tensor Tensor::Slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  return SliceOp::Apply(*this, dim, start, end, step);
+}
+
+Tensor Tensor::Select(int64_t dim, int64_t index) const {
+  const int64_t d = WrapDim(dim, this->dim(), "select");
+  const int64_t n = shape()[d];
+  OCTET_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of ",
+              Describe(*this));
+  if (index < 0) index += n;
+  return Narrow(d, index, 1).Squeeze(d);
+}
+
+Tensor Tensor::Expand(const Shape& shape) const { return ExpandOp::Apply(*this, shape); }
+
+Tensor Tensor::Squeeze(int64_t dim) const {
+  const int64_t d = WrapDim(dim, this->dim(), "squeeze");
+  OCTET_CHECK(shape()[d] == 1, "squeeze: dim ", d, " of ", Describe(*this), " has size ", shape()[d], ", not 1");
+  Shape s = shape(), st = strides();
+  s.erase(s.begin() + d);
+  st.erase(st.begin() + d);
+  return AliasOp::Apply(*this, s, st);
+}
+
+Tensor Tensor::Unsqueeze(int64_t dim) const {
+  const int64_t d = WrapDim(dim, this->dim() + 1, "unsqueeze");
+  Shape s = shape(), st = strides();
+  const int64_t new_stride = d < this->dim() ? st[d] * s[d] : 1;
+  s.insert(s.begin() + d, 1);
+  st.insert(st.begin() + d, new_stride);
+  return AliasOp::Apply(*this, s, st);
+}
+
+Tensor Tensor::Flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return Reshape({1});
+  const int64_t a = WrapDim(start_dim, dim(), "flatten"), b = WrapDim(end_dim, dim(), "flatten");
+  OCTET_CHECK(a <= b, "flatten: start_dim ", start_dim, " is after end_dim ", end_dim);
+  Shape s(shape().begin(), shape().begin() + a);
+  int64_t n = 1;
+  for (int64_t d = a; d <= b; ++d) n *= shape()[d];
+  s.push_back(n);
+  s.insert(s.end(), shape().begin() + b + 1, shape().end());
+  return Reshape(s);
+}
+
+Tensor Tensor::Contiguous() const { return is_contiguous() ? *this : Clone(); }
+Tensor Tensor::Clone() const { return CloneOp::Apply(*this); }
+
+Tensor Tensor::To(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  return ToDtypeOp::Apply(*this, dtype);
+}
+
+Tensor Tensor::To(Device device) const {
+  if (device == this->device()) return *this;
+  if (device.is_cpu()) internal::CountHostRead();  // NOTE [host reads] in core/host_reads.h
+  return ToDeviceOp::Apply(*this, device);
+}
+
+Tensor& Tensor::CopyFrom_(const Tensor& src) {
+  CheckDefined("copy_", *this, "self");
+  CheckDefined("copy_", src, "src");
+  CheckInPlaceAllowed("copy_", *this);
+  const Shape& shape = this->shape();
+  BroadcastShapes(src.shape(), shape, "copy_");  // validates; target shape must win
+  Tensor s = src.shape() == shape ? src.detach() : src.detach().Expand(shape);
+  if (s.device() != device()) {
+    // Cross-device: convert on the source side, then move bytes.
+    Tensor staged = Empty(shape, {.dtype = dtype(), .device = s.device()});
+    copy_kernel(s.device())(s, staged);
+    Tensor moved = staged.To(device());
+    copy_kernel(device())(moved, *this);
+  } else if (numel() > 0) {
+    copy_kernel(device())(s, *this);
+  }
+  storage()->BumpVersion();
+  return *this;
+}
+
+Tensor& Tensor::Fill_(double value) {
+  CheckInPlaceAllowed("fill_", *this);
+  if (numel() > 0) fill_kernel(device())(*this, value);
+  storage()->BumpVersion();
+  return *this;
+}
+
+// ---- cat / split ---------------------------------------------------------------------
+
+Tensor Cat(const TensorList& tensors, int64_t dim) { return CatOp::Apply(tensors, dim); }
+
+TensorList Split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  const int64_t d = WrapDim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    OCTET_CHECK(s >= 0, "split: negative size in split sizes");
+    total += s;
+  }
+  OCTET_CHECK(total == x.shape()[d], "split: sizes add up to ", total, " but dim ", d, " of ", Describe(x),
+              " has ", x.shape()[d]);
+  TensorList out;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.Narrow(d, at, s));
+    at += s;
+  }
+  return out;
+}
+
+TensorList Chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  const int64_t d = WrapDim(dim, x.dim(), "chunk");
+  OCTET_CHECK(chunks > 0 && x.shape()[d] % chunks == 0, "chunk: dim ", d, " of ", Describe(x),
+              " does not divide into ", chunks, " equal chunks");
+  return Split(x, std::vector<int64_t>(chunks, x.shape()[d] / chunks), d);
+}
+
+Tensor Stack(const TensorList& tensors, int64_t dim) {
+  OCTET_CHECK(!tensors.empty(), "stack: needs at least one tensor");
+  TensorList u;
+  const int64_t d = WrapDim(dim, tensors[0].dim() + 1, "stack");
+  for (const Tensor& t : tensors) u.push_back(t.Unsqueeze(d));
+  return Cat(u, d);
+}
+
+}  // namespace octet

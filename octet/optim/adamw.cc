@@ -1,0 +1,203 @@
+#include <octet/optim/adamw.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include <octet/autograd/grad_mode.h>
+#include <octet/core/allocator.h>
+#include <octet/optim/adamw_kernels.h>
+
+namespace octet::optim {
+
+OCTET_DEFINE_KERNEL(adamw_kernel, AdamWKernelFn);
+
+const char* Name(StateDType s) {
+  switch (s) {
+    case StateDType::kFloat32: return "fp32";
+    case StateDType::kBFloat16: return "bf16";
+    case StateDType::kFp8Fp16: return "fp8_fp16";
+  }
+  return "?";
+}
+
+namespace {
+
+Tensor ZeroFilled(const Shape& shape, DType dtype, Device device) {
+  Tensor t = Empty(shape, {.dtype = dtype, .device = device});
+  if (t.nbytes() > 0) {
+    if (device.is_cpu()) {
+      std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are +0 in every float format
+    } else {
+      std::vector<char> zeros(t.nbytes(), 0);
+      CopyBytes(t.raw_data(), device, zeros.data(), kCPU, t.nbytes());
+    }
+  }
+  return t;
+}
+
+std::shared_ptr<ScaleMeta> NewScale(Device device) {
+  auto meta = std::make_shared<ScaleMeta>();
+  meta->granularity = ScaleGranularity::kPerTensor;
+  meta->scale = Full({1}, 1.0, {.device = device});
+  meta->scale_inv = Full({1}, 1.0, {.device = device});
+  meta->amax = Full({1}, 0.0, {.device = device});
+  return meta;
+}
+
+}  // namespace
+
+AdamW::AdamW(NamedTensors params, Options options) : Optimizer("adamw", std::move(params), options.lr),
+                                                     options_(std::move(options)) {
+  const Options& o = options_;
+  OCTET_CHECK(o.lr >= 0.0, "adamw: lr must be >= 0, got ", o.lr);
+  OCTET_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0, "adamw: beta1 must be in [0, 1), got ", o.beta1);
+  OCTET_CHECK(o.beta2 >= 0.0 && o.beta2 < 1.0, "adamw: beta2 must be in [0, 1), got ", o.beta2);
+  OCTET_CHECK(o.eps >= 0.0, "adamw: eps must be >= 0, got ", o.eps);
+  OCTET_CHECK(o.weight_decay >= 0.0, "adamw: weight_decay must be >= 0, got ", o.weight_decay);
+  std::set<std::string> names;
+  for (const auto& [name, p] : this->params()) names.insert(name);
+  for (const std::string& n : o.no_decay) {
+    OCTET_CHECK(names.count(n), "adamw: no_decay names '", n, "', which is not a parameter");
+  }
+  const std::set<std::string> no_decay(o.no_decay.begin(), o.no_decay.end());
+
+  states_.reserve(this->params().size());
+  for (const auto& [name, p] : this->params()) {
+    ParamState s;
+    const Device dev = p.device();
+    const bool low_precision = p.dtype() == DType::kBFloat16 || p.dtype() == DType::kFloat16;
+    if (low_precision && o.master_weights) {
+      NoGradGuard no_grad;
+      s.master = p.detach().To(DType::kFloat32).Contiguous();
+      if (s.master.is_same(p)) s.master = s.master.Clone();
+    }
+    const DType full = p.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    switch (o.state_dtype) {
+      case StateDType::kFloat32:
+        s.m = ZeroFilled(p.shape(), full, dev);
+        s.v = ZeroFilled(p.shape(), full, dev);
+        break;
+      case StateDType::kBFloat16:
+        s.m = ZeroFilled(p.shape(), DType::kBFloat16, dev);
+        s.v = ZeroFilled(p.shape(), DType::kBFloat16, dev);
+        break;
+      case StateDType::kFp8Fp16:
+        s.m_meta = NewScale(dev);
+        s.v_meta = NewScale(dev);
+        s.m = ZeroFilled(p.shape(), DType::kFloat8E4M3, dev).WithScaleMeta(s.m_meta);
+        s.v = ZeroFilled(p.shape(), DType::kFloat16, dev);
+        break;
+    }
+    const bool decay = (o.decay_filter ? o.decay_filter(name, p) : p.dim() >= 2) && !no_decay.count(name);
+    s.weight_decay = decay ? o.weight_decay : 0.0;
+    states_.push_back(std::move(s));
+  }
+  // Register after states_ is complete: the registered pointers must stay valid.
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const std::string& name = this->params()[i].first;
+    ParamState& s = states_[i];
+    RegisterState("adamw.m." + name, &s.m);
+    RegisterState("adamw.v." + name, &s.v);
+    if (s.v_meta) RegisterState("adamw.v." + name + ".scale_inv", &s.v_meta->scale_inv);
+    if (s.master.defined()) RegisterState("adamw.master." + name, &s.master);
+  }
+}
+
+size_t AdamW::IndexOf(const std::string& name) const {
+  for (size_t i = 0; i < params().size(); ++i)
+    if (params()[i].first == name) return i;
+  OCTET_FAIL("adamw: no parameter named '", name, "'");
+}
+
+void AdamW::SyncMasterFromParams() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < states_.size(); ++i) {
+    if (states_[i].master.defined()) states_[i].master.CopyFrom_(params()[i].second.detach());
+  }
+}
+
+void AdamW::Step() {
+  NoGradGuard no_grad;
+  const int64_t t = step_count() + 1;
+  AdamWHyper h;
+  h.lr = lr();
+  h.beta1 = options_.beta1;
+  h.beta2 = options_.beta2;
+  h.eps = options_.eps;
+  h.bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(t));
+  h.bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(t));
+  h.m_margin = options_.m_margin;
+  h.v_margin = options_.v_margin;
+
+  std::vector<AdamWTensorArgs> args;
+  args.reserve(states_.size());
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const auto& [name, p] = params()[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    OCTET_CHECK(g.shape() == p.shape(), "adamw: gradient of '", name, "' is ", Describe(g), " but the parameter is ",
+                Describe(p));
+    OCTET_CHECK(g.dtype() == p.dtype() || g.dtype() == DType::kFloat32, "adamw: gradient of '", name, "' is ",
+                Describe(g), "; expected ", Name(p.dtype()), " or float32 like the parameter ", Describe(p));
+    OCTET_CHECK(g.device() == p.device(), "adamw: gradient of '", name, "' is on ", g.device(),
+                " but the parameter is on ", p.device());
+    const ParamState& s = states_[i];
+    // The kernels index every state tensor by the parameter's element count.
+    for (const Tensor* t : {&s.m, &s.v, &s.master}) {
+      OCTET_CHECK(!t->defined() || t->numel() == p.numel(), "adamw: the state of '", name, "' is ", Describe(*t),
+                  " but the parameter is ", Describe(p));
+    }
+    AdamWTensorArgs a;
+    a.param = p;
+    a.grad = g.is_contiguous() ? g : g.Contiguous();
+    a.master = s.master;
+    a.m = s.m;
+    a.v = s.v;
+    if (s.m_meta) {
+      a.m_scale = s.m_meta->scale;
+      a.m_scale_inv = s.m_meta->scale_inv;
+      a.m_amax = s.m_meta->amax;
+      a.v_scale = s.v_meta->scale;
+      a.v_scale_inv = s.v_meta->scale_inv;
+      a.v_amax = s.v_meta->amax;
+    }
+    a.weight_decay = s.weight_decay;
+    args.push_back(std::move(a));
+  }
+  if (!args.empty()) {
+    adamw_kernel(args.front().param.device())(h, args);
+    for (const AdamWTensorArgs& a : args) {
+      a.param.storage()->BumpVersion();
+      a.m.storage()->BumpVersion();
+      a.v.storage()->BumpVersion();
+      if (a.master.defined()) a.master.storage()->BumpVersion();
+    }
+  }
+  IncrementStep();
+}
+
+void AdamW::SaveScalars(std::map<std::string, std::string>* scalars) const {
+  (*scalars)["state_dtype"] = Name(options_.state_dtype);
+}
+
+absl::Status AdamW::CheckScalars(const std::map<std::string, std::string>& scalars) const {
+  auto it = scalars.find("state_dtype");
+  if (it != scalars.end() && it->second != Name(options_.state_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("adamw optimizer LoadStateDict: the state was saved with state_dtype ",
+                                                   it->second, " but this optimizer uses ",
+                                                   Name(options_.state_dtype)));
+  }
+  return absl::OkStatus();
+}
+
+void AdamW::AfterLoad() {
+  for (ParamState& s : states_) {
+    if (!s.v_meta) continue;
+    const double scale_inv = s.v_meta->scale_inv.Item();
+    s.v_meta->scale.Fill_(static_cast<float>(1.0f / static_cast<float>(scale_inv)));
+  }
+}
+
+}  // namespace octet::optim

@@ -1,0 +1,325 @@
+// CPU kernel of the fused AdamW update (NOTE [adamw update] in
+// optim/adamw_kernels.h): one OpenMP loop per tensor reading the gradient,
+// the state in its storage dtype and the (master) weight, writing them back.
+//
+// Float compute (f32/bf16/f16 parameters) runs over chunks of kChunk
+// elements: the narrow operands are widened into per-thread f32 buffers with
+// the row converters of core/convert.h (vectorised, AVX-512 when present),
+// the update runs as a plain f32 loop the compiler vectorises, and the
+// results are narrowed back the same way. The converters are bit-identical to
+// the scalar conversions, so the result equals the element-by-element
+// formula. f64 parameters use a scalar loop in f64.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <octet/core/bfloat16.h>
+#include <octet/core/convert.h>
+#include <octet/core/dtype_traits.h>
+#include <octet/core/float16.h>
+#include <octet/core/float8.h>
+#include <octet/core/scaling_math.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/optim/adamw_kernels.h>
+
+namespace octet::optim {
+namespace {
+
+// Elements per block of the scaled-state amax pass. Fixed (not per thread) so
+// the work split does not depend on the thread count.
+constexpr int64_t kBlock = 16384;
+// Elements per chunk of the f32 update (four f32 buffers: 16 KiB of stack).
+constexpr int64_t kChunk = 1024;
+
+template <typename C>
+OCTET_INLINE C MaxNan(C acc, C x) {
+  return (x > acc || x != x) ? x : acc;  // NaN wins so the scale update can reject it
+}
+
+// Hyper-parameters in the compute type.
+template <typename C>
+struct Coeffs {
+  C b1, omb1, b2, omb2, lr, eps, wd, bc1, bc2;
+  Coeffs(const AdamWHyper& h, double weight_decay)
+      : b1(static_cast<C>(h.beta1)),
+        omb1(static_cast<C>(1.0 - h.beta1)),
+        b2(static_cast<C>(h.beta2)),
+        omb2(static_cast<C>(1.0 - h.beta2)),
+        lr(static_cast<C>(h.lr)),
+        eps(static_cast<C>(h.eps)),
+        wd(static_cast<C>(weight_decay)),
+        bc1(static_cast<C>(h.bias_correction1)),
+        bc2(static_cast<C>(h.bias_correction2)) {}
+};
+
+// After the amax pass: new scales from the amax of the new (unscaled) m and
+// v. When the amax says nothing (0 or not finite) scale and scale_inv stay as
+// they are, so a restored state reproduces them. Returns (m_scale, v_scale).
+std::pair<float, float> UpdateScales(const AdamWHyper& h, const AdamWTensorArgs& a, float am, float av) {
+  float* ms = a.m_scale.data<float>();
+  float* msi = a.m_scale_inv.data<float>();
+  float* vs = a.v_scale.data<float>();
+  float* vsi = a.v_scale_inv.data<float>();
+  const float new_ms = ComputeScale(am, float8_e4m3::kMaxFinite, h.m_margin, ms[0], false);
+  if (new_ms != ms[0]) {
+    ms[0] = new_ms;
+    msi[0] = 1.0f / new_ms;
+  }
+  const float new_vs = ComputeScale(av, float16::kMaxFinite, h.v_margin, vs[0], false);
+  if (new_vs != vs[0]) {
+    vs[0] = new_vs;
+    vsi[0] = 1.0f / new_vs;
+  }
+  a.m_amax.data<float>()[0] = am;
+  a.v_amax.data<float>()[0] = av;
+  return {ms[0], vs[0]};
+}
+
+// ---- f32 compute, chunked --------------------------------------------------------
+
+// Widens n elements of src into f32: returns src itself when it is f32
+// (no copy), else converts into buf. fp8 codes are multiplied by scale_inv.
+template <typename T>
+OCTET_INLINE float* Widen(T* src, float* buf, int64_t n, float scale_inv = 1.0f) {
+  if constexpr (std::is_same_v<std::remove_const_t<T>, float>) {
+    return const_cast<float*>(src);
+  } else if constexpr (std::is_same_v<std::remove_const_t<T>, bfloat16>) {
+    Bf16ToFloatRow(reinterpret_cast<const uint16_t*>(src), buf, n);
+  } else if constexpr (std::is_same_v<std::remove_const_t<T>, float16>) {
+    F16ToFloatRow(reinterpret_cast<const uint16_t*>(src), buf, n);
+  } else {
+    static_assert(std::is_same_v<std::remove_const_t<T>, float8_e4m3>);
+    DequantizeRow(reinterpret_cast<const uint8_t*>(src), DType::kFloat8E4M3, scale_inv, buf, n);
+  }
+  return buf;
+}
+
+// Narrows n f32 values back into dst (nothing to do when dst is f32: the
+// values were computed in place). fp8: dst = fp8(src * scale), saturating.
+template <typename T>
+OCTET_INLINE void Narrow(const float* src, T* dst, int64_t n, float scale = 1.0f) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (src != dst) std::memcpy(dst, src, n * sizeof(float));
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    FloatToBf16Row(src, reinterpret_cast<uint16_t*>(dst), n);
+  } else if constexpr (std::is_same_v<T, float16>) {
+    FloatToF16Row(src, reinterpret_cast<uint16_t*>(dst), n);
+  } else {
+    static_assert(std::is_same_v<T, float8_e4m3>);
+    QuantizeRow(src, scale, DType::kFloat8E4M3, Fp8Saturation::kSatFinite, reinterpret_cast<uint8_t*>(dst), n);
+  }
+}
+
+// The amax of the new m and v of one chunk (the update's first two lines).
+void AmaxChunk(const Coeffs<float>& k, const float* __restrict g, const float* __restrict mo,
+               const float* __restrict vo, int64_t len, float v_scale_inv, float* am_io, float* av_io) {
+  const float b1 = k.b1, omb1 = k.omb1, b2 = k.b2, omb2 = k.omb2;
+  float am = *am_io, av = *av_io;
+  for (int64_t i = 0; i < len; ++i) {
+    const float mi = b1 * mo[i] + omb1 * g[i];
+    const float vi = b2 * (vo[i] * v_scale_inv) + omb2 * (g[i] * g[i]);
+    am = MaxNan(am, std::abs(mi));
+    av = MaxNan(av, vi);
+  }
+  *am_io = am;
+  *av_io = av;
+}
+
+// The update of one chunk, in place in mm, vv, pp (distinct buffers, so the
+// restrict qualifiers hold). Coefficients are copied to locals: the compiler
+// could not otherwise prove the float stores leave them unchanged.
+void UpdateChunk(const Coeffs<float>& k, const float* __restrict g, float* __restrict mm, float* __restrict vv,
+                 float* __restrict pp, int64_t len, float v_scale_inv, float m_mul, float v_scale) {
+  const float b1 = k.b1, omb1 = k.omb1, b2 = k.b2, omb2 = k.omb2, lr = k.lr, eps = k.eps, wd = k.wd, bc1 = k.bc1,
+              bc2 = k.bc2;
+  for (int64_t i = 0; i < len; ++i) {
+    const float mi = b1 * mm[i] + omb1 * g[i];
+    const float vi = b2 * (vv[i] * v_scale_inv) + omb2 * (g[i] * g[i]);
+    const float mhat = mi / bc1, vhat = vi / bc2;
+    const float p = pp[i];
+    pp[i] = p - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p);
+    mm[i] = mi * m_mul;
+    vv[i] = vi * v_scale;
+  }
+}
+
+template <typename P, typename G, typename M, typename V, bool kMaster>
+void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
+  constexpr bool kScaled = std::is_same_v<M, float8_e4m3>;
+  static_assert(!kScaled || std::is_same_v<V, float16>, "scaled state is fp8_e4m3 m + float16 v");
+  const int64_t n = a.param.numel();
+  P* param = a.param.data<P>();
+  const G* grad = a.grad.data<G>();
+  float* master = kMaster ? a.master.data<float>() : nullptr;
+  M* m = a.m.data<M>();
+  V* v = a.v.data<V>();
+  const Coeffs<float> k(h, a.weight_decay);
+  // fp8 m is dequantized by DequantizeRow itself; a scaled f16 v in the loop.
+  const float m_scale_inv = kScaled ? a.m_scale_inv.data<float>()[0] : 1.0f;
+  const float v_scale_inv = kScaled ? a.v_scale_inv.data<float>()[0] : 1.0f;
+
+  float m_scale = 1.0f, v_scale = 1.0f;
+  if constexpr (kScaled) {
+    const int64_t nblocks = (n + kBlock - 1) / kBlock;
+    std::vector<float> m_amax(nblocks, 0.0f), v_amax(nblocks, 0.0f);
+    cpu::ParallelFor(nblocks, 2, [&](int64_t b_begin, int64_t b_end) {
+      float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk];
+      for (int64_t b = b_begin; b < b_end; ++b) {
+        float am = 0.0f, av = 0.0f;
+        for (int64_t c = b * kBlock; c < std::min(n, (b + 1) * kBlock); c += kChunk) {
+          const int64_t len = std::min(kChunk, n - c);
+          const float* g = Widen(grad + c, gbuf, len);
+          const float* mo = Widen(m + c, mbuf, len, m_scale_inv);
+          const float* vo = Widen(v + c, vbuf, len);
+          AmaxChunk(k, g, mo, vo, len, v_scale_inv, &am, &av);
+        }
+        m_amax[b] = am;
+        v_amax[b] = av;
+      }
+    });
+    float am = 0.0f, av = 0.0f;
+    for (int64_t b = 0; b < nblocks; ++b) {
+      am = MaxNan(am, m_amax[b]);
+      av = MaxNan(av, v_amax[b]);
+    }
+    std::tie(m_scale, v_scale) = UpdateScales(h, a, am, av);
+  }
+
+  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t begin, int64_t end) {
+    float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk], pbuf[kChunk];
+    for (int64_t c = begin; c < end; c += kChunk) {
+      const int64_t len = std::min(kChunk, end - c);
+      const float* g = Widen(grad + c, gbuf, len);
+      float* mm = Widen(m + c, mbuf, len, m_scale_inv);
+      float* vv = Widen(v + c, vbuf, len);
+      float* pp = kMaster ? master + c : Widen(param + c, pbuf, len);
+      // fp8 m: QuantizeRow applies m_scale; other m: the loop does (exactly 1 when unscaled).
+      const float m_mul = kScaled ? 1.0f : m_scale;
+      UpdateChunk(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
+      Narrow(pp, param + c, len);  // master: its rounding goes to the parameter
+      Narrow(mm, m + c, len, m_scale);
+      Narrow(vv, v + c, len);
+    }
+  });
+}
+
+// ---- f64 compute (f64 parameters), scalar ------------------------------------------
+
+template <typename T>
+OCTET_INLINE double LoadF64(const T* x, int64_t i) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return static_cast<double>(x[i]);
+  } else {
+    return static_cast<double>(static_cast<float>(x[i]));
+  }
+}
+
+template <typename T>
+OCTET_INLINE void StoreF64(T* x, int64_t i, double v) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    x[i] = static_cast<T>(v);
+  } else {
+    x[i] = T(static_cast<float>(v));  // round to nearest even (fp8: saturating)
+  }
+}
+
+template <typename G, typename M, typename V>
+void AdamWTensorF64(const AdamWHyper& h, const AdamWTensorArgs& a) {
+  constexpr bool kScaled = std::is_same_v<M, float8_e4m3>;
+  const int64_t n = a.param.numel();
+  double* param = a.param.data<double>();
+  const G* grad = a.grad.data<G>();
+  M* m = a.m.data<M>();
+  V* v = a.v.data<V>();
+  const Coeffs<double> k(h, a.weight_decay);
+  double m_scale_inv = 1, v_scale_inv = 1, m_scale = 1, v_scale = 1;
+  if constexpr (kScaled) {
+    m_scale_inv = a.m_scale_inv.data<float>()[0];
+    v_scale_inv = a.v_scale_inv.data<float>()[0];
+  }
+  auto moments = [&](int64_t i, double* g_out, double* m_out, double* v_out) {
+    const double g = LoadF64(grad, i);
+    *g_out = g;
+    *m_out = k.b1 * (LoadF64(m, i) * m_scale_inv) + k.omb1 * g;
+    *v_out = k.b2 * (LoadF64(v, i) * v_scale_inv) + k.omb2 * (g * g);
+  };
+  if constexpr (kScaled) {
+    double am = 0, av = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double g, mi, vi;
+      moments(i, &g, &mi, &vi);
+      am = MaxNan(am, std::abs(mi));
+      av = MaxNan(av, vi);
+    }
+    std::tie(m_scale, v_scale) = UpdateScales(h, a, static_cast<float>(am), static_cast<float>(av));
+  }
+  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double g, mi, vi;
+      moments(i, &g, &mi, &vi);
+      const double p = param[i];
+      param[i] = p - k.lr * ((mi / k.bc1) / (std::sqrt(vi / k.bc2) + k.eps) + k.wd * p);
+      StoreF64(m, i, mi * m_scale);
+      StoreF64(v, i, vi * v_scale);
+    }
+  });
+}
+
+// ---- dispatch --------------------------------------------------------------------------
+
+template <typename P, typename G>
+void DispatchState(const AdamWHyper& h, const AdamWTensorArgs& a) {
+  auto run = [&]<typename M, typename V>() {
+    if constexpr (std::is_same_v<P, double>) {
+      AdamWTensorF64<G, M, V>(h, a);
+    } else if constexpr (std::is_same_v<M, double> || std::is_same_v<V, double>) {
+      OCTET_FAIL("adamw: float64 state is only used with float64 parameters, got ", Describe(a.param));
+    } else if (a.master.defined()) {
+      if constexpr (std::is_same_v<P, bfloat16> || std::is_same_v<P, float16>) {
+        AdamWTensorF32<P, G, M, V, true>(h, a);
+      } else {
+        OCTET_FAIL("adamw: a master copy is only kept for bfloat16/float16 parameters, got ", Describe(a.param));
+      }
+    } else {
+      AdamWTensorF32<P, G, M, V, false>(h, a);
+    }
+  };
+  const DType md = a.m.dtype(), vd = a.v.dtype();
+  if (md == DType::kFloat32 && vd == DType::kFloat32) {
+    run.template operator()<float, float>();
+  } else if (md == DType::kFloat64 && vd == DType::kFloat64) {
+    run.template operator()<double, double>();
+  } else if (md == DType::kBFloat16 && vd == DType::kBFloat16) {
+    run.template operator()<bfloat16, bfloat16>();
+  } else if (md == DType::kFloat8E4M3 && vd == DType::kFloat16) {
+    OCTET_CHECK(a.m_scale.defined() && a.m_scale_inv.defined() && a.m_amax.defined() && a.v_scale.defined() &&
+                    a.v_scale_inv.defined() && a.v_amax.defined(),
+                "adamw: scaled state (fp8_e4m3 m, float16 v) needs its scale tensors");
+    run.template operator()<float8_e4m3, float16>();
+  } else {
+    OCTET_FAIL("adamw: unsupported state dtypes m ", Name(md), ", v ", Name(vd),
+               " (expected float32/float32, float64/float64, bfloat16/bfloat16 or fp8_e4m3/float16)");
+  }
+}
+
+void AdamWCpu(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors) {
+  for (const AdamWTensorArgs& a : tensors) {
+    DispatchFloat(a.param.dtype(), "adamw", [&]<typename P>() {
+      if (a.grad.dtype() == a.param.dtype()) {
+        DispatchState<P, P>(h, a);
+      } else if (a.grad.dtype() == DType::kFloat32) {
+        if constexpr (!std::is_same_v<P, float>) DispatchState<P, float>(h, a);
+      } else {
+        OCTET_FAIL("adamw: gradient ", Describe(a.grad), " does not match parameter ", Describe(a.param));
+      }
+    });
+  }
+}
+
+}  // namespace
+
+OCTET_REGISTER_KERNEL(adamw_kernel, DeviceType::kCPU, &AdamWCpu);
+
+}  // namespace octet::optim
