@@ -19,6 +19,7 @@
 #include <nccl.h>
 
 #include <octet/core/caching_allocator.h>
+#include <octet/core/device.h>
 #include <octet/ops/cuda/device_context.h>
 #endif
 
@@ -68,10 +69,10 @@ int Run() {
   else
     std::printf("  NCCL          %s\n", ncclGetErrorString(nccl_err));
 
-  const int n = octet::cuda::DeviceCount();
+  const int n = octet::DeviceCount(octet::DeviceType::kCUDA);
   if (n == 0) {
     std::printf("devices: no CUDA device (%s); octet runs on the CPU only\n",
-                octet::cuda::UnavailableReason().c_str());
+                octet::DeviceUnavailableReason(octet::DeviceType::kCUDA).c_str());
     return 0;
   }
   std::printf("devices: %d\n", n);

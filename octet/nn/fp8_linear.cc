@@ -74,6 +74,20 @@ Tensor Fp8LinearState::QuantizedWeight(const Tensor& w) {
   return cached_fp8_;
 }
 
+Tensor Fp8LinearState::BiasForGemm(const Tensor& b, DType out_dtype) {
+  if (!b.defined() || out_dtype != DType::kBFloat16 || b.dtype() != DType::kFloat32) return b;
+  const bool hit = bias_bf16_.defined() && bias_storage_ == b.storage() && bias_version_ == b.storage()->version() &&
+                   bias_offset_ == b.offset() && bias_bf16_.shape() == b.shape();
+  if (!hit) {
+    bias_bf16_ = b.detach().To(DType::kBFloat16);
+    bias_storage_ = b.storage();
+    bias_version_ = b.storage()->version();
+    bias_offset_ = b.offset();
+    ++bias_casts_;
+  }
+  return bias_bf16_;
+}
+
 Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise) {
   return QuantizeWith(slot, recipe_, x, record, columnwise);
 }
@@ -118,8 +132,12 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   // NOTE [fp8 linear layouts]: X is read again transposed by wgrad, W by dgrad.
   const Tensor x_fp8 = state->Quantize(state->input(), x2, record, /*columnwise=*/true);  // (M,K) E4M3
   const Tensor w_fp8 = state->QuantizedWeight(w);                                         // (N,K) E4M3
-  // The bias is added to the f32 accumulator (f32 or bf16 accepted), then one rounding to out_dtype.
-  const Tensor bias = !b.defined() || b.dtype() == DType::kFloat32 || b.dtype() == DType::kBFloat16 ? b : b.To(DType::kFloat32);
+  // NOTE [fp8 linear bias]: the epilogue adds a bfloat16 bias for a bfloat16
+  // output (cast once per step); otherwise f32 (or bf16) as given.
+  const Tensor b_gemm = state->BiasForGemm(b, out_dtype);
+  const Tensor bias = !b_gemm.defined() || b_gemm.dtype() == DType::kFloat32 || b_gemm.dtype() == DType::kBFloat16
+                          ? b_gemm
+                          : b_gemm.To(DType::kFloat32);
   Tensor pre;  // (M,N) the pre-activation with gelu
   const Tensor y = ScaledMatmul(x_fp8, w_fp8.T(), out_dtype, bias, GemmRole::kFprop, gelu ? &pre : nullptr);  // (M,N)
   // Saved: X (M,K) as wgrad reads it (only its column-wise bytes where the

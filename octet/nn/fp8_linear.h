@@ -5,6 +5,7 @@
 //   forward   x_fp8 = Quantize(x, E4M3, input scale)     (M,K)  saved for backward
 //             w_fp8 = cached FP8 copy of w (E4M3)         (N,K)  saved (shared with the cache)
 //             y     = ScaledMatmul(x_fp8, w_fp8ᵀ) + b     (M,N)  out dtype (BF16 in O1)
+//                     (b in the GEMM's epilogue: NOTE [fp8 linear bias])
 //   backward  dy_fp8 = Quantize(dy, E5M2, grad scale)     (M,N)
 //             dx = ScaledMatmul(dy_fp8, w_fp8)            (M,K)  in x's dtype
 //             dw = ScaledMatmul(dy_fp8ᵀ, x_fp8)           (N,K)  float32 (w's dtype)
@@ -24,6 +25,15 @@
 // ForTransposedUse(X): X as a logical (M,K) matrix, stored as the Xᵀ bytes
 // where that is what wgrad reads, so backward keeps one FP8 copy of X; the
 // weight cache keeps W with its column-wise copy.
+//
+// NOTE [fp8 linear bias]: the GEMM adds the bias in its epilogue (on CUDA
+// cuBLASLt's BIAS / GELU_AUX_BIAS epilogue, which for FP8 operands and a
+// bfloat16 output takes a bfloat16 bias). The FP32 master bias is therefore
+// rounded to bfloat16 once per bias version (the optimizer bumps it once per
+// step) and cached, like the FP8 weight, on every device: the CPU adds the same
+// bfloat16 bias, so both backends compute one thing, and no float32 scratch
+// or conversion runs around the GEMM. The bias gradient is unaffected (the sum
+// of dY over rows, in float32).
 //
 // NOTE [weight scaling]: the weight's FP8 copy is made once per weight
 // version (Storage version counter, which Optimizer::Step bumps; see
@@ -87,6 +97,12 @@ class Fp8LinearState {
   Tensor QuantizedWeight(const Tensor& w);
   int64_t weight_quantizations() const { return weight_quantizations_; }
 
+  // The bias as the FP8 GEMM's epilogue adds it (NOTE [fp8 linear bias]):
+  // for a bfloat16 output a float32 b is rounded to bfloat16 once per bias
+  // version and cached, like the weight; otherwise b itself. b: (N) or undefined.
+  Tensor BiasForGemm(const Tensor& b, DType out_dtype);
+  int64_t bias_casts() const { return bias_casts_; }
+
   // Quantizes x (any shape, float, on the slot's device) for `slot` as the
   // recipe says (NOTE [delayed scaling order]) without a host sync (NOTE
   // [slot state on the device]); records the amax when `record`; fills the
@@ -117,6 +133,12 @@ class Fp8LinearState {
   DType cached_dtype_ = DType::kFloat32;
   Tensor cached_fp8_;  // with its column-wise copy where the GEMM wants one
   int64_t weight_quantizations_ = 0;
+  // Bias cache (NOTE [fp8 linear bias]).
+  std::shared_ptr<Storage> bias_storage_;
+  uint64_t bias_version_ = 0;
+  int64_t bias_offset_ = -1;
+  Tensor bias_bf16_;
+  int64_t bias_casts_ = 0;
 };
 
 // y = x·wᵀ + b in FP8 (NOTE [fp8 linear]).

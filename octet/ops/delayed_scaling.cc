@@ -1,4 +1,5 @@
 #include <octet/ops/delayed_scaling.h>
+#include <octet/ops/delayed_scaling_kernels.h>
 
 #include <algorithm>
 #include <utility>

@@ -9,7 +9,6 @@
 
 #include <octet/core/delayed_scaling.h>
 #include <octet/core/tensor.h>
-#include <octet/ops/registry.h>
 
 namespace octet {
 
@@ -32,22 +31,6 @@ struct DelayedScalingSlot {
 // tensor of the wrong dtype, shape or device.
 void UpdateDelayedScaling(const std::vector<DelayedScalingSlot>& slots, const DelayedScalingConfig& config);
 
-// Raw pointers of one slot, as the kernels see them.
-struct DelayedScalingSlotPtrs {
-  float* history = nullptr;
-  const float* amax = nullptr;
-  float* scale = nullptr;
-  float* scale_inv = nullptr;
-  int length = 0;
-  float fp8_max = 448.0f;
-};
-
-// All slots on `device` (already checked).
-using DelayedScalingUpdateFn = void(Device device, const std::vector<DelayedScalingSlotPtrs>& slots,
-                                    const DelayedScalingConfig& config);
-OCTET_DECLARE_KERNEL(delayed_scaling_update, DelayedScalingUpdateFn);
-
-
 // The fused update of every slot of a model at once (amp::Fp8State): one
 // UpdateDelayedScalingBufferSlot per slot over contiguous buffers — a single
 // kernel launch on CUDA, the host loop on the CPU, the same bits on both.
@@ -62,10 +45,5 @@ OCTET_DECLARE_KERNEL(delayed_scaling_update, DelayedScalingUpdateFn);
 void UpdateDelayedScalingBuffers(const Tensor& history, const Tensor& amax, const Tensor& scale,
                                  const Tensor& scale_inv, const Tensor& fp8_max, const Tensor& algo,
                                  const DelayedScalingConfig& config);
-
-// The raw buffers (already checked), all on `device`.
-using DelayedScalingBuffersFn = void(Device device, const DelayedScalingBuffers& buffers,
-                                     const DelayedScalingConfig& config);
-OCTET_DECLARE_KERNEL(delayed_scaling_buffers_update, DelayedScalingBuffersFn);
 
 }  // namespace octet

@@ -51,12 +51,10 @@
 #include <utility>
 
 #include <octet/core/dtype.h>
+#include <octet/ops/gemm_role.h>
 
 namespace octet {
 
-// Which GEMM of a Linear layer this is (selects FAST_ACCUM; kGeneral: none).
-enum class GemmRole : uint8_t { kGeneral = 0, kFprop = 1, kDgrad = 2, kWgrad = 3 };
-const char* Name(GemmRole role);
 
 struct ComputeCapability {
   int major = 0;

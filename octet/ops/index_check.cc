@@ -1,4 +1,5 @@
 #include <octet/ops/index_check.h>
+#include <octet/ops/index_check_kernels.h>
 
 #include <atomic>
 #include <map>

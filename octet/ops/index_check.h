@@ -20,7 +20,6 @@
 #include <cstdint>
 
 #include <octet/core/tensor.h>
-#include <octet/ops/registry.h>
 
 namespace octet {
 
@@ -43,11 +42,5 @@ Tensor CheckIndicesDeferred(IndexCheckOp op, const Tensor& idx, int64_t bound, b
 // Reads every device's error record; throws octet::Error for the first
 // recorded failure (and clears the records), else returns.
 void ThrowIfDeferredIndexCheckFailed();
-
-// Kernel: record is int64 [4] {op, position, value, bound} on idx's device,
-// op == 0 while no failure is recorded.
-using IndexCheckFn = void(const Tensor& idx, int64_t bound, bool has_ignore, int64_t ignore, int64_t replacement,
-                          int64_t op, const Tensor& sanitized, const Tensor& count, const Tensor& record);
-OCTET_DECLARE_KERNEL(index_check_deferred, IndexCheckFn);
 
 }  // namespace octet

@@ -22,7 +22,7 @@
 
 #include <octet/core/float8.h>
 #include <octet/core/tensor.h>
-#include <octet/ops/gemm_layout.h>
+#include <octet/ops/gemm_role.h>
 
 namespace octet {
 

@@ -1,16 +1,77 @@
-# Installs the build tree into a scratch prefix, then configures, builds and
-# runs tests/install/main.cc against it with find_package(octet).
+# Installs the build tree into a scratch prefix, then checks what a user of the
+# installed package sees:
+#   1. every installed header includes only headers that are installed too
+#      (no private header leaks into the public surface);
+#   2. liboctet.so exports no symbol of the backends' internal namespaces;
+#   3. the installed octet-device-info runs from the prefix with no loader path;
+#   4. a consumer (tests/install: its own core/tensor.h, <octet/...> only)
+#      configures with find_package(octet), builds and runs.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("${out}")
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${err}")
+    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
 endfunction()
-run(${CMAKE_COMMAND} --install "${OCTET_BINARY_DIR}" --prefix "${WORK_DIR}/prefix")
-run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+run(${CMAKE_COMMAND} --install "${OCTET_BINARY_DIR}" --prefix "${prefix}")
+
+# 1. The public surface is closed under #include.
+file(GLOB_RECURSE headers RELATIVE "${prefix}/include" "${prefix}/include/octet/*.h")
+list(LENGTH headers n_headers)
+if(n_headers LESS 20)
+  message(FATAL_ERROR "only ${n_headers} headers installed under ${prefix}/include/octet")
+endif()
+set(problems "")
+foreach(h ${headers})
+  file(STRINGS "${prefix}/include/${h}" lines REGEX "^[ \t]*#[ \t]*include")
+  foreach(line ${lines})
+    if(line MATCHES "#[ \t]*include[ \t]*[<\"](octet/[^>\"]+)[>\"]")
+      if(NOT EXISTS "${prefix}/include/${CMAKE_MATCH_1}")
+        string(APPEND problems "  ${h} includes ${CMAKE_MATCH_1}, which is not installed (private)\n")
+      endif()
+    elseif(line MATCHES "#[ \t]*include[ \t]*\"((core|ops|autograd|nn|optim|distributed)/[^\"]+)\"")
+      string(APPEND problems "  ${h} includes \"${CMAKE_MATCH_1}\" (octet's headers are included as <octet/...>)\n")
+    endif()
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "installed headers reach outside the public surface:\n${problems}")
+endif()
+message("install test: ${n_headers} installed headers include only installed headers")
+
+# 2. Hidden internals.
+file(GLOB libs "${prefix}/lib*/liboctet.so")
+if(libs)
+  list(GET libs 0 lib)
+  find_program(NM nm REQUIRED)
+  execute_process(COMMAND ${NM} -DC --defined-only "${lib}" OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "nm failed on ${lib}")
+  endif()
+  string(REGEX MATCHALL "[^\n]*octet::(cpu|detail|internal|flash|convert_internal)::[^\n]*" leaked "${syms}")
+  string(REGEX MATCHALL "[^\n]* [TWV] (absl|nlohmann|dnnl|gloo)::[^\n]*" leaked3 "${syms}")
+  list(APPEND leaked ${leaked3})
+  if(leaked)
+    list(LENGTH leaked n_leaked)
+    list(SUBLIST leaked 0 5 some)
+    string(REPLACE ";" "\n  " some "${some}")
+    message(FATAL_ERROR "${lib} exports ${n_leaked} internal symbols, e.g.\n  ${some}")
+  endif()
+  string(REGEX MATCHALL "\n[0-9a-f]+ [TWVu] octet::Tensor::" api "${syms}")
+  if(NOT api)
+    message(FATAL_ERROR "${lib} exports no octet::Tensor members: the version script hides the API")
+  endif()
+  message("install test: ${lib} exports the API and no internal namespace")
+endif()
+
+# 3. Installed programs start from the prefix, with no loader path set.
+run(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${prefix}/bin/octet-device-info")
+
+# 4. The consumer.
+run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer")

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/bfloat16.h>
 #include <octet/core/float8.h>
 #include <octet/core/scaling.h>
 #include <octet/core/scaling_math.h>
@@ -91,7 +92,8 @@ TEST_P(AmpLinear, ForwardEqualsFloat64ProductOfDequantizedFp8Operands) {
   std::vector<double> ref = MatmulNT(xq.ToDoubles(), wq.ToDoubles(), 16, 24, 32);  // dequantized (ToDoubles)
   const std::vector<double> b = lin.bias()->ToDoubles();
   for (int64_t m = 0; m < 16; ++m)
-    for (int64_t n = 0; n < 24; ++n) ref[m * 24 + n] += static_cast<float>(b[n]);  // added in f32
+    for (int64_t n = 0; n < 24; ++n)  // NOTE [fp8 linear bias]: the bf16-rounded bias, added in f32
+      ref[m * 24 + n] += static_cast<float>(bfloat16(static_cast<float>(b[n])));
   // Only the final rounding to bf16 separates the two (FP32 accumulation).
   EXPECT_TRUE(AllClose(y, ref, 1.0 / 256, 1e-5));
   // The FP8 operands are the quantized x and w (scale_inv * code).
@@ -198,6 +200,37 @@ TEST(AmpFp8Linear, SavedActivationIsFp8AndTheWeightIsQuantizedOncePerVersion) {
   }
   lin(x);
   EXPECT_EQ(lin.fp8_state()->weight_quantizations(), 2);
+}
+
+// NOTE [fp8 linear bias]: the FP32 master bias reaches the GEMM as bfloat16,
+// rounded once per bias version; micro-batches share the cast copy.
+TEST(AmpFp8Linear, BiasIsCastToBf16OncePerVersion) {
+  Generator gen(11);
+  Linear lin({.in = 32, .out = 16, .gen = &gen});
+  lin.SetAmp(amp::Level::kO1);
+  amp::Fp8LinearState& st = *lin.fp8_state();
+  const Tensor b = *lin.bias();
+  const Tensor b1 = st.BiasForGemm(b, DType::kBFloat16);
+  EXPECT_EQ(b1.dtype(), DType::kBFloat16);
+  const std::vector<double> bd = b.ToDoubles(), b1d = b1.ToDoubles();
+  for (size_t i = 0; i < bd.size(); ++i) EXPECT_EQ(b1d[i], static_cast<float>(bfloat16(static_cast<float>(bd[i]))));
+  const Tensor x = RandomTensor({8, 32}, 12, DType::kBFloat16);
+  lin(x);
+  lin(x);
+  EXPECT_EQ(st.bias_casts(), 1);
+  EXPECT_EQ(st.BiasForGemm(b, DType::kBFloat16).storage(), b1.storage());
+  // A float32 output takes the float32 bias as it is.
+  EXPECT_TRUE(st.BiasForGemm(b, DType::kFloat32).is_same(b));
+  {
+    NoGradGuard ng;  // an optimizer step bumps the version
+    Tensor bb = *lin.bias();
+    AddInPlace(bb, Full(bb.shape(), 0.25), 1.0);
+  }
+  const Tensor b2 = st.BiasForGemm(*lin.bias(), DType::kBFloat16);
+  EXPECT_EQ(st.bias_casts(), 2);
+  const std::vector<double> b2d = b2.ToDoubles();
+  for (size_t i = 0; i < bd.size(); ++i)
+    EXPECT_EQ(b2d[i], static_cast<float>(bfloat16(static_cast<float>(bd[i]) + 0.25f)));
 }
 
 // The layouts a TN-only GPU GEMM gets (NOTE [fp8 linear layouts]), forced

@@ -1,6 +1,6 @@
 // CPU kernel of the delayed-scaling update: the host loop over
 // core/delayed_scaling.h's UpdateDelayedScalingSlot.
-#include <octet/ops/delayed_scaling.h>
+#include <octet/ops/delayed_scaling_kernels.h>
 
 namespace octet {
 namespace {

@@ -1,6 +1,6 @@
 // CPU kernel of the deferred index check (ops/index_check.h).
 #include <octet/core/dtype_traits.h>
-#include <octet/ops/index_check.h>
+#include <octet/ops/index_check_kernels.h>
 
 namespace octet::cpu {
 namespace {

@@ -22,7 +22,7 @@
 #include <octet/core/delayed_scaling.h>
 #include <octet/core/float8.h>
 #include <octet/core/tensor.h>
-#include <octet/ops/delayed_scaling.h>
+#include <octet/ops/delayed_scaling_kernels.h>
 
 namespace octet::cuda {
 

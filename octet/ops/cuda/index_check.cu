@@ -3,7 +3,7 @@
 // bad position; a one-thread kernel then fills the device's error record if
 // it is still empty. Everything is stream-ordered; nothing is read back.
 #include <octet/ops/cuda/kernel_utils.cuh>
-#include <octet/ops/index_check.h>
+#include <octet/ops/index_check_kernels.h>
 
 namespace octet::cuda {
 namespace {
