@@ -184,15 +184,17 @@ section_tests() {
   awk '$2 != 0 {printf "  %s exit %s after %s s\n", $1, $2, $3}' "$work/tests/results.txt" | tee -a "$summary"
   for p in $bad; do
     say "--- $p: failed tests and messages (from the parallel run)"
-    grep -E '^\[  FAILED  \] [A-Za-z_]' "$work/tests/$p.log" | grep -v ' tests\?, listed below' | head -30 | tee -a "$summary"
-    grep -E -B2 -A6 'Failure$|error: |Expected|terminate|Segmentation|Aborted' "$work/tests/$p.log" | head -60 | tee -a "$summary"
     local filter
     filter=$(grep -E '^\[  FAILED  \] [A-Za-z_][A-Za-z0-9_/.]*' "$work/tests/$p.log" | awk '{print $4}' |
       sed 's/,$//' | grep '\.' | sort -u | tr '\n' ':')
+    say "    failed: ${filter:-(none named: crashed or timed out)}"
+    grep -E -B2 -A6 'Failure$|error: |terminate|Segmentation|Aborted' "$work/tests/$p.log" | head -60 | tee -a "$summary"
+    [ -n "$filter" ] || tail -15 "$work/tests/$p.log" | tee -a "$summary"
     cap=$(budget 90 250)
     local rc
-    OMP_NUM_THREADS=8 timeout -k 10 "$cap" "$B/tests/$p" --gtest_brief=1 ${filter:+--gtest_filter="$filter"} \
-      >"$work/tests/$p.alone.log" 2>&1
+    { echo "command: OMP_NUM_THREADS=8 $B/tests/$p --gtest_brief=1 ${filter:+--gtest_filter=$filter}"
+      OMP_NUM_THREADS=8 timeout -k 10 "$cap" "$B/tests/$p" --gtest_brief=1 ${filter:+--gtest_filter="$filter"}
+    } >"$work/tests/$p.alone.log" 2>&1
     rc=$?
     if [ "$rc" = 0 ]; then
       say "    alone (OMP_NUM_THREADS=8${filter:+, its failed tests}): PASSES -> interference or thread count"
@@ -249,8 +251,8 @@ section_train() {
       # shellcheck disable=SC2086  # args is a word list
       run_logged "train_${model}_$lvl" "$cap" "$tg" $args
       [ "$dry" = 1 ] && continue
-      head -3 "$work/train_${model}_$lvl.log" | sed 's/^/    /' | tee -a "$summary"
-      grep -E 'step +30/|done:' "$work/train_${model}_$lvl.log" | sed 's/^/    /' | tee -a "$summary"
+      grep -E '^model:|^step +(1|30)/|^done:|error' "$work/train_${model}_$lvl.log" | head -8 | sed 's/^/    /' |
+        tee -a "$summary"
       if grep -q 'falls back' "$work/train_${model}_$lvl.log"; then
         say "    FALLBACK at $model $lvl:"
         grep 'falls back' "$work/train_${model}_$lvl.log" | head -5 | sed 's/^/      /' | tee -a "$summary"
@@ -396,20 +398,44 @@ section_cast() {
 # ncu per-kernel summary of two steps (after the warm-up) of the 2-layer
 # GPT-2-width model (OCTET_PROFILE_STEPS in benchmarks/cuda_train_step_bench.cc).
 run_ncu() {  # run_ncu LEVEL
-  local lvl=$1 ncu b=$B/benchmarks/octet_cuda_train_step_bench
+  local lvl=$1 ncu b=$B/benchmarks/octet_cuda_train_step_bench rep
   say ""
   say "== ncu: 2 $lvl steps of CudaTrainStep/gpt2_2l (per-kernel summary)"
   need "$b" || return
   ncu=$(find_tool ncu) || { say "MISSING: ncu not found"; return; }
+  rep="$work/ncu_$lvl"  # the report itself (.ncu-rep) goes into the logs archive
   run_logged "ncu_$lvl" "$(budget 150 30)" env OCTET_PROFILE_STEPS=2 "$ncu" --profile-from-start off \
-    --metrics gpu__time_duration.sum --print-summary per-kernel "$b" --benchmark_filter="CudaTrainStep/gpt2_2l/$lvl/"
+    --metrics gpu__time_duration.sum -f -o "$rep" "$b" --benchmark_filter="CudaTrainStep/gpt2_2l/$lvl/"
   [ "$dry" = 1 ] && return
-  cp "$work/ncu_$lvl.log" "$OUT/ncu_$lvl.txt"
-  # The largest kernels by total time: the summary prints each kernel's name
-  # line, then a metric line "gpu__time_duration.sum <unit> <min> <max> <avg>"
-  # per kernel along with its invocation count; keep the raw text for reading.
-  grep -c -E '^ +[A-Za-z_].*\(' "$work/ncu_$lvl.log" | sed 's/^/  kernel lines in summary: /' | tee -a "$summary"
-  grep -E 'CudaTrainStep|ms_per_step|==PROF==|==ERROR==|==WARNING==' "$work/ncu_$lvl.log" | head -8 | tee -a "$summary"
+  grep -E 'CudaTrainStep|==PROF==|==ERROR==|==WARNING==' "$work/ncu_$lvl.log" | head -8 | tee -a "$summary"
+  [ -e "$rep.ncu-rep" ] || { say "no report written"; return; }
+  # The per-kernel summary (as in shared/gpu/H100-2026-11-23.md), then the
+  # per-launch durations as CSV, summed here per kernel name.
+  "$ncu" --import "$rep.ncu-rep" --print-summary per-kernel >"$OUT/ncu_$lvl.txt" 2>&1
+  "$ncu" --import "$rep.ncu-rep" --page raw --csv --print-units base >"$work/ncu_${lvl}_raw.csv" 2>&1
+  ncu_top "$work/ncu_${lvl}_raw.csv" | tee -a "$summary"
+}
+
+# ncu_top CSV: kernels by total GPU time from ncu's raw page (one quoted row
+# per launch, a header row and a units row): launches, total, share.
+ncu_top() {
+  awk '
+    function Fields(line, out,    n) {  # every field is quoted: split on ","
+      sub(/^"/, "", line); sub(/"[ \r]*$/, "", line)
+      return split(line, out, /","/)
+    }
+    !h { n = Fields($0, f); for (i = 1; i <= n; i++) { if (f[i] == "Kernel Name") kc = i; if (f[i] == "gpu__time_duration.sum") tc = i }
+         if (kc && tc) h = 1; next }
+    h && !u { Fields($0, f); unit = f[tc]; u = 1; next }
+    { Fields($0, f); v = f[tc]; gsub(/,/, "", v); if (v == "") next
+      scale = unit ~ /^us/ ? 1e3 : unit ~ /^ms/ ? 1e6 : unit ~ /^s/ ? 1e9 : 1  # to ns
+      name = f[kc]; t[name] += v * scale; c[name]++; total += v * scale; launches++ }
+    END {
+      if (!launches) { print "  (could not read the raw CSV: see ncu_*.txt and the report in the logs)"; exit }
+      printf "  %d launches, %.3f ms GPU time in all (both steps)\n", launches, total / 1e6
+      for (k in t) printf "%.0f\t%d\t%s\n", t[k], c[k], k | "sort -t \"\t\" -k1,1 -n -r | head -15"
+      close("sort -t \"\t\" -k1,1 -n -r | head -15")
+    }' "$1" | awk -F '\t' 'NF == 3 {printf "  %9.1f us %4d x  %s\n", $1 / 1e3, $2, substr($3, 1, 110); next} {print}'
 }
 
 # ---- run -------------------------------------------------------------------------------------------
