@@ -5,8 +5,8 @@
 // index checks and no FP8 telemetry. Without a CUDA device every benchmark
 // skips (SkipWithError).
 //
-//   octet_cuda_train_step_bench --benchmark_counters_tabular=true \
-//       --benchmark_out=train_step.json --benchmark_out_format=json
+//   octet_cuda_train_step_bench --benchmark_counters_tabular=true
+//       --benchmark_out=train_step.json --benchmark_out_format=json   (one command line)
 //
 // Configs (vocab 256, the byte tokenizer's, tied head, pre-LN; the model
 // sizes of shared/gpu/H100-2026-11-23.md):
@@ -44,9 +44,10 @@
 //
 // Profiling: with OCTET_PROFILE_STEPS=N every benchmark runs N timed steps
 // between cudaProfilerStart and cudaProfilerStop, so that
-//   OCTET_PROFILE_STEPS=2 ncu --profile-from-start off --metrics gpu__time_duration.sum \
+//   OCTET_PROFILE_STEPS=2 ncu --profile-from-start off --metrics gpu__time_duration.sum
 //       --print-summary per-kernel octet_cuda_train_step_bench --benchmark_filter='gpt2_2l/O1'
-// profiles exactly two steps after the warm-up (scripts/gpu_session.sh).
+// (one command line) profiles exactly two steps after the warm-up
+// (scripts/gpu_session.sh).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

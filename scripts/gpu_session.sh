@@ -18,14 +18,16 @@
 #   programs; the NCCL world-size-1 tests; train_gpt --device=cuda at O0/O1/O2
 #   (default and GPT-2-size models) checked for attention-fallback lines; the
 #   3000-step default run at O0/O1/O2 (val losses, concurrently).
-# Part 2 (speed, issue 9): octet_cuda_train_step_bench (JSON), PyTorch's
-#   torch.compile bf16 and eager bf16 at the same sizes
-#   (benchmarks/compare/torch_gpt.py, JSON), octet_cuda_gemm_bench,
-#   octet_attention_bench --benchmark_filter=Cuda, octet_cuda_cast_bench (when
-#   built), an ncu per-kernel summary of 2 O1 steps of the 2-layer
-#   GPT-2-width model, and the goal table (benchmarks/compare/gpu_ratios.sh).
-# Part 3 (extras): PyTorch compiled and eager FP8 and fp32, and the ncu
-#   summary at O2.
+# Part 2 (speed, issue 9), in order of importance (later ones are cut short
+#   first when time runs out): octet_cuda_train_step_bench (JSON), PyTorch's
+#   torch.compile bf16 and eager bf16 at the same sizes and its SDPA alone
+#   (benchmarks/compare/torch_gpt.py, JSON), the goal table
+#   (benchmarks/compare/gpu_ratios.sh), octet_cuda_gemm_bench,
+#   octet_cuda_attention_bench and octet_attention_bench
+#   --benchmark_filter=Cuda, octet_cuda_cast_bench (when built), and an ncu
+#   per-kernel summary of 2 O1 steps of the 2-layer GPT-2-width model.
+# Part 3 (extras): the ncu summaries at O1 and O2, PyTorch compiled and eager
+#   FP8 and fp32.
 #
 # Instead of a part number, section names run just those sections, e.g.
 # `gpu_session.sh tests nccl`. Sections: info tests sanitizer train losses
@@ -58,8 +60,8 @@ t_start=$(date +%s)
 
 case "$1" in
   1) part=1; sections="info tests sanitizer train losses nccl" ;;
-  2) part=2; sections="info trainstep torch gemm attention cast ncu ratios" ;;
-  3) part=3; sections="info torch_extra ncu_o2" ;;
+  2) part=2; sections="info trainstep torch ratios gemm attention cast ncu" ;;
+  3) part=3; sections="info ncu ncu_o2 torch_extra" ;;
   *) part=x; sections="$*" ;;
 esac
 all_sections="info tests sanitizer train losses nccl trainstep torch ratios gemm attention cast ncu torch_extra ncu_o2"
@@ -327,19 +329,20 @@ section_trainstep() {
 # as long as the budget lasts (results are written after every run, so a
 # cut-off keeps what was measured); part 3 runs compiled and eager FP8 and
 # fp32.
-run_torch() {  # run_torch NAME MODES CAP
+run_torch() {  # run_torch NAME MODES CAP [MORE ARGS]
   local name=$1 modes=$2 cap=$3
+  shift 3
   command -v python3 >/dev/null || { say "MISSING: python3"; return; }
   run_logged "$name" "$cap" python3 "$repo/benchmarks/compare/torch_gpt.py" --sizes gpt2,medium,w2048,small \
-    --modes "$modes" --time_budget $((cap - 100 > 30 ? cap - 100 : 30)) --json "$OUT/$name.json"
+    --modes "$modes" --time_budget $((cap - 100 > 30 ? cap - 100 : 30)) --json "$OUT/$name.json" "$@"
   [ "$dry" = 1 ] && return
-  grep -E '^torch_gpt' "$work/$name.log" | tee -a "$summary"
+  grep -E '^torch_(gpt|sdpa)' "$work/$name.log" | tee -a "$summary"
   grep -E 'Error|error' "$work/$name.log" | grep -v '^torch_gpt' | head -5 | tee -a "$summary"
 }
 section_torch() {
   say ""
   say "== PyTorch peer (benchmarks/compare/torch_gpt.py)"
-  run_torch torch_gpt bf16_compile,bf16 "$(budget 300 150)"
+  run_torch torch_gpt bf16_compile,bf16 "$(budget 330 100)" --sdpa
 }
 section_torch_extra() {
   say ""
@@ -372,12 +375,18 @@ section_gemm() {
   grep -E '^CudaGemm|^Benchmark|ERROR' "$work/gemm.log" | tee -a "$summary"
 }
 
+# Attention forward+backward: the public op at the models' head shapes (bf16
+# through cuDNN, f32 through the flash kernels), then f32 flash vs unfused.
 section_attention() {
   say ""
-  say "== octet_attention_bench --benchmark_filter=Cuda"
-  local b=$B/benchmarks/octet_attention_bench
-  need "$b" || return
-  run_logged attention "$(budget 90 100)" "$b" --benchmark_filter=Cuda --benchmark_counters_tabular=true
+  say "== octet_cuda_attention_bench, octet_attention_bench --benchmark_filter=Cuda"
+  local b=$B/benchmarks/octet_cuda_attention_bench b2=$B/benchmarks/octet_attention_bench
+  if need "$b"; then
+    run_logged cuda_attention "$(budget 90 100)" "$b" --benchmark_counters_tabular=true
+    [ "$dry" = 1 ] || grep -E '^CudaAttention|^Benchmark|ERROR' "$work/cuda_attention.log" | tee -a "$summary"
+  fi
+  need "$b2" || return
+  run_logged attention "$(budget 90 100)" "$b2" --benchmark_filter=Cuda --benchmark_counters_tabular=true
   [ "$dry" = 1 ] && return
   grep -E 'Cuda|^Benchmark|ERROR' "$work/attention.log" | tee -a "$summary"
 }

@@ -40,7 +40,9 @@ B8), w2048 (12L, C2048, 16 heads, T1024, B8), gpt2_2l (2L, C768, 12 heads).
   python3 benchmarks/compare/torch_gpt.py --sizes gpt2,medium --modes bf16,bf16_compile --json torch.json
 
 One line per (size, mode) on stdout; --json writes all results (rewritten
-after every run, so a run cut short keeps what it measured).
+after every run, so a run cut short keeps what it measured). --sdpa first
+times causal F.scaled_dot_product_attention forward+backward at the head
+shapes of those models (bf16 and fp32), as octet_cuda_attention_bench does.
 """
 
 import argparse
@@ -197,6 +199,46 @@ def flops_per_token(n_layer, n_embd, T):
     return 6 * (n_layer * 12 * n_embd * n_embd + VOCAB * n_embd) + 6 * n_layer * T * n_embd
 
 
+# ---- attention alone ------------------------------------------------------------------------
+
+
+def sdpa(device, reps=10, samples=20):
+    """Causal SDPA forward+backward at (B,H,T,D) of gpt2, medium, w2048: ms per pass."""
+    results = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for B, H, T, D in ((8, 12, 1024, 64), (8, 16, 1024, 64), (8, 16, 1024, 128)):
+            g = torch.Generator(device=device).manual_seed(11)
+            q, k, v = (torch.randn(B, H, T, D, device=device, generator=g).to(dtype).requires_grad_() for _ in range(3))
+            dout = torch.randn(B, H, T, D, device=device, generator=g).to(dtype)
+
+            def one():
+                for t in (q, k, v):
+                    t.grad = None
+                F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dout)
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            times = []
+            for i in range(samples + 3):
+                torch.cuda.synchronize(device)
+                start.record()
+                for _ in range(reps):
+                    one()
+                end.record()
+                end.synchronize()
+                if i >= 3:
+                    times.append(start.elapsed_time(end) / reps)
+            times.sort()
+            ms = times[len(times) // 2]
+            flops = 3.5 * 2.0 * B * H * T * T * D  # causal forward 2·B·H·T²·D, backward 2.5x
+            r = {"dtype": str(dtype).replace("torch.", ""), "B": B, "H": H, "T": T, "D": D, "ms": ms,
+                 "tflops": flops / (ms * 1e-3) * 1e-12}
+            results.append(r)
+            print(f"torch_sdpa dtype={r['dtype']} B={B} H={H} T={T} D={D} ms={ms:.3f} TFLOP/s={r['tflops']:.1f}",
+                  flush=True)
+            del q, k, v, dout
+    return results
+
+
 # ---- one (size, mode) run -------------------------------------------------------------------
 
 
@@ -275,6 +317,7 @@ def main():
     ap.add_argument("--time_budget", type=float, default=0.0,
                     help="seconds: start no new run after this long (0: no limit); skipped runs are listed")
     ap.add_argument("--json", default="", help="write the results here")
+    ap.add_argument("--sdpa", action="store_true", help="first time causal SDPA forward+backward alone")
     args = ap.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
     modes = [m for m in args.modes.split(",") if m]
@@ -301,6 +344,9 @@ def main():
 
     print(f"torch_gpt: torch {torch.__version__}, {out['device']}, CUDA {torch.version.cuda}", flush=True)
     t0 = time.time()
+    if args.sdpa:
+        out["sdpa"] = sdpa(device)
+        write()
     for mode in modes:
         for size in sizes:
             if args.time_budget > 0 and time.time() - t0 > args.time_budget:
