@@ -104,7 +104,7 @@ function Met(num, den, goal, ge,    r) {
   r = num / den
   return (ge ? r >= goal : r <= goal) ? "met" : "NOT met"
 }
-function Row(figure, value, goal, met) { printf "%-44s %-9s %-9s %s\n", figure, value, goal, met }
+function Row(figure, value, goal, met, was) { printf "%-44s %-9s %-9s %-8s %s\n", figure, value, goal, met, was }
 
 BEGIN {
   # Read the octet file, then the torch file, with the same scanner.
@@ -124,22 +124,25 @@ BEGIN {
   }
   print ""
   print "issue 9 goals (a ratio > 1 means the first named is faster)"
-  Row("figure", "value", "goal", "met?")
+  Row("figure", "value", "goal", "met?", "H100 file (2026-11-23)")
   split("gpt2 medium w2048", big, " ")
   goal["gpt2"] = 1.05; goal["medium"] = 1.25; goal["w2048"] = 1.4
+  # The "now" column of issue 9 (shared/gpu/H100-2026-11-23.md), for reading progress.
+  was_o1["gpt2"] = "0.50x"; was_o1["medium"] = "0.39x"; was_o1["w2048"] = "0.54x"
+  was_tc["gpt2"] = "0.94x"; was_tc["medium"] = "0.74x"; was_tc["w2048"] = "0.79x"
   for (k = 1; k <= 3; k++) {
     z = big[k]
     Row(z " O1 vs O2 step (O2 ms / O1 ms)", Ratio(OMS[z, "O2"], OMS[z, "O1"]), ">= " goal[z],
-        Met(OMS[z, "O2"], OMS[z, "O1"], goal[z], 1))
+        Met(OMS[z, "O2"], OMS[z, "O1"], goal[z], 1), was_o1[z])
   }
   for (k = 1; k <= 3; k++) {
     z = big[k]
     Row(z " O2 vs torch.compile bf16", Ratio(TMS[z, "bf16_compile"], OMS[z, "O2"]), ">= 1.1",
-        Met(TMS[z, "bf16_compile"], OMS[z, "O2"], 1.1, 1))
+        Met(TMS[z, "bf16_compile"], OMS[z, "O2"], 1.1, 1), was_tc[z])
   }
-  Row("small O2 step, ms", Ms(OMS["small", "O2"]), "<= 2.5", Met(OMS["small", "O2"], 1, 2.5, 0))
+  Row("small O2 step, ms", Ms(OMS["small", "O2"]), "<= 2.5", Met(OMS["small", "O2"], 1, 2.5, 0), "6.10")
   Row("gpt2 GPU memory O1 / O2 (peak reserved)", Ratio(ORES["gpt2", "O1"], ORES["gpt2", "O2"]), "<= 0.8",
-      Met(ORES["gpt2", "O1"], ORES["gpt2", "O2"], 0.8, 0))
+      Met(ORES["gpt2", "O1"], ORES["gpt2", "O2"], 0.8, 0), "0.95x (nvidia-smi)")
   Row("gpt2 GPU memory O1 / O2 (peak allocated)", Ratio(OALLOC["gpt2", "O1"], OALLOC["gpt2", "O2"]), "", "")
   print ""
   print "more (not goals)"
