@@ -136,7 +136,7 @@ section_info() {
     return
   fi
   { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -4
-    "$B/octet-device-info" 2>&1 | head -40
+    if [ -x "$B/octet-device-info" ]; then "$B/octet-device-info" 2>&1 | head -40; else echo "no $B/octet-device-info"; fi
     echo "cores: $(nproc), OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}, OCTET_REQUIRE_CUDA=${OCTET_REQUIRE_CUDA:-unset}"
   } | tee -a "$summary"
 }
