@@ -96,7 +96,7 @@ find_tool() {
     /usr/local/cuda/nsight-compute*/"$name"; do
     [ -x "$p" ] && { echo "$p"; return 0; }
   done
-  p=$(find / -xdev -type f -name "$name" -perm -u+x 2>/dev/null | head -1)
+  p=$(timeout 30 find /usr /opt -xdev -type f -name "$name" -perm -u+x 2>/dev/null | head -1)
   [ -n "$p" ] && { echo "$p"; return 0; }
   return 1
 }
