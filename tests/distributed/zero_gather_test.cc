@@ -2,7 +2,10 @@
 // fp8_e4m3), with real processes over loopback (Gloo) at world sizes 2, 3
 // and 4: after each step every rank's parameters are exactly the owners'
 // updated FP32 weights rounded to the gather dtype, and the owners keep their
-// FP32 masters (the second step starts from the unrounded weights).
+// FP32 masters (the second step starts from the unrounded weights); their
+// MasterWeights() are those FP32 weights, and loading them back
+// (LoadFullStateDict after the model) restores the rounded parameters and
+// continues exactly.
 //
 // The reference FP32 weights come from a second ZeroAdamW over a copy of the
 // parameters with an FP32 gather, stepped with the same gradients in the same
@@ -141,13 +144,8 @@ TEST(ZeroGatherWorker, DISABLED_NarrowGatherIsTheRoundedMaster) {
   ZeroAdamW ref_opt(pg, ref, kAdamW, {.gather_dtype = DType::kFloat32});
   ZeroAdamW opt(pg, narrow, kAdamW, {.gather_dtype = dt});
   int64_t changed = 0, subnormal = 0, zeros = 0;
-  for (int step = 0; step < 2; ++step) {
-    SetGrads(ref, pg.rank(), step);
-    ref_opt.ReduceGradients();
-    ref_opt.Step();
-    SetGrads(narrow, pg.rank(), step);
-    opt.ReduceGradients();
-    opt.Step();
+  // Every rank's parameters are the reference weights rounded to dt.
+  auto check = [&](const std::string& when) {
     float amax = 0.0f;
     for (const auto& [name, p] : ref)
       for (float v : p.ToFloats()) amax = std::max(amax, std::fabs(v));
@@ -167,11 +165,24 @@ TEST(ZeroGatherWorker, DISABLED_NarrowGatherIsTheRoundedMaster) {
         }
         changed += want != master[k];
         ASSERT_EQ(Bits(got[k]), Bits(want))
-            << Name(dt) << " gather, step " << step + 1 << ", rank " << pg.rank() << " of " << pg.size() << ": "
+            << Name(dt) << " gather, " << when << ", rank " << pg.rank() << " of " << pg.size() << ": "
             << ref[i].first << "[" << k << "] is " << got[k] << ", expected " << want << " (FP32 master "
             << master[k] << ")";
       }
     }
+  };
+  auto step = [&](int s) {
+    SetGrads(ref, pg.rank(), s);
+    ref_opt.ReduceGradients();
+    ref_opt.Step();
+    SetGrads(narrow, pg.rank(), s);
+    opt.ReduceGradients();
+    opt.Step();
+  };
+  for (int s = 0; s < 2; ++s) {
+    step(s);
+    check("step " + std::to_string(s + 1));
+    if (::testing::Test::HasFatalFailure()) return;
   }
   // The test saw real rounding (and, for fp8, the subnormal range and flushes).
   EXPECT_GT(changed, 50);
@@ -179,7 +190,26 @@ TEST(ZeroGatherWorker, DISABLED_NarrowGatherIsTheRoundedMaster) {
     EXPECT_GT(subnormal, 0);
     EXPECT_GT(zeros, 0);
   }
-  EXPECT_EQ(opt.step_count(), 2);
+
+  // Checkpoint round trip (what train_gpt does): MasterWeights() are the FP32
+  // weights; loaded as the model's weights, LoadFullStateDict takes them as
+  // masters and rounds the parameters again, and training continues exactly.
+  const ZeroAdamW::NamedTensors masters = opt.MasterWeights();
+  ASSERT_EQ(masters.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(masters[i].first, ref[i].first);
+    ASSERT_EQ(masters[i].second.shape(), ref[i].second.shape());
+    const std::vector<float> m = masters[i].second.ToFloats(), want = ref[i].second.ToFloats();
+    for (size_t k = 0; k < m.size(); ++k) ASSERT_EQ(Bits(m[k]), Bits(want[k])) << "master " << ref[i].first << "[" << k << "]";
+  }
+  const optim::OptimizerState state = opt.FullStateDict();
+  for (size_t i = 0; i < narrow.size(); ++i) narrow[i].second.detach().CopyFrom_(masters[i].second);
+  ASSERT_TRUE(opt.LoadFullStateDict(state).ok());
+  check("after loading the FP32 masters");
+  if (::testing::Test::HasFatalFailure()) return;
+  step(2);
+  check("the step after loading");
+  EXPECT_EQ(opt.step_count(), 3);
 }
 
 void RunGather(int world, const std::string& dtype) {
