@@ -200,7 +200,9 @@ TEST(ZeroGatherWorker, DISABLED_NarrowGatherIsTheRoundedMaster) {
     ASSERT_EQ(masters[i].first, ref[i].first);
     ASSERT_EQ(masters[i].second.shape(), ref[i].second.shape());
     const std::vector<float> m = masters[i].second.ToFloats(), want = ref[i].second.ToFloats();
-    for (size_t k = 0; k < m.size(); ++k) ASSERT_EQ(Bits(m[k]), Bits(want[k])) << "master " << ref[i].first << "[" << k << "]";
+    for (size_t k = 0; k < m.size(); ++k) {
+      ASSERT_EQ(Bits(m[k]), Bits(want[k])) << "master " << ref[i].first << "[" << k << "]";
+    }
   }
   const optim::OptimizerState state = opt.FullStateDict();
   for (size_t i = 0; i < narrow.size(); ++i) narrow[i].second.detach().CopyFrom_(masters[i].second);
@@ -216,7 +218,8 @@ void RunGather(int world, const std::string& dtype) {
   const std::string dir = testing::FreshDir("zero_gather" + std::to_string(world) + dtype);
   const std::map<std::string, std::string> env = {
       {"OCTET_MASTER", dir + "/store"}, {"OCTET_TIMEOUT_MS", "20000"}, {"OCTET_TEST_GATHER", dtype}};
-  testing::ExpectAllPassed(testing::RunRanks(world, "ZeroGatherWorker.DISABLED_NarrowGatherIsTheRoundedMaster", env, dir));
+  testing::ExpectAllPassed(
+      testing::RunRanks(world, "ZeroGatherWorker.DISABLED_NarrowGatherIsTheRoundedMaster", env, dir));
   std::filesystem::remove_all(dir);
 }
 
@@ -233,7 +236,9 @@ TEST_P(ZeroGather, Fp8E4m3WeightsAreTheRoundedFp32Masters) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ZeroGather, ::testing::Values(2, 3, 4),
-                         [](const ::testing::TestParamInfo<int>& info) { return "World" + std::to_string(info.param); });
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "World" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace octet::dist

@@ -164,7 +164,9 @@ class Zero1Resume : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.out;
     // Up to the stop, the run is the uninterrupted one.
     const TrainRun& full = Uninterrupted(from, gather);
-    for (int s = 1; s <= kStop; ++s) EXPECT_EQ(r.losses.count(s) ? r.losses.at(s) : "missing", full.losses.at(s)) << "step " << s << "\n" << r.out;
+    for (int s = 1; s <= kStop; ++s) {
+      EXPECT_EQ(r.losses.count(s) ? r.losses.at(s) : "missing", full.losses.at(s)) << "step " << s << "\n" << r.out;
+    }
     return ckpt;
   }
 
@@ -177,12 +179,14 @@ class Zero1Resume : public ::testing::Test {
     fs::remove_all(copy);
     fs::copy(ckpt, copy, fs::copy_options::recursive);
     TrainRun r = Train(to, "--zero_gather=" + gather + " --ckpt_dir " + copy.string() + " --resume", name);
-    const std::string what =
-        std::to_string(from) + " -> " + std::to_string(to) + " ranks" + (gather == "fp32" ? "" : ", " + gather + " gather");
+    const std::string what = std::to_string(from) + " -> " + std::to_string(to) + " ranks" +
+                             (gather == "fp32" ? "" : ", " + gather + " gather");
     EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.out;
     EXPECT_NE(r.out.find("resumed from " + copy.string() + " at step " + std::to_string(kStop)), std::string::npos)
         << what << "\n" << r.out;
-    if (to > 1) EXPECT_NE(r.out.find("distributed: " + std::to_string(to) + " ranks, ZeRO-1"), std::string::npos) << r.out;
+    if (to > 1) {
+      EXPECT_NE(r.out.find("distributed: " + std::to_string(to) + " ranks, ZeRO-1"), std::string::npos) << r.out;
+    }
     const TrainRun& full = Uninterrupted(from, gather);
     double worst = 0.0, norm_worst = 0.0;
     for (int s = kStop + 1; s <= kSteps; ++s) {
