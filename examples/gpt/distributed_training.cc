@@ -105,6 +105,17 @@ optim::OptimizerState DistributedTraining::OptimizerState(optim::AdamW& opt) {
   return opt.StateDict();
 }
 
+optim::NamedTensors DistributedTraining::ModelState(nn::Module& model) {
+  optim::NamedTensors state = model.StateDict();
+  if (!zero_ || zero_gather_ == DType::kFloat32) return state;
+  for (auto& [name, master] : zero_->MasterWeights()) {
+    for (auto& [key, t] : state) {
+      if (key == name) t = master;
+    }
+  }
+  return state;
+}
+
 absl::Status DistributedTraining::LoadOptimizerState(optim::AdamW& opt, const optim::OptimizerState& state) {
   if (zero_) return zero_->LoadFullStateDict(state);
   return opt.LoadStateDict(state);

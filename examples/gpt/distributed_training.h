@@ -61,6 +61,10 @@ class DistributedTraining {
   void Step(optim::AdamW& opt, double lr);
   // Full optimizer state for a checkpoint (a collective under ZeRO-1).
   optim::OptimizerState OptimizerState(optim::AdamW& opt);
+  // The model's tensors for a checkpoint: model.StateDict(), with the FP32
+  // masters in place of the rounded parameters under ZeRO-1 with a bf16/fp8
+  // gather (a collective then), so that a resume is exact at any world size.
+  optim::NamedTensors ModelState(nn::Module& model);
   absl::Status LoadOptimizerState(optim::AdamW& opt, const optim::OptimizerState& state);
   // " | sync fp8 1.2 MB/step" for the progress line ("" for one rank).
   std::string StepSummary() const;

@@ -396,13 +396,14 @@ absl::Status Run() {
   }
   auto save = [&](int64_t at_step) -> absl::Status {
     if (ckpt_dir.empty()) return absl::OkStatus();
-    const optim::OptimizerState opt_state = dt.OptimizerState(opt);  // a collective under ZeRO-1
+    const optim::OptimizerState opt_state = dt.OptimizerState(opt);  // collectives under ZeRO-1
+    const optim::NamedTensors model_state = dt.ModelState(model);
     if (!dt.is_main()) return absl::OkStatus();
     std::map<std::string, std::string> meta = run_meta;
     PositionToMetadata(sampler->position(), &meta);
     meta["model_rng.seed"] = absl::StrCat(model.generator().seed());
     meta["model_rng.offset"] = absl::StrCat(model.generator().offset());
-    return nn::SaveTrainingState(ckpt_dir, at_step, model.StateDict(), opt_state,
+    return nn::SaveTrainingState(ckpt_dir, at_step, model_state, opt_state,
                                  nn::amp::ScalingState(model), DefaultGenerator().seed(),
                                  DefaultGenerator().offset(), meta);
   };

@@ -142,13 +142,22 @@ double ZeroAdamW::ClipGradNorm(double max_norm) {
 
 void ZeroAdamW::Step() {
   opt_->Step();
-  const int world = pg_.size();
-  // This rank's updated shard, then every rank's.
+  GatherWeights();
+}
+
+std::vector<float> ZeroAdamW::MasterShard() const {
   std::vector<float> mine(static_cast<size_t>(shard_), 0.0f);
   for (const Piece& piece : pieces_) {
     std::memcpy(mine.data() + (offsets_[piece.param] + piece.begin - shard_lo_), piece.master.raw_data(),
                 static_cast<size_t>(piece.length) * 4);
   }
+  return mine;
+}
+
+void ZeroAdamW::GatherWeights() {
+  const int world = pg_.size();
+  // This rank's updated shard, then every rank's.
+  std::vector<float> mine = MasterShard();
   Tensor flat = Empty({shard_ * world});
   if (zero_.gather_dtype == DType::kFloat32) {
     pg_.AllGather(FromBlob(mine.data(), {shard_}, DType::kFloat32), flat)->Wait();
@@ -227,14 +236,30 @@ absl::Status ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
     }
   }
   if (absl::Status s = opt_->LoadStateDict(shard); !s.ok()) return s;
-  // The masters follow the model's (already loaded) parameters.
+  if (zero_.gather_dtype == DType::kFloat32) return absl::OkStatus();  // the pieces are views of the parameters
+  // The masters follow the model's (already loaded, FP32: MasterWeights())
+  // parameters, which then hold the rounded weights as after a Step. The
+  // parameters are identical on every rank, so this is rank-local until the
+  // gather.
   for (Piece& piece : pieces_) {
     const float* src = params_[piece.param].second.data<float>() + piece.begin;
-    if (piece.master.raw_data() == src) continue;  // a view of the parameter
     std::memcpy(piece.master.raw_data(), src, static_cast<size_t>(piece.length) * 4);
     piece.master.storage()->BumpVersion();
   }
+  GatherWeights();
   return absl::OkStatus();
+}
+
+ZeroAdamW::NamedTensors ZeroAdamW::MasterWeights() {
+  std::vector<float> mine = MasterShard();
+  Tensor flat = Empty({shard_ * pg_.size()});
+  pg_.AllGather(FromBlob(mine.data(), {shard_}, DType::kFloat32), flat)->Wait();
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    out.emplace_back(params_[i].first, flat.Narrow(0, offsets_[i], p.numel()).Clone().View(p.shape()));
+  }
+  return out;
 }
 
 }  // namespace octet::dist

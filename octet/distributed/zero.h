@@ -23,7 +23,11 @@
 // Checkpoints: FullStateDict() gathers the shards into exactly what a plain
 // optim::AdamW over the same parameters returns ("adamw.m.<param>", ...),
 // so a checkpoint loads at any world size — into a plain AdamW at 1 rank, or
-// into a ZeroAdamW of any size through LoadFullStateDict. Both are
+// into a ZeroAdamW of any size through LoadFullStateDict. With a bf16/fp8
+// gather the parameters hold rounded copies: save MasterWeights() (the FP32
+// masters, by parameter name) as the model's weights, and LoadFullStateDict
+// takes the masters from the loaded parameters and rounds the parameters
+// again, so a resume continues exactly where the run stopped. All three are
 // collectives (call them on every rank). state_dtype must be fp32.
 #pragma once
 
@@ -67,7 +71,14 @@ class ZeroAdamW {
   void Step();
 
   optim::OptimizerState FullStateDict();
+  // Loads m and v of this rank's pieces; the FP32 masters are taken from the
+  // parameters (load the model first), which are then re-gathered in
+  // gather_dtype (bf16/fp8: rounded, as after a Step).
   absl::Status LoadFullStateDict(const optim::OptimizerState& state);
+  // The FP32 weights by parameter name (fresh tensors shaped like the
+  // parameters): the owners' masters, all-gathered. Equal to the parameters
+  // with an fp32 gather; with bf16/fp8 the parameters are these rounded.
+  NamedTensors MasterWeights();
 
   // Elements of optimizer state this rank holds (m, v and the master copy),
   // and the bytes the last Step's all-gather + ReduceGradients sent.
@@ -87,6 +98,10 @@ class ZeroAdamW {
   };
   // Fills `flat` ([N·S] float32) from the parameters' values (or grads).
   void Flatten(bool grads, float* flat) const;
+  // This rank's masters as its [S] slice of the flat vector (zero padded).
+  std::vector<float> MasterShard() const;
+  // All-gathers the masters in gather_dtype into the parameters.
+  void GatherWeights();
 
   ProcessGroup& pg_;
   NamedTensors params_;
