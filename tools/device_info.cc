@@ -15,8 +15,12 @@
 #if OCTET_WITH_CUDA
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#if OCTET_WITH_CUDNN
 #include <cudnn.h>
+#endif
+#if OCTET_WITH_NCCL
 #include <nccl.h>
+#endif
 
 #include <octet/core/caching_allocator.h>
 #include <octet/core/device.h>
@@ -49,9 +53,6 @@ int Run() {
   const cudaError_t rt_err = cudaRuntimeGetVersion(&runtime);
   const cudaError_t drv_err = cudaDriverGetVersion(&driver);
   const size_t cublaslt = cublasLtGetVersion();
-  const size_t cudnn = cudnnGetVersion();
-  int nccl = 0;
-  const ncclResult_t nccl_err = ncclGetVersion(&nccl);
 
   std::printf("octet CUDA backend: built\n");
   std::printf("libraries:\n");
@@ -63,11 +64,22 @@ int Run() {
   else
     std::printf("  CUDA driver   %s (supports CUDA up to this version)\n", Version1000(driver).c_str());
   std::printf("  cuBLASLt      %s (%zu)\n", Version10000(static_cast<long>(cublaslt)).c_str(), cublaslt);
+#if OCTET_WITH_CUDNN
+  const size_t cudnn = cudnnGetVersion();
   std::printf("  cuDNN         %s (%zu)\n", Version10000(static_cast<long>(cudnn)).c_str(), cudnn);
+#else
+  std::printf("  cuDNN         not in this build (attention runs the flash kernels or the unfused fallback)\n");
+#endif
+#if OCTET_WITH_NCCL
+  int nccl = 0;
+  const ncclResult_t nccl_err = ncclGetVersion(&nccl);
   if (nccl_err == ncclSuccess)
     std::printf("  NCCL          %s (%d)\n", Version10000(nccl).c_str(), nccl);
   else
     std::printf("  NCCL          %s\n", ncclGetErrorString(nccl_err));
+#else
+  std::printf("  NCCL          not in this build (no NCCL process group)\n");
+#endif
 
   const int n = octet::DeviceCount(octet::DeviceType::kCUDA);
   if (n == 0) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <octet/distributed/gloo_group.h>
-#ifdef OCTET_WITH_CUDA
+#if OCTET_WITH_NCCL  // set for this file by CMakeLists.txt
 #include <octet/distributed/cuda/nccl_group.h>
 #endif
 #include <octet/distributed/redis_store.h>
@@ -173,11 +173,11 @@ absl::StatusOr<DistContext> InitProcessGroup(const DistEnv& env) {
   }
   absl::StatusOr<std::unique_ptr<ProcessGroup>> g = absl::InternalError("no backend");
   if (env.backend == "nccl") {
-#ifdef OCTET_WITH_CUDA
+#if OCTET_WITH_NCCL
     g = CreateNcclProcessGroup(*out.store, env.rank, env.world_size,
                                {.device = env.local_rank, .timeout = env.timeout, .key = env.run_id + "/nccl/unique_id"});
 #else
-    return absl::FailedPreconditionError("OCTET_BACKEND=nccl: this octet was built without CUDA");
+    return absl::FailedPreconditionError("OCTET_BACKEND=nccl: this octet was built without NCCL (a CUDA build with OCTET_NCCL and NCCL found)");
 #endif
   } else {
     g = CreateGlooProcessGroup(out.store.get(), env.rank, env.world_size, options);

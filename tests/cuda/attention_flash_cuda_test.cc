@@ -20,7 +20,7 @@
 #if OCTET_WITH_CUDA
 #include <octet/ops/attention.h>
 #include <octet/ops/attention_kernels.h>
-#include <octet/ops/cuda/attention_cudnn.h>
+#include <octet/ops/cuda/attention_cuda.h>
 #include <octet/ops/cuda/attention_flash_cuda.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>

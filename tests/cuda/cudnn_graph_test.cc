@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
@@ -19,6 +20,7 @@
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/cuda/attention_cudnn.h>
 #include <octet/ops/cuda/cudnn_graph.h>
+#include <octet/ops/cuda/cudnn_handle.h>
 #include <octet/ops/cuda/device_context.h>
 #endif
 
@@ -190,7 +192,7 @@ TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
   Tensor qg = q.To(gpu), kg = k.To(gpu), vg = v.To(gpu), dg = dout.To(gpu);
   Tensor out = Empty({B, H, T, D}, {.dtype = DType::kBFloat16, .device = gpu});
   Tensor lse = Empty({B, H, T}, {.dtype = DType::kFloat32, .device = gpu});
-  CausalAttentionFwdCudnn(qg, kg, vg, scale, out, lse);
+  CausalAttentionFwdCuda(qg, kg, vg, scale, out, lse);
   EXPECT_TRUE(AllClose(out.To(kCPU).To(DType::kFloat32), out_ref, 2e-2, 2e-2));
   EXPECT_TRUE(AllClose(lse.To(kCPU), lse_ref, 1e-3, 1e-3));
   Tensor dq = Empty({B, H, T, D}, {.dtype = DType::kBFloat16, .device = gpu});
@@ -202,7 +204,7 @@ TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(AllClose(dv.To(kCPU).To(DType::kFloat32), dv_ref, 5e-2, 5e-2));
   EXPECT_EQ(SdpaPlanCacheSize(), 2u);
   // Same shapes again: plans come from the cache.
-  CausalAttentionFwdCudnn(qg, kg, vg, scale, out, lse);
+  CausalAttentionFwdCuda(qg, kg, vg, scale, out, lse);
   EXPECT_EQ(SdpaPlanCacheSize(), 2u);
 }
 
@@ -254,7 +256,7 @@ TEST(CudnnAttentionDevice, SupportedCallsNeverTakeTheFallback) {
       Tensor v = RandomTensor(shape, 13, dt).To(gpu), dout = RandomTensor(shape, 14, dt).To(gpu);
       const int64_t before = AttentionFallbackCount();
       Tensor out = Empty(shape, io), lse = Empty({2, 3, 80}, {.device = gpu});
-      CausalAttentionFwdCudnn(q, k, v, 0.125, out, lse);
+      CausalAttentionFwdCuda(q, k, v, 0.125, out, lse);
       Tensor dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
       CausalAttentionBwdCudnn(q, k, v, out, dout, lse, 0.125, dq, dk, dv);
       EXPECT_EQ(AttentionFallbackCount(), before) << Name(dt) << " D=" << d << " took the unfused fallback";
@@ -287,7 +289,7 @@ TEST(CudnnAttentionDevice, FallbackMatchesCpuAndIsCounted) {
     const int64_t before = AttentionFallbackCount();
     const TensorOptions io{.dtype = c.dtype, .device = gpu};
     Tensor out = Empty(shape, io), lse = Empty({B, H, T}, {.device = gpu});
-    CausalAttentionFwdCudnn(q.To(gpu), k.To(gpu), v.To(gpu), 0.3, out, lse);
+    CausalAttentionFwdCuda(q.To(gpu), k.To(gpu), v.To(gpu), 0.3, out, lse);
     Tensor dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
     CausalAttentionBwdCudnn(q.To(gpu), k.To(gpu), v.To(gpu), out, dout.To(gpu), lse, 0.3, dq, dk, dv);
     EXPECT_EQ(AttentionFallbackCount(), before + 2) << Name(c.dtype) << " D=" << c.d;
@@ -297,6 +299,20 @@ TEST(CudnnAttentionDevice, FallbackMatchesCpuAndIsCounted) {
     EXPECT_TRUE(AllClose(dk.To(kCPU).To(DType::kFloat32), dk_ref, 3 * c.tol, 3 * c.tol)) << Name(c.dtype);
     EXPECT_TRUE(AllClose(dv.To(kCPU).To(DType::kFloat32), dv_ref, 3 * c.tol, 3 * c.tol)) << Name(c.dtype);
   }
+}
+
+// The handle follows the thread's current stream (moved here from
+// device_context_test: cuDNN is optional, OCTET_CUDNN).
+TEST(CudnnHandle, FollowsTheCurrentStream) {
+  OCTET_SKIP_WITHOUT_CUDA();
+  cudnnHandle_t dnn = CudnnHandle(0);
+  cudaStream_t s = nullptr;
+  OCTET_CUDNN_CHECK(cudnnGetStream(dnn, &s));
+  EXPECT_EQ(s, CurrentStream(0));
+  cudnnHandle_t other = nullptr;
+  std::thread([&] { other = CudnnHandle(0); }).join();
+  EXPECT_NE(other, nullptr);
+  EXPECT_NE(other, dnn);
 }
 
 #endif  // OCTET_WITH_CUDA

@@ -191,7 +191,7 @@ TEST(CudaRuntime, DeviceGuardRestoresThePreviousDevice) {
   EXPECT_EQ(d, 0);
 }
 
-TEST(CudaRuntime, LibraryHandlesArePerThreadAndCuDnnFollowsTheStream) {
+TEST(CudaRuntime, CublasLtHandlesArePerThreadAndWorkFromANewThread) {
   SKIP_WITHOUT_DEVICE();
   // A thread that has made no CUDA runtime call has no current context;
   // creating the handle there failed with CUDA_ERROR_INVALID_CONTEXT on an
@@ -209,10 +209,6 @@ TEST(CudaRuntime, LibraryHandlesArePerThreadAndCuDnnFollowsTheStream) {
     from_thread = Matmul(a, b).To(kCPU).ToDoubles();
   }).join();
   EXPECT_EQ(from_thread, std::vector<double>(256, 16.0));  // 16 terms of 0.5 * 2
-  cudnnHandle_t dnn = cuda::CudnnHandle(0);
-  cudaStream_t s = nullptr;
-  OCTET_CUDNN_CHECK(cudnnGetStream(dnn, &s));
-  EXPECT_EQ(s, cuda::CurrentStream(0));
 }
 
 TEST(Synchronize, WaitsForOctetsStreamAndSyncCheckPasses) {

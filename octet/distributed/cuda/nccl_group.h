@@ -27,8 +27,16 @@
 #include <chrono>
 #include <memory>
 
+#include <octet/core/error.h>
 #include <octet/distributed/process_group.h>
 #include <octet/distributed/store.h>
+
+#define OCTET_NCCL_CHECK(expr)                                                                  \
+  do {                                                                                          \
+    const ncclResult_t octet_st_ = (expr);                                                      \
+    OCTET_CHECK(octet_st_ == ncclSuccess || octet_st_ == ncclInProgress, "NCCL call ", #expr,   \
+                " failed: ", ncclGetErrorString(octet_st_));                                    \
+  } while (0)
 
 namespace octet::dist {
 

@@ -11,12 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include <octet/ops/attention_kernels.h>
-#include <octet/ops/attention_unfused.h>
-#include <octet/ops/cuda/attention_flash_cuda.h>
 #include <octet/ops/cuda/cuda_check.h>
+#include <octet/ops/cuda/cudnn_handle.h>
 #include <octet/ops/cuda/device_context.h>
-#include <octet/ops/registry.h>
 
 namespace octet::cuda {
 
@@ -243,19 +240,6 @@ const CudnnPlan* TryPlanFor(const SdpaConfig& c, std::string* why) {
   return it->second->plan.get();
 }
 
-std::atomic<int64_t> g_attention_fallbacks{0};
-
-// Counts a fallback and reports each distinct reason once.
-void RecordAttentionFallback(const std::string& reason) {
-  g_attention_fallbacks.fetch_add(1);
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
-  std::lock_guard<std::mutex> lock(mu);
-  if (seen->insert(reason).second)
-    std::fprintf(stderr, "octet: causal attention falls back to unfused ops (cuBLASLt + CUDA kernels): %s\n",
-                 reason.c_str());
-}
-
 Strides4 StridesOf(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)}; }
 
 // A (B,H,T,D) input as cuDNN can read it: unit last stride and 16-byte
@@ -274,14 +258,8 @@ void CheckOutput(const Tensor& t, const char* what) {
 
 }  // namespace
 
-void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
-                             const Tensor& out, const Tensor& lse) {
-  if (const char* reason = CudnnAttentionUnsupportedReason(q_in.dtype(), q_in.size(3))) {
-    const char* flash = FlashAttentionUnsupportedReason(q_in.dtype(), q_in.size(3), q_in.device());
-    if (flash == nullptr) return CausalAttentionFwdFlash(q_in, k_in, v_in, scale, out, lse);
-    RecordAttentionFallback(std::string(reason) + "; " + flash + " (forward, " + Describe(q_in) + ")");
-    return CausalAttentionFwdUnfused(q_in, k_in, v_in, scale, out, lse);
-  }
+bool RunCausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
+                                const Tensor& out, const Tensor& lse, std::string* why) {
   const Tensor q = Readable(q_in), k = Readable(k_in), v = Readable(v_in);
   CheckOutput(out, "out");
   CheckOutput(lse, "lse");
@@ -298,12 +276,8 @@ void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
   c.v = StridesOf(v);
   c.o = StridesOf(out);
   DeviceGuard guard(c.device);
-  std::string why;
-  const CudnnPlan* found = TryPlanFor(c, &why);
-  if (found == nullptr) {
-    RecordAttentionFallback(why);
-    return CausalAttentionFwdUnfused(q_in, k_in, v_in, scale, out, lse);
-  }
+  const CudnnPlan* found = TryPlanFor(c, why);
+  if (found == nullptr) return false;
   const CudnnPlan& plan = *found;
   void* ws = Workspace(c.device, static_cast<size_t>(plan.workspace_bytes));
   float scale_f = static_cast<float>(scale);
@@ -312,18 +286,12 @@ void CausalAttentionFwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
   const std::vector<void*> ptrs{q.raw_data(),   k.raw_data(), v.raw_data(), out.raw_data(),
                                 lse.raw_data(), &scale_f,     &neg_inf};
   ExecutePlan(CudnnHandle(c.device), plan, uids, ptrs, ws, "causal attention forward (" + plan.description + ")");
+  return true;
 }
 
-void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
-                             const Tensor& dout_in, const Tensor& lse, double scale, const Tensor& dq_in,
-                             const Tensor& dk_in, const Tensor& dv_in) {
-  if (const char* reason = CudnnAttentionUnsupportedReason(q_in.dtype(), q_in.size(3))) {
-    const char* flash = FlashAttentionUnsupportedReason(q_in.dtype(), q_in.size(3), q_in.device());
-    if (flash == nullptr)
-      return CausalAttentionBwdFlash(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
-    RecordAttentionFallback(std::string(reason) + "; " + flash + " (backward, " + Describe(q_in) + ")");
-    return CausalAttentionBwdUnfused(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
-  }
+bool RunCausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
+                                const Tensor& dout_in, const Tensor& lse, double scale, const Tensor& dq_in,
+                                const Tensor& dk_in, const Tensor& dv_in, std::string* why) {
   const Tensor q = Readable(q_in), k = Readable(k_in), v = Readable(v_in), out = Readable(out_in),
                dout = Readable(dout_in);
   CheckOutput(lse, "lse");
@@ -353,12 +321,8 @@ void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
   c.dk = StridesOf(dk);
   c.dv = StridesOf(dv);
   DeviceGuard guard(c.device);
-  std::string why;
-  const CudnnPlan* found = TryPlanFor(c, &why);
-  if (found == nullptr) {
-    RecordAttentionFallback(why);
-    return CausalAttentionBwdUnfused(q_in, k_in, v_in, out_in, dout_in, lse, scale, dq_in, dk_in, dv_in);
-  }
+  const CudnnPlan* found = TryPlanFor(c, why);
+  if (found == nullptr) return false;
   const CudnnPlan& plan = *found;
   const Tensor softmax_sum = Empty({c.b, c.h, c.s, 1}, {.dtype = DType::kFloat32, .device = device});
   const Tensor dq_accum = Empty({c.b, c.h, c.s, c.d}, {.dtype = DType::kFloat32, .device = device});
@@ -385,22 +349,9 @@ void CausalAttentionBwdCudnn(const Tensor& q_in, const Tensor& k_in, const Tenso
                                 softmax_sum.raw_data(),
                                 dq_accum.raw_data()};
   ExecutePlan(CudnnHandle(c.device), plan, uids, ptrs, ws, "causal attention backward (" + plan.description + ")");
+  return true;
 }
 
 size_t SdpaPlanCacheSize() { return PlanCache().size(); }
-
-const char* CudnnAttentionUnsupportedReason(DType dtype, int64_t head_dim) {
-  if (dtype != DType::kBFloat16 && dtype != DType::kFloat16)
-    return "cuDNN fused attention takes bfloat16 or float16 inputs";
-  if (head_dim % 8 != 0 || head_dim > 256) return "cuDNN fused attention needs a head dim that is a multiple of 8, <= 256";
-  return nullptr;
-}
-
-bool IsCudnnNoEngineError(std::string_view message) { return message.starts_with("cuDNN: no engine for"); }
-
-int64_t AttentionFallbackCount() { return g_attention_fallbacks.load(); }
-
-OCTET_REGISTER_KERNEL(causal_attention_fwd, DeviceType::kCUDA, &CausalAttentionFwdCudnn);
-OCTET_REGISTER_KERNEL(causal_attention_bwd, DeviceType::kCUDA, &CausalAttentionBwdCudnn);
 
 }  // namespace octet::cuda

@@ -1,4 +1,5 @@
-// Causal self-attention on CUDA through cuDNN's fused flash-attention engines.
+// Causal self-attention on CUDA through cuDNN's fused flash-attention engines
+// (builds with cuDNN only; the dispatch is ops/cuda/attention_cuda.h).
 //
 // NOTE [cuDNN composite SDPA]: cuDNN 9.19's SDPA operation descriptors have no
 // causal attribute (CUDA_NOTES §2.1), so the forward and backward passes are
@@ -43,9 +44,11 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include <octet/core/tensor.h>
+#include <octet/ops/cuda/attention_cuda.h>
 #include <octet/ops/cuda/cudnn_graph.h>
 
 namespace octet::cuda {
@@ -104,26 +107,19 @@ SdpaConfig ContiguousSdpaConfig(int64_t b, int64_t h, int64_t s, int64_t d, DTyp
 std::unique_ptr<CudnnGraph> BuildSdpaForwardGraph(const SdpaConfig& c, cudnnHandle_t handle);
 std::unique_ptr<CudnnGraph> BuildSdpaBackwardGraph(const SdpaConfig& c, cudnnHandle_t handle);
 
-// Kernels (the causal_attention_fwd/bwd tables' CUDA entries; signatures of
-// ops/attention_kernels.h). scale multiplies the scores.
-void CausalAttentionFwdCudnn(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
-                             const Tensor& lse);
-void CausalAttentionBwdCudnn(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
-                             const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+// Runs one call through cuDNN's fused attention (signatures of
+// ops/attention_kernels.h; scale multiplies the scores). The caller (the
+// CUDA kernels of ops/cuda/attention_cuda.h) has checked
+// CudnnAttentionUnsupportedReason. Returns false, with *why naming the call,
+// when cuDNN has no engine for it (the caller falls back); throws for any
+// other failure.
+bool RunCausalAttentionFwdCudnn(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                                const Tensor& lse, std::string* why);
+bool RunCausalAttentionBwdCudnn(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                const Tensor& dout, const Tensor& lse, double scale, const Tensor& dq,
+                                const Tensor& dk, const Tensor& dv, std::string* why);
 
 // Cached plans on this thread (for tests).
 size_t SdpaPlanCacheSize();
-
-// Why the cuDNN graphs cannot take this dtype / head dim (a sentence), or
-// nullptr when cuDNN should be tried. Host logic, tested without a GPU.
-const char* CudnnAttentionUnsupportedReason(DType dtype, int64_t head_dim);
-
-// Whether an octet::Error message is BuildPlan's "no engine for this graph"
-// (ops/cuda/cudnn_graph.h: it starts with "cuDNN: no engine for"), the one
-// plan failure that sends a call to the fallback. Host logic.
-bool IsCudnnNoEngineError(std::string_view message);
-
-// Calls that took the unfused fallback in this process (NOTE [attention fallback]).
-int64_t AttentionFallbackCount();
 
 }  // namespace octet::cuda

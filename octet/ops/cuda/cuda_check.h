@@ -1,12 +1,12 @@
-// One status-check macro per NVIDIA library. Each turns a failed call into an
-// octet::Error naming the call, the library's own error text and file:line.
+// Status-check macros for the CUDA runtime and cuBLASLt (cuDNN's:
+// ops/cuda/cudnn_handle.h; NCCL's: distributed/cuda/nccl_group.h; both
+// libraries are optional). Each turns a failed call into an octet::Error
+// naming the call, the library's own error text and file:line.
 // Host code only (include from .cu or .cc files of the CUDA backend).
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
-#include <nccl.h>
 
 #include <string_view>
 
@@ -24,23 +24,6 @@
     const cublasStatus_t octet_st_ = (expr);                                                          \
     OCTET_CHECK(octet_st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt call ", #expr, " failed: ",             \
                 cublasLtGetStatusName(octet_st_), " (", cublasLtGetStatusString(octet_st_), ")");     \
-  } while (0)
-
-#define OCTET_CUDNN_CHECK(expr)                                                                        \
-  do {                                                                                                 \
-    const cudnnStatus_t octet_st_ = (expr);                                                            \
-    if (octet_st_ != CUDNN_STATUS_SUCCESS) {                                                           \
-      char octet_msg_[512] = {0};                                                                      \
-      cudnnGetLastErrorString(octet_msg_, sizeof(octet_msg_));                                         \
-      OCTET_FAIL("cuDNN call ", #expr, " failed: ", cudnnGetErrorString(octet_st_), " (", octet_msg_, ")"); \
-    }                                                                                                  \
-  } while (0)
-
-#define OCTET_NCCL_CHECK(expr)                                                                  \
-  do {                                                                                          \
-    const ncclResult_t octet_st_ = (expr);                                                      \
-    OCTET_CHECK(octet_st_ == ncclSuccess || octet_st_ == ncclInProgress, "NCCL call ", #expr,   \
-                " failed: ", ncclGetErrorString(octet_st_));                                    \
   } while (0)
 
 namespace octet::cuda {

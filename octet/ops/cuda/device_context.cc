@@ -59,7 +59,6 @@ DeviceState& State(int device) {
 struct ThreadState {
   std::vector<cudaStream_t> streams;
   std::vector<cublasLtHandle_t> cublaslt;
-  std::vector<cudnnHandle_t> cudnn;
   struct WorkspaceEntry {
     int device;
     cudaStream_t stream;
@@ -69,14 +68,12 @@ struct ThreadState {
   std::vector<WorkspaceEntry> workspaces;
 
   ThreadState()
-      : streams(DeviceCount(), nullptr), cublaslt(DeviceCount(), nullptr), cudnn(DeviceCount(), nullptr) {}
+      : streams(DeviceCount(), nullptr), cublaslt(DeviceCount(), nullptr) {}
   ~ThreadState() {
     // Errors are ignored: this runs at thread (or process) exit. The destroy
     // functions reject null handles, hence the guards.
     for (cublasLtHandle_t h : cublaslt)
       if (h != nullptr) (void)cublasLtDestroy(h);
-    for (cudnnHandle_t h : cudnn)
-      if (h != nullptr) (void)cudnnDestroy(h);
     for (const WorkspaceEntry& w : workspaces) {
       try {
         ReleaseWorkspace(w.device, w.ptr);
@@ -197,20 +194,6 @@ cublasLtHandle_t CublasLtHandle(int device) {
     OCTET_CUBLAS_CHECK(cublasLtCreate(&created));
     h = created;
   }
-  return h;
-}
-
-cudnnHandle_t CudnnHandle(int device) {
-  CheckDevice(device, "cuda::CudnnHandle");
-  cudnnHandle_t& h = Tls().cudnn[device];
-  if (h == nullptr) {
-    DeviceGuard guard(device);
-    MakeContextCurrent(device);
-    cudnnHandle_t created = nullptr;
-    OCTET_CUDNN_CHECK(cudnnCreate(&created));
-    h = created;
-  }
-  OCTET_CUDNN_CHECK(cudnnSetStream(h, CurrentStream(device)));
   return h;
 }
 

@@ -20,7 +20,6 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 
 #include <cstddef>
 #include <string>
@@ -86,10 +85,6 @@ class DeviceGuard {
 // A cuBLASLt handle for (calling thread, device), created on first use and
 // destroyed when the thread exits.
 cublasLtHandle_t CublasLtHandle(int device);
-// A cuDNN handle for (calling thread, device), created on first use; its
-// stream is set to CurrentStream(device) on every call.
-cudnnHandle_t CudnnHandle(int device);
-
 // Scratch memory of at least `bytes` for GEMM/cuDNN calls queued on
 // CurrentStream(device) by this thread: 256-byte aligned, grown on demand
 // (never shrunk), from the caching allocator, so the old buffer is reused only
