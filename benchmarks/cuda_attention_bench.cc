@@ -38,7 +38,7 @@
 #include <octet/ops/attention.h>
 
 #if OCTET_WITH_CUDA
-#include <octet/ops/cuda/attention_cudnn.h>
+#include <octet/ops/cuda/attention_cuda.h>
 #endif
 
 namespace octet {

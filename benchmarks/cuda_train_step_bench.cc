@@ -73,7 +73,7 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
-#include <octet/ops/cuda/attention_cudnn.h>
+#include <octet/ops/cuda/attention_cuda.h>
 #include <octet/ops/cuda/cuda_allocator.h>
 #include <octet/ops/cuda/cuda_check.h>
 #include <octet/ops/cuda/device_context.h>
