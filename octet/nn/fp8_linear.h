@@ -92,7 +92,9 @@ class Fp8LinearState {
   // [slot state on the device]); records the amax when `record`; fills the
   // slot's observation (clip counts only when telemetry is on). `columnwise`
   // (x 2-D): a GEMM will also read it transposed (QuantizeForGemm).
-  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false);
+  // `dbias` (not null): x's float32 column sums from the same pass where the
+  // column-wise copy is made, else reset to undefined (QuantizeForGemm).
+  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false, Tensor* dbias = nullptr);
 
   // Called by the owner's destructor: a graph that outlives its Linear then
   // fails with a clear error in backward instead of touching freed buffers.
@@ -101,7 +103,8 @@ class Fp8LinearState {
 
  private:
   void MakeSlots(Module& owner);
-  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, bool columnwise);
+  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, bool columnwise,
+                      Tensor* dbias = nullptr);
   Module* owner_;
   std::string prefix_;
   std::string label_;
