@@ -97,7 +97,7 @@ TEST(MultiTensorCuda, ClipScaleIsTheCpuBitForBit) {
 
 TEST(MultiTensorCuda, ClipGradNormTensorOnTheDeviceReadsNothing) {
   OCTET_SKIP_WITHOUT_CUDA();
-  NamedTensors cpu, gpu;
+  optim::NamedTensors cpu, gpu;
   for (int i = 0; i < 70; ++i) {
     const DType dt = i % 3 == 0 ? DType::kBFloat16 : DType::kFloat32;
     const Tensor p = RandomTensor({5 + i, 33}, 300 + i, dt);
