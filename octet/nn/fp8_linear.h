@@ -9,6 +9,7 @@
 //             dx = ScaledMatmul(dy_fp8, w_fp8)            (M,K)  in x's dtype
 //             dw = ScaledMatmul(dy_fp8ᵀ, x_fp8)           (N,K)  float32 (w's dtype)
 //             db = sum over rows of dy                     (N)    in b's dtype
+//                  (from dy's cast-transpose where the column-wise copy is made)
 // The input saved for backward is the 1-byte FP8 copy, not the 2- or 4-byte
 // x: that is where O1 saves activation memory. The roles (fprop, dgrad,
 // wgrad) go to ScaledMatmul: on CUDA fprop runs with FAST_ACCUM.

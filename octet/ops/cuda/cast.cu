@@ -1,9 +1,9 @@
-// CUDA kernels of the cast family: fused quantize + amax, fused cast-
-// transpose (+ amax) producing the row-wise and column-wise FP8 copies,
-// dequantize, the all-slots delayed-scaling update, and the matrix repacking
-// of the cuBLASLt GEMM. Launchers are declared in ops/cuda/cast_cuda.h.
-// Shared device helpers (amax, FP8 conversion) are in ops/cuda/cast_device.cuh,
-// the cast-transpose kernels in ops/cuda/cast_transpose.cu.
+// CUDA kernels of the cast family: fused quantize + amax, dequantize, amax,
+// the all-slots delayed-scaling update, and the matrix repacking of the
+// cuBLASLt GEMM; QuantizeCuda hands the fused cast-transpose (row-wise and
+// column-wise FP8 copies, amax, dbias) to ops/cuda/cast_transpose.cu.
+// Launchers are declared in ops/cuda/cast_cuda.h; shared device helpers
+// (amax, FP8 conversion) are in ops/cuda/cast_device.cuh.
 #include <cuda_runtime.h>
 
 #include <type_traits>
