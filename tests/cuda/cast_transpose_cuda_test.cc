@@ -16,6 +16,7 @@
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
+#include <octet/core/float8.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/cast_kernels.h>
@@ -125,8 +126,56 @@ TEST(CastTransposeCuda, AlignedShapesTakeTheVectorPathAndMatchCpu) {
     for (DType xdt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64})
       for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
         CheckAgainstCpu(k, xdt, fp8, Fp8Saturation::kSatFinite, /*want_y=*/true, /*specials=*/false);
+        CheckAgainstCpu(k, xdt, fp8, Fp8Saturation::kSatFinite, /*want_y=*/true, /*specials=*/true);
         CheckAgainstCpu(k, xdt, fp8, Fp8Saturation::kNoSat, /*want_y=*/false, /*specials=*/true);
       }
+}
+
+// The hardware conversion of the vectorised kernel (NOTE [hardware fp8
+// conversion] in ops/cuda/cast_transpose.cu) against core/float8.h for every
+// float32 bit pattern class that matters: all FP8 codes' values and their
+// midpoints (ties), just above and below them, subnormals, beyond max, inf, NaN.
+TEST(CastTransposeCuda, VectorPathConvertsLikeTheScalarFunctionsEverywhere) {
+  OCTET_SKIP_WITHOUT_CUDA();
+  std::vector<double> v;
+  for (int code = 0; code < 256; ++code)
+    for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+      const double a = fp8 == DType::kFloat8E4M3 ? E4M3BitsToFloat(static_cast<uint8_t>(code))
+                                                 : E5M2BitsToFloat(static_cast<uint8_t>(code));
+      const double b = fp8 == DType::kFloat8E4M3 ? E4M3BitsToFloat(static_cast<uint8_t>(code + 1))
+                                                 : E5M2BitsToFloat(static_cast<uint8_t>(code + 1));
+      v.push_back(a);
+      if (std::isfinite(a) && std::isfinite(b)) {
+        const double mid = 0.5 * (a + b);
+        v.push_back(mid);
+        v.push_back(std::nextafter(static_cast<float>(mid), 1e30f));
+        v.push_back(std::nextafter(static_cast<float>(mid), -1e30f));
+      }
+    }
+  for (double extra : {1e-30, -1e-30, 1e-45, 3e38, -3e38, 1e6, -1e6, 61440.0, -61440.0, 464.0, -464.0})
+    v.push_back(extra);
+  v.push_back(std::numeric_limits<double>::infinity());
+  v.push_back(-std::numeric_limits<double>::infinity());
+  v.push_back(std::numeric_limits<double>::quiet_NaN());
+  v.push_back(-std::numeric_limits<double>::quiet_NaN());
+  const int64_t C = 64, R = (static_cast<int64_t>(v.size()) + C - 1) / C / 16 * 16 + 16;
+  v.resize(R * C, 0.5);
+  const Tensor x = FromVector(v, {R, C}, {.dtype = DType::kFloat32});
+  for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    const Tensor one = Full({1}, 1.0, {.dtype = DType::kFloat32});
+    Tensor y_cpu = Empty({R, C}, {.dtype = fp8}), yt_cpu = Empty({C, R}, {.dtype = fp8});
+    Tensor si = Empty({1}), am = Empty({1});
+    quantize_kernel(kCPU)(x, one, Fp8Saturation::kSatFinite, y_cpu, yt_cpu, si, am, Tensor());
+    const Device gpu = CUDA(0);
+    Tensor y = Empty({R, C}, {.dtype = fp8, .device = gpu}), yt = Empty({C, R}, {.dtype = fp8, .device = gpu});
+    Tensor sig = Empty({1}, {.device = gpu}), amg = Empty({1}, {.device = gpu});
+    cuda::QuantizeCuda(x.To(gpu), one.To(gpu), Fp8Saturation::kSatFinite, y, yt, sig, amg, Tensor());
+    const std::vector<uint8_t> got = Bytes(y), want = Bytes(y_cpu);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << Name(fp8) << " input " << v[i];
+    EXPECT_EQ(Bytes(yt), Bytes(yt_cpu));
+  }
 }
 
 TEST(CastTransposeCuda, RaggedShapesAndMisalignedDataMatchCpu) {

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include <octet/core/float8.h>
 #include <octet/ops/cuda/cast_cuda.h>
@@ -29,6 +30,34 @@ namespace octet::cuda {
 namespace {
 
 // ---- the vectorised kernel ----------------------------------------------------------------
+
+// NOTE [hardware fp8 conversion]: sm_89+ converts two floats to FP8 in one
+// instruction (cvt.rn.satfinite.{e4m3,e5m2}x2.f32: round to nearest even,
+// out-of-range values and inf to the max finite value, NaN to the NaN code
+// 0x7F), the conversion cuda_fp8.h's host functions emulate and that
+// tests/core/float8_cuda_oracle_test.cc checks core/float8.h against. The
+// vectorised kernel uses it for kSatFinite (there is no non-saturating
+// form); kNoSat and the generic kernel use core/float8.h's functions.
+// tests/cuda/cast_transpose_cuda_test.cc compares the bytes with the CPU for
+// both; should a device ever differ, set kCtHardwareCvt to false.
+constexpr bool kCtHardwareCvt = true;
+
+// {fp8(lo), fp8(hi)} as the low and high byte, saturating to finite.
+template <typename F8>
+__device__ __forceinline__ uint16_t Fp8x2SatFinite(float lo, float hi) {
+  uint16_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (std::is_same_v<F8, float8_e4m3>) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  }
+#else
+  r = static_cast<uint16_t>(ToFp8Bits<F8>(lo, Fp8Saturation::kSatFinite) |
+                            (ToFp8Bits<F8>(hi, Fp8Saturation::kSatFinite) << 8));
+#endif
+  return r;
+}
 
 // One tile of kCtTileRows x kCtTileCols per block (NOTE [fast cast-transpose]).
 //   x (R, C) T; y (R, C) FP8 bytes or null; yt (C, R) FP8 bytes;
@@ -72,12 +101,23 @@ __global__ void __launch_bounds__(kCtThreads)
       const int lr = L::Row(tid, k0 + b);
       if (!col_in || r0 + lr >= R) continue;
       OutVec q;
+      float f[kVin];
 #pragma unroll
       for (int j = 0; j < kVin; ++j) {
-        const float f = ConvertElement<float>(v[b].v[j]);
-        m = AbsMaxMerge(m, f);
-        if constexpr (kBias) colsum[j] += f;
-        q.v[j] = ToFp8Bits<F8>(f * scale, sat);
+        f[j] = ConvertElement<float>(v[b].v[j]);
+        m = AbsMaxMerge(m, f[j]);
+        if constexpr (kBias) colsum[j] += f[j];
+      }
+      if (kCtHardwareCvt && sat == Fp8Saturation::kSatFinite) {  // NOTE [hardware fp8 conversion]
+#pragma unroll
+        for (int j = 0; j < kVin; j += 2) {
+          const uint16_t two = Fp8x2SatFinite<F8>(f[j] * scale, f[j + 1] * scale);
+          q.v[j] = static_cast<uint8_t>(two & 0xFF);
+          q.v[j + 1] = static_cast<uint8_t>(two >> 8);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVin; ++j) q.v[j] = ToFp8Bits<F8>(f[j] * scale, sat);
       }
       *reinterpret_cast<OutVec*>(tile_bytes + CtSmemByte(lr, col)) = q;
     }
