@@ -32,11 +32,22 @@ __global__ void QuantizeKernel(const T* __restrict__ x, F8* __restrict__ y, int6
   for (int64_t i = tid; i < nvec; i += stride) {
     const VecT<T, V> a = xv[i];
     VecT<F8, V> o;
+    float f[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float v = ConvertElement<float>(a.v[k]);
-      m = AbsMaxMerge(m, v);
-      o.v[k] = ToFp8<F8>(v * scale, sat);
+      f[k] = ConvertElement<float>(a.v[k]);
+      m = AbsMaxMerge(m, f[k]);
+    }
+    if (V % 2 == 0 && kCtHardwareCvt && sat == Fp8Saturation::kSatFinite) {  // NOTE [hardware fp8 conversion]
+#pragma unroll
+      for (int k = 0; k + 1 < V; k += 2) {
+        const uint16_t two = Fp8x2SatFinite<F8>(f[k] * scale, f[k + 1] * scale);
+        o.v[k] = F8::FromBits(static_cast<uint8_t>(two & 0xFF));
+        o.v[k + 1] = F8::FromBits(static_cast<uint8_t>(two >> 8));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = ToFp8<F8>(f[k] * scale, sat);
     }
     yv[i] = o;
   }

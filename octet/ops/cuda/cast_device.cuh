@@ -65,6 +65,34 @@ __device__ __forceinline__ uint8_t ToFp8Bits(float v, Fp8Saturation sat) {
   }
 }
 
+// NOTE [hardware fp8 conversion]: sm_89+ converts two floats to FP8 in one
+// instruction (cvt.rn.satfinite.{e4m3,e5m2}x2.f32: round to nearest even,
+// out-of-range values and inf to the max finite value, NaN to the NaN code
+// 0x7F), the conversion cuda_fp8.h's host functions emulate and that
+// tests/core/float8_cuda_oracle_test.cc checks core/float8.h against. The
+// vectorised kernel uses it for kSatFinite (there is no non-saturating
+// form); kNoSat and the generic kernel use core/float8.h's functions.
+// tests/cuda/cast_transpose_cuda_test.cc compares the bytes with the CPU for
+// both; should a device ever differ, set kCtHardwareCvt to false.
+constexpr bool kCtHardwareCvt = true;
+
+// {fp8(lo), fp8(hi)} as the low and high byte, saturating to finite.
+template <typename F8>
+__device__ __forceinline__ uint16_t Fp8x2SatFinite(float lo, float hi) {
+  uint16_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (std::is_same_v<F8, float8_e4m3>) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  }
+#else
+  r = static_cast<uint16_t>(ToFp8Bits<F8>(lo, Fp8Saturation::kSatFinite) |
+                            (ToFp8Bits<F8>(hi, Fp8Saturation::kSatFinite) << 8));
+#endif
+  return r;
+}
+
 template <typename F>
 void DispatchFp8(DType dtype, const char* op, F&& f) {
   Dispatch<DType::kFloat8E4M3, DType::kFloat8E5M2>(dtype, op, std::forward<F>(f));

@@ -31,34 +31,6 @@ namespace {
 
 // ---- the vectorised kernel ----------------------------------------------------------------
 
-// NOTE [hardware fp8 conversion]: sm_89+ converts two floats to FP8 in one
-// instruction (cvt.rn.satfinite.{e4m3,e5m2}x2.f32: round to nearest even,
-// out-of-range values and inf to the max finite value, NaN to the NaN code
-// 0x7F), the conversion cuda_fp8.h's host functions emulate and that
-// tests/core/float8_cuda_oracle_test.cc checks core/float8.h against. The
-// vectorised kernel uses it for kSatFinite (there is no non-saturating
-// form); kNoSat and the generic kernel use core/float8.h's functions.
-// tests/cuda/cast_transpose_cuda_test.cc compares the bytes with the CPU for
-// both; should a device ever differ, set kCtHardwareCvt to false.
-constexpr bool kCtHardwareCvt = true;
-
-// {fp8(lo), fp8(hi)} as the low and high byte, saturating to finite.
-template <typename F8>
-__device__ __forceinline__ uint16_t Fp8x2SatFinite(float lo, float hi) {
-  uint16_t r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if constexpr (std::is_same_v<F8, float8_e4m3>) {
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  } else {
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  }
-#else
-  r = static_cast<uint16_t>(ToFp8Bits<F8>(lo, Fp8Saturation::kSatFinite) |
-                            (ToFp8Bits<F8>(hi, Fp8Saturation::kSatFinite) << 8));
-#endif
-  return r;
-}
-
 // One tile of kCtTileRows x kCtTileCols per block (NOTE [fast cast-transpose]).
 //   x (R, C) T; y (R, C) FP8 bytes or null; yt (C, R) FP8 bytes;
 //   partial (ceil(R / kCtTileRows), C) f32 when kBias.
