@@ -88,12 +88,12 @@ Tensor Fp8LinearState::BiasForGemm(const Tensor& b, DType out_dtype) {
   return bias_bf16_;
 }
 
-Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise) {
-  return QuantizeWith(slot, recipe_, x, record, columnwise);
+Tensor Fp8LinearState::Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise, Tensor* dbias) {
+  return QuantizeWith(slot, recipe_, x, record, columnwise, dbias);
 }
 
 Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record,
-                                    bool columnwise) {
+                                    bool columnwise, Tensor* dbias) {
   OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
   OCTET_CHECK(x.device() == slot.device(), "fp8_linear: ", Describe(x), " is on ", x.device(), " but the ",
               slot.name(), " scaling state is on ", slot.device(),
@@ -101,7 +101,7 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
   // NOTE [slot state on the device]: the amax and the scale stay tensors.
   const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.CurrentScale(recipe, octet::Amax(x)) : slot.scale_tensor();
   // NOTE [fp8 linear layouts]: the GEMM layer decides whether a column-wise copy is made.
-  const Tensor q = QuantizeForGemm(x, slot.dtype(), scale, columnwise);
+  const Tensor q = QuantizeForGemm(x, slot.dtype(), scale, columnwise, Fp8Saturation::kSatFinite, dbias);
   // The quantized tensor owns a copy of the scale: later slot updates leave it alone.
   const ScaleMeta& meta = *q.scale_meta();
   if (record) slot.Record(meta.amax);  // the update comes once per step (nn/fp8_state.h)
@@ -160,9 +160,12 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
   Tensor dy2 = dy.Reshape({M, N}).Contiguous();  // (M,N)
   if (ctx.num_saved() == 3) dy2 = BinaryRaw(BinaryOp::kGeluBackward, dy2, ctx.Saved(2));  // d pre-activation
   // Amax histories of the gradient are recorded whenever backward runs
-  // (training); dYᵀ is read by wgrad.
+  // (training); dYᵀ is read by wgrad. Where that column-wise copy is made,
+  // the same pass sums dY's columns into the bias gradient (f32).
+  Tensor db32;  // (N) f32, or undefined when the cast did not produce it
   const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true,
-                                        /*columnwise=*/ctx.NeedsInputGrad(1));  // (M,N) E5M2
+                                        /*columnwise=*/ctx.NeedsInputGrad(1),
+                                        ctx.NeedsInputGrad(2) ? &db32 : nullptr);  // (M,N) E5M2
   Tensor dx, dw, db;
   if (ctx.NeedsInputGrad(0)) {
     // dX = dY·W (M,K)
@@ -175,8 +178,14 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
                  ctx.dtypes[1]);
   }
   if (ctx.NeedsInputGrad(2)) {
-    const Tensor d32 = dy2.dtype() == DType::kFloat32 ? dy2 : dy2.To(DType::kFloat32);
-    db = Sum(d32, {0});
+    // The fused sum adds rows in the order Sum does on the CPU (same bits); on
+    // CUDA it is a fixed tile order (ops/cast.h, CastTransposeWithBiasGrad).
+    if (db32.defined()) {
+      db = db32;
+    } else {
+      const Tensor d32 = dy2.dtype() == DType::kFloat32 ? dy2 : dy2.To(DType::kFloat32);
+      db = Sum(d32, {0});
+    }
     if (ctx.dtypes[2] != DType::kFloat32) db = db.To(ctx.dtypes[2]);
   }
   return {dx, dw, db};

@@ -10,6 +10,7 @@
 //             dx = ScaledMatmul(dy_fp8, w_fp8)            (M,K)  in x's dtype
 //             dw = ScaledMatmul(dy_fp8ᵀ, x_fp8)           (N,K)  float32 (w's dtype)
 //             db = sum over rows of dy                     (N)    in b's dtype
+//                  (from dy's cast-transpose where the column-wise copy is made)
 // The input saved for backward is the 1-byte FP8 copy, not the 2- or 4-byte
 // x: that is where O1 saves activation memory. The roles (fprop, dgrad,
 // wgrad) go to ScaledMatmul: on CUDA fprop runs with FAST_ACCUM.
@@ -108,7 +109,9 @@ class Fp8LinearState {
   // [slot state on the device]); records the amax when `record`; fills the
   // slot's observation (clip counts only when telemetry is on). `columnwise`
   // (x 2-D): a GEMM will also read it transposed (QuantizeForGemm).
-  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false);
+  // `dbias` (not null): x's float32 column sums from the same pass where the
+  // column-wise copy is made, else reset to undefined (QuantizeForGemm).
+  Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false, Tensor* dbias = nullptr);
 
   // Called by the owner's destructor: a graph that outlives its Linear then
   // fails with a clear error in backward instead of touching freed buffers.
@@ -117,7 +120,8 @@ class Fp8LinearState {
 
  private:
   void MakeSlots(Module& owner);
-  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, bool columnwise);
+  Tensor QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const Tensor& x, bool record, bool columnwise,
+                      Tensor* dbias = nullptr);
   Module* owner_;
   std::string prefix_;
   std::string label_;

@@ -61,7 +61,7 @@ struct QuantizeOp : autograd::Op<QuantizeOp> {
     ctx.dtypes = {x.dtype()};
     auto meta = NewMeta(scale);
     Tensor y = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
-    quantize_kernel(x.device())(x.Contiguous(), meta->scale, sat, y, Tensor(), meta->scale_inv, meta->amax);
+    quantize_kernel(x.device())(x.Contiguous(), meta->scale, sat, y, Tensor(), meta->scale_inv, meta->amax, Tensor());
     return WithMeta(y, std::move(meta));
   }
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {GradAs(dy, ctx.dtypes[0]), Tensor()}; }
@@ -79,7 +79,7 @@ struct CastTransposeOp : autograd::Op<CastTransposeOp> {
     auto meta = NewMeta(scale);
     Tensor y = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
     Tensor yt = Empty({x.size(1), x.size(0)}, {.dtype = fp8, .device = x.device()});
-    quantize_kernel(x.device())(x.Contiguous(), meta->scale, sat, y, yt, meta->scale_inv, meta->amax);
+    quantize_kernel(x.device())(x.Contiguous(), meta->scale, sat, y, yt, meta->scale_inv, meta->amax, Tensor());
     std::shared_ptr<const ScaleMeta> shared = std::move(meta);
     return {WithMeta(y, shared), WithMeta(yt, shared)};
   }
@@ -144,6 +144,23 @@ std::pair<Tensor, Tensor> CastTranspose(const Tensor& x, DType fp8, const Tensor
   CheckDefined("cast_transpose", x, "x");
   TensorList out = CastTransposeOp::Apply(x, scale, fp8, sat);
   return {out[0], out[1]};
+}
+
+CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
+  constexpr const char* kName = "cast_transpose_with_bias_grad";
+  CheckDefined(kName, x, "x");
+  CheckUnscaledFloat(kName, x, "x");
+  CheckRank(kName, x, "x", 2);
+  CheckFp8Target(kName, fp8, x);
+  CheckScale(kName, scale, x);
+  auto meta = NewMeta(scale);
+  const TensorOptions opts{.dtype = fp8, .device = x.device()};
+  Tensor y = Empty(x.shape(), opts);
+  Tensor yt = Empty({x.size(1), x.size(0)}, opts);
+  Tensor dbias = Empty({x.size(1)}, {.dtype = DType::kFloat32, .device = x.device()});
+  quantize_kernel(x.device())(x.detach().Contiguous(), meta->scale, sat, y, yt, meta->scale_inv, meta->amax, dbias);
+  std::shared_ptr<const ScaleMeta> shared = std::move(meta);
+  return {WithMeta(y, shared), WithMeta(yt, shared), dbias};
 }
 
 }  // namespace octet

@@ -68,4 +68,23 @@ Tensor Amax(const Tensor& x);
 std::pair<Tensor, Tensor> CastTranspose(const Tensor& x, DType fp8, const Tensor& scale,
                                         Fp8Saturation sat = Fp8Saturation::kSatFinite);
 
+// CastTranspose plus the bias gradient of a Linear whose output gradient is
+// x, from the same pass over x: dbias[c] = sum over rows r of x[r, c], as
+// float32 (bf16/f16 widen exactly, f64 is rounded to f32 first) summed in
+// float32. The order is fixed, so the result is reproducible run to run: on
+// the CPU rows are added in order 0..R-1 (the same bits as
+// Sum(x.To(kFloat32), {0})); on CUDA per tile, then over tiles, with no
+// atomics (it agrees with the CPU to float32 rounding).
+//   x: (M, N), float32/float64/bfloat16/float16; scale as for Quantize.
+//   Returns q (M, N) and qt (N, M) as CastTranspose, dbias (N) float32.
+// Not differentiable (a backward-pass helper: x is read detached). Errors
+// as CastTranspose, naming cast_transpose_with_bias_grad.
+struct CastTransposeBiasGrad {
+  Tensor q;      // (M, N) FP8, row-wise
+  Tensor qt;     // (N, M) FP8, column-wise, the same ScaleMeta as q
+  Tensor dbias;  // (N) float32
+};
+CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale,
+                                                Fp8Saturation sat = Fp8Saturation::kSatFinite);
+
 }  // namespace octet

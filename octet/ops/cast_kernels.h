@@ -17,8 +17,14 @@ namespace octet {
 //   x: (R, C) or any shape for y alone, f32/f64/bf16/f16
 //   y: x's shape, FP8, or undefined (then yt is defined)
 //   yt: (C, R), y's FP8 dtype, or undefined
+//   dbias: (C) float32, or undefined; only with yt. dbias[c] = sum over r of
+//          x[r, c] as float32 (f64 x rounded to f32 first), summed in float32
+//          in a fixed order: reproducible run to run. The CPU adds rows in
+//          order 0..R-1 (the bits of Sum(x.To(f32), {0}) on the CPU); the
+//          CUDA order is per tile, then over tiles (NOTE [deterministic dbias]
+//          in ops/cuda/cast_transpose.cu), so the two agree to rounding.
 using QuantizeKernelFn = void(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& y,
-                              const Tensor& yt, const Tensor& scale_inv, const Tensor& amax);
+                              const Tensor& yt, const Tensor& scale_inv, const Tensor& amax, const Tensor& dbias);
 
 // y = float(x) * scale_inv[0], computed in f32 and rounded to y's dtype.
 //   x: FP8, any shape; y: x's shape, f32/f64/bf16/f16; scale_inv: f32 [1].

@@ -1,6 +1,7 @@
 #include <octet/ops/matmul.h>
 
 #include <atomic>
+#include <tuple>
 
 #include <octet/autograd/function.h>
 #include <octet/core/scaling.h>
@@ -263,11 +264,22 @@ Tensor Fp8OperandForTn(const Tensor& t, bool is_a) {
 
 }  // namespace
 
-Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise, Fp8Saturation sat) {
+Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise, Fp8Saturation sat,
+                       Tensor* dbias) {
   CheckDefined("quantize_for_gemm", x, "x");
+  if (dbias != nullptr) *dbias = Tensor();
   if (!columnwise || !Fp8GemmWantsTransposedCopies(x.device())) return Quantize(x, fp8, scale, sat);
   OCTET_CHECK(x.dim() == 2, "quantize_for_gemm: a column-wise copy needs a 2-D tensor, got ", Describe(x));
-  auto [q, qt] = CastTranspose(x, fp8, scale, sat);
+  Tensor q, qt;
+  if (dbias != nullptr) {
+    // A backward-pass helper: the result does not require grad (as ScaledMatmul's inputs there).
+    CastTransposeBiasGrad r = CastTransposeWithBiasGrad(x, fp8, scale, sat);
+    q = std::move(r.q);
+    qt = std::move(r.qt);
+    *dbias = std::move(r.dbias);
+  } else {
+    std::tie(q, qt) = CastTranspose(x, fp8, scale, sat);
+  }
   // q gets its own metadata (the shared one plus the copy); qt keeps the shared one.
   auto meta = std::make_shared<ScaleMeta>(*q.scale_meta());
   meta->columnwise = qt;

@@ -96,8 +96,12 @@ void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
 // of the two layouts its backend wants, for q and for q.T(). Elsewhere this
 // is Quantize. x: 2-D (R, C) when columnwise, else any shape; other
 // arguments and errors as Quantize.
+// dbias: when not null and the transposed copy is made, *dbias receives the
+// float32 column sums (C) of x from the same pass (CastTransposeWithBiasGrad
+// in ops/cast.h: a Linear's bias gradient when x is its output gradient);
+// otherwise *dbias is reset to undefined and the caller sums x itself.
 Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise,
-                       Fp8Saturation sat = Fp8Saturation::kSatFinite);
+                       Fp8Saturation sat = Fp8Saturation::kSatFinite, Tensor* dbias = nullptr);
 // The same logical matrix as q, stored as the transposed use wants it: the
 // column-wise copy viewed as (R, C) (strides (1, R)) when q carries one,
 // else q. Lets a caller keep only the bytes a later GEMM on q.T() reads

@@ -1,61 +1,82 @@
 #include <octet/optim/clip.h>
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include <octet/core/dtype_traits.h>
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/dtype_traits.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/multi_tensor_kernels.h>
 #include <octet/ops/pointwise.h>
-#include <octet/ops/reduce.h>
 
 namespace octet::optim {
 namespace {
 
-constexpr int64_t kBlock = 16384;  // fixed blocks: a thread-count independent sum
+constexpr double kClipEps = 1e-6;
 
 void CheckGrad(const char* op, const std::string& name, const Tensor& g) {
   OCTET_CHECK(IsUnscaledFloat(g.dtype()), op, ": gradient of '", name, "' is ", Describe(g),
               "; expected float32, float64, bfloat16 or float16");
 }
 
-// Sum of squares of one device gradient, as a float64 [] tensor on its
-// device (NOTE [gradient norm on a device]).
-Tensor DeviceSumSquares(const Tensor& grad) {
-  const Tensor g64 = grad.To(DType::kFloat64);
-  return Sum(Mul(g64, g64));
+// The defined gradients of one device, in parameter order.
+struct DeviceGrads {
+  Device device;
+  TensorList grads;
+  std::vector<std::string> names;
+};
+
+// Gradients grouped by device (devices in order of first appearance).
+std::vector<DeviceGrads> CollectGrads(const char* op, const NamedTensors& params) {
+  std::vector<DeviceGrads> out;
+  for (const auto& [name, p] : params) {
+    if (!p.defined()) continue;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    CheckGrad(op, name, g);
+    DeviceGrads* d = nullptr;
+    for (DeviceGrads& e : out)
+      if (e.device == g.device()) d = &e;
+    if (d == nullptr) d = &out.emplace_back(DeviceGrads{g.device(), {}, {}});
+    d->grads.push_back(g);
+    d->names.push_back(name);
+  }
+  return out;
 }
 
-// Sum of squares of one gradient, in f64.
-double SumSquares(const Tensor& grad) {
-  if (!grad.device().is_cpu()) return DeviceSumSquares(grad).Item();
-  const Tensor g = grad.Contiguous();
-  const int64_t n = g.numel();
-  const int64_t nblocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(nblocks, 0.0);
-  DispatchFloat(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-    const T* x = g.data<T>();
-    cpu::ParallelFor(nblocks, 2, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        double s = 0.0;
-        const int64_t end = std::min(n, (b + 1) * kBlock);
-        for (int64_t i = b * kBlock; i < end; ++i) {
-          const double v = ConvertElement<double>(x[i]);
-          s += v * v;
-        }
-        partial[b] = s;
-      }
-    });
-  });
+// NOTE [gradient norm on a device]: one multi-tensor reduction per device
+// (ops/multi_tensor_kernels.h): a float64 [] tensor on that device, no host read.
+Tensor DeviceNorm(const Device& device, const TensorList& grads) {
+  TensorList xs;
+  xs.reserve(grads.size());
+  for (const Tensor& g : grads) xs.push_back(g.is_contiguous() ? g : g.Contiguous());
+  Tensor norm = Empty({}, {.dtype = DType::kFloat64, .device = device});
+  multi_tensor_l2_norm(device)(xs, norm);
+  return norm;
+}
+
+// Scales the gradients of one device by the clipping coefficient of `norm`
+// (on that device) without a host read.
+void ClipOnDevice(const DeviceGrads& d, const Tensor& norm, double max_norm) {
+  for (size_t i = 0; i < d.grads.size(); ++i)
+    OCTET_CHECK(d.grads[i].is_contiguous(), "clip_grad_norm: gradient of '", d.names[i], "' is not contiguous (",
+                Describe(d.grads[i]), ")");
+  multi_tensor_clip_scale(d.device)(d.grads, norm, max_norm, kClipEps);
+  for (const Tensor& g : d.grads) g.storage()->BumpVersion();
+}
+
+// The global norm from per-device norms (one host read per device).
+double Combine(const std::vector<Tensor>& norms) {
+  if (norms.size() == 1) return norms[0].Item();
   double total = 0.0;
-  for (double s : partial) total += s;
-  return total;
+  for (const Tensor& n : norms) {
+    const double v = n.Item();
+    total += v * v;
+  }
+  return std::sqrt(total);
 }
 
 NamedTensors Unnamed(const TensorList& params) {
@@ -69,30 +90,9 @@ NamedTensors Unnamed(const TensorList& params) {
 
 double GradNorm(const NamedTensors& params) {
   NoGradGuard no_grad;
-  double total = 0.0;
-  // NOTE [gradient norm on a device]: the per-gradient sums stay on their
-  // device and are added there; one host read per device.
-  std::vector<std::pair<Device, Tensor>> device_totals;
-  for (const auto& [name, p] : params) {
-    if (!p.defined()) continue;
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    CheckGrad("clip_grad_norm", name, g);
-    if (g.device().is_cpu()) {
-      total += SumSquares(g);
-      continue;
-    }
-    const Tensor s = DeviceSumSquares(g);
-    auto it = std::find_if(device_totals.begin(), device_totals.end(),
-                           [&](const auto& d) { return d.first == g.device(); });
-    if (it == device_totals.end()) {
-      device_totals.emplace_back(g.device(), s);
-    } else {
-      it->second = Add(it->second, s);
-    }
-  }
-  for (const auto& [device, s] : device_totals) total += s.Item();
-  return std::sqrt(total);
+  std::vector<Tensor> norms;
+  for (const DeviceGrads& d : CollectGrads("clip_grad_norm", params)) norms.push_back(DeviceNorm(d.device, d.grads));
+  return norms.empty() ? 0.0 : Combine(norms);
 }
 
 void ScaleGrads(const NamedTensors& params, double s) {
@@ -122,70 +122,52 @@ void ScaleGrads(const NamedTensors& params, double s) {
 
 double ClipGradNorm(const NamedTensors& params, double max_norm, bool error_if_nonfinite) {
   OCTET_CHECK(max_norm > 0.0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
-  const double total = GradNorm(params);
+  NoGradGuard no_grad;
+  const std::vector<DeviceGrads> groups = CollectGrads("clip_grad_norm", params);
+  if (groups.empty()) return 0.0;
+  std::vector<Tensor> norms;
+  for (const DeviceGrads& d : groups) norms.push_back(DeviceNorm(d.device, d.grads));
+  const double total = Combine(norms);
   if (!std::isfinite(total)) {
     if (error_if_nonfinite) {
       std::string bad;
-      for (const auto& [name, p] : params) {
-        if (!p.defined() || !p.grad().defined()) continue;
-        if (!std::isfinite(SumSquares(p.grad()))) absl::StrAppend(&bad, bad.empty() ? "'" : ", '", name, "'");
-      }
+      for (const DeviceGrads& d : groups)
+        for (size_t i = 0; i < d.grads.size(); ++i)
+          if (!std::isfinite(DeviceNorm(d.device, {d.grads[i]}).Item()))
+            absl::StrAppend(&bad, bad.empty() ? "'" : ", '", d.names[i], "'");
       if (bad.empty()) bad = "none individually (the sum overflowed)";
       OCTET_FAIL("clip_grad_norm: the total gradient norm is ", total, "; non-finite gradients in ", bad);
     }
     return total;  // NOTE [non-finite gradient norm]: reported, gradients untouched
   }
-  const double coef = max_norm / (total + 1e-6);
+  if (groups.size() == 1) {
+    // The coefficient is computed on the device from the same norm (the
+    // same f64 operations as below).
+    ClipOnDevice(groups[0], norms[0], max_norm);
+    return total;
+  }
+  const double coef = max_norm / (total + kClipEps);
   if (coef < 1.0) ScaleGrads(params, coef);
   return total;
 }
 
 Tensor GradNormTensor(const NamedTensors& params) {
   NoGradGuard no_grad;
-  // NOTE [clipping without a host read]: CPU gradients are summed as in
-  // GradNorm (host memory: no round trip); device ones on their device.
-  std::optional<Device> device;
-  double cpu_total = 0.0;
-  Tensor total;
-  for (const auto& [name, p] : params) {
-    if (!p.defined()) continue;
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    CheckGrad("clip_grad_norm", name, g);
-    OCTET_CHECK(!device.has_value() || *device == g.device(), "clip_grad_norm: gradient of '", name, "' is on ",
-                g.device(), " but an earlier one is on ", *device, "; the device-side norm needs one device");
-    device = g.device();
-    if (g.device().is_cpu()) {
-      cpu_total += SumSquares(g);
-    } else {
-      const Tensor s = DeviceSumSquares(g);
-      total = total.defined() ? Add(total, s) : s;
-    }
-  }
-  if (!device.has_value() || device->is_cpu()) return Full({}, std::sqrt(cpu_total), {.dtype = DType::kFloat64});
-  return Sqrt(total);
+  // NOTE [clipping without a host read]
+  const std::vector<DeviceGrads> groups = CollectGrads("clip_grad_norm", params);
+  OCTET_CHECK(groups.size() <= 1, "clip_grad_norm: gradient of '", groups.size() > 1 ? groups[1].names[0] : "",
+              "' is on ", groups.size() > 1 ? groups[1].device : kCPU, " but an earlier one is on ",
+              groups.empty() ? kCPU : groups[0].device, "; the device-side norm needs one device");
+  if (groups.empty()) return Full({}, 0.0, {.dtype = DType::kFloat64});
+  return DeviceNorm(groups[0].device, groups[0].grads);
 }
 
 Tensor ClipGradNormTensor(const NamedTensors& params, double max_norm) {
   OCTET_CHECK(max_norm > 0.0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
   NoGradGuard no_grad;
   const Tensor total = GradNormTensor(params);
-  const TensorOptions f64{.dtype = DType::kFloat64, .device = total.device()};
-  // coef = max_norm / (total + 1e-6) where total is finite and coef < 1, else 1.
-  const Tensor coef = Div(Full({}, max_norm, f64), AddScalar(total, 1e-6));
-  const Tensor finite = CompareScalar(CompareOp::kLt, Abs(total), std::numeric_limits<double>::infinity());
-  const Tensor c64 = Where(finite, Minimum(coef, Full({}, 1.0, f64)), Full({}, 1.0, f64));
-  const Tensor c32 = c64.To(DType::kFloat32);
-  for (const auto& [name, p] : params) {
-    if (!p.defined()) continue;
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    // As ScaleGrads: f64 gradients by the f64 coefficient, others in f32.
-    const Tensor scaled = g.dtype() == DType::kFloat64   ? Mul(g, c64)
-                          : g.dtype() == DType::kFloat32 ? Mul(g, c32)
-                                                         : Mul(g.To(DType::kFloat32), c32).To(g.dtype());
-    g.CopyFrom_(scaled);
-  }
+  const std::vector<DeviceGrads> groups = CollectGrads("clip_grad_norm", params);
+  if (!groups.empty()) ClipOnDevice(groups[0], total, max_norm);
   return total;
 }
 

@@ -3,11 +3,16 @@
 //   total = sqrt(sum over parameters with a gradient of sum(grad^2))
 //   if total > max_norm: every gradient *= max_norm / (total + 1e-6)
 //
-// The sum is accumulated in f64 over fixed blocks, so the result does not
-// depend on the thread count. Gradients on a GPU are summed there (in f64,
-// by the device's reduction) with one host read per device. Gradients of any float dtype (f32, f64, bf16,
-// f16) are scaled in place in their own dtype; parameters without a gradient
-// are skipped.
+// The gradients of one device are reduced together by the multi-tensor
+// kernels (ops/multi_tensor_kernels.h), deterministically: on the CPU in f64
+// over fixed blocks, so the result does not depend on the thread count; on a
+// GPU in a few launches for all gradients (f32 accumulation per chunk, chunk
+// sums added in f64), with one host read per device for the functions that
+// return a double. Gradients of any float dtype (f32, f64, bf16, f16) are
+// scaled in place in their own dtype, all gradients of a device by one
+// multi-tensor launch per dtype (and 64 tensors); parameters without a
+// gradient are skipped. With gradients on several devices the per-device
+// norms are combined on the host (sqrt of the sum of their squares).
 //
 // NOTE [non-finite gradient norm]: when the total is inf or NaN the gradients
 // are left untouched and the non-finite total is returned, so the caller sees

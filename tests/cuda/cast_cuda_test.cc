@@ -94,11 +94,11 @@ TEST(CastCuda, QuantizeMatchesCpuBitForBit) {
           Tensor x = SpecialInput(std::max<int64_t>(n, 1), xdt).Narrow(0, 0, n).Contiguous();
           const float s = 0.37f;
           Tensor y_cpu = Empty({n}, {.dtype = fp8}), si_cpu = Empty({1}), am_cpu = Empty({1});
-          quantize_kernel(kCPU)(x, F32Scalar(s, kCPU), sat, y_cpu, Tensor(), si_cpu, am_cpu);
+          quantize_kernel(kCPU)(x, F32Scalar(s, kCPU), sat, y_cpu, Tensor(), si_cpu, am_cpu, Tensor());
           Tensor xg = x.To(gpu);
           Tensor y = Empty({n}, {.dtype = fp8, .device = gpu});
           Tensor si = Empty({1}, {.device = gpu}), am = Full({1}, 123.0, {.device = gpu});
-          cuda::QuantizeCuda(xg, F32Scalar(s, gpu), sat, y, Tensor(), si, am);
+          cuda::QuantizeCuda(xg, F32Scalar(s, gpu), sat, y, Tensor(), si, am, Tensor());
           EXPECT_EQ(Bytes(y), Bytes(y_cpu));
           EXPECT_EQ(Bytes(si), Bytes(si_cpu));
           EXPECT_EQ(Bytes(am), Bytes(am_cpu));
@@ -118,17 +118,17 @@ TEST(CastCuda, CastTransposeGivesRowAndColumnCopies) {
       Tensor y_cpu = Empty({R, C}, {.dtype = DType::kFloat8E4M3});
       Tensor yt_cpu = Empty({C, R}, {.dtype = DType::kFloat8E4M3});
       Tensor si_cpu = Empty({1}), am_cpu = Empty({1});
-      quantize_kernel(kCPU)(x, F32Scalar(1.5f, kCPU), Fp8Saturation::kSatFinite, y_cpu, yt_cpu, si_cpu, am_cpu);
+      quantize_kernel(kCPU)(x, F32Scalar(1.5f, kCPU), Fp8Saturation::kSatFinite, y_cpu, yt_cpu, si_cpu, am_cpu, Tensor());
       Tensor y = Empty({R, C}, {.dtype = DType::kFloat8E4M3, .device = gpu});
       Tensor yt = Empty({C, R}, {.dtype = DType::kFloat8E4M3, .device = gpu});
       Tensor si = Empty({1}, {.device = gpu}), am = Empty({1}, {.device = gpu});
-      cuda::QuantizeCuda(x.To(gpu), F32Scalar(1.5f, gpu), Fp8Saturation::kSatFinite, y, yt, si, am);
+      cuda::QuantizeCuda(x.To(gpu), F32Scalar(1.5f, gpu), Fp8Saturation::kSatFinite, y, yt, si, am, Tensor());
       EXPECT_EQ(Bytes(y), Bytes(y_cpu));
       EXPECT_EQ(Bytes(yt), Bytes(yt_cpu));
       EXPECT_EQ(Bytes(am), Bytes(am_cpu));
       // Column-wise only.
       Tensor yt2 = Empty({C, R}, {.dtype = DType::kFloat8E4M3, .device = gpu});
-      cuda::QuantizeCuda(x.To(gpu), F32Scalar(1.5f, gpu), Fp8Saturation::kSatFinite, Tensor(), yt2, si, am);
+      cuda::QuantizeCuda(x.To(gpu), F32Scalar(1.5f, gpu), Fp8Saturation::kSatFinite, Tensor(), yt2, si, am, Tensor());
       EXPECT_EQ(Bytes(yt2), Bytes(yt_cpu));
     }
   }

@@ -105,8 +105,34 @@ void TransposeBytes(const uint8_t* band, int64_t R, int64_t C, uint8_t* yt, int6
   scalar(c_full, C, r0, r1);      // the last columns, every row
 }
 
+// dbias[c] = sum over rows of x[r, c] as f32, rows added in order 0..R-1
+// from +0 (the order and bits of the CPU's Sum(x.To(f32), {0}),
+// ops/cpu/reduce_cpu.cc), threads over blocks of 256 columns.
+//   x: (R, C) contiguous, f32/f64/bf16/f16; dbias: (C) f32.
+void ColumnSums(const char* x, DType xdt, int64_t R, int64_t C, float* dbias) {
+  constexpr int64_t kCols = 256;
+  const int64_t sz = SizeOf(xdt);
+  const int64_t nblocks = (C + kCols - 1) / kCols;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R * kCols, 1));
+  ParallelFor(nblocks, grain, [&](int64_t b0, int64_t b1) {
+    alignas(64) float buf[kCols];
+    float acc[kCols];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t c0 = b * kCols, w = std::min(kCols, C - c0);
+      for (int64_t j = 0; j < w; ++j) acc[j] = 0.0f;
+      for (int64_t r = 0; r < R; ++r) {
+        const float* f = AsFloat(x + (r * C + c0) * sz, xdt, w, buf);
+        for (int64_t j = 0; j < w; ++j) acc[j] += f[j];
+      }
+      for (int64_t j = 0; j < w; ++j) dbias[c0 + j] = acc[j];
+    }
+  });
+}
+
 void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& y, const Tensor& yt,
-                 const Tensor& scale_inv, const Tensor& amax) {
+                 const Tensor& scale_inv, const Tensor& amax, const Tensor& dbias) {
+  OCTET_CHECK(!dbias.defined() || yt.defined(), "quantize (CPU): dbias ", Describe(dbias),
+              " is computed by the cast-transpose only (yt is not given)");
   const float s = *scale.data<float>();
   *scale_inv.data<float>() = 1.0f / s;
   const DType xdt = x.dtype();
@@ -149,6 +175,12 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
   float m = 0.0f;
   for (float p : part) m = MaxNaN(m, p);
   *amax.data<float>() = m;
+  if (dbias.defined()) {
+    OCTET_CHECK(dbias.dtype() == DType::kFloat32 && dbias.numel() == C && dbias.is_contiguous() &&
+                    dbias.device().is_cpu(),
+                "quantize (CPU): dbias must be a contiguous float32 (C) = (", C, ") CPU tensor, got ", Describe(dbias));
+    ColumnSums(xp, xdt, R, C, dbias.data<float>());
+  }
 }
 
 void DequantizeCpu(const Tensor& x, const Tensor& scale_inv, const Tensor& y) {

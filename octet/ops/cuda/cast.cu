@@ -1,13 +1,9 @@
-// CUDA kernels of the cast family: fused quantize + amax, fused cast-
-// transpose (+ amax) producing the row-wise and column-wise FP8 copies,
-// dequantize, the all-slots delayed-scaling update, and the matrix repacking
-// of the cuBLASLt GEMM. Launchers are declared in ops/cuda/cast_cuda.h.
-//
-// NOTE [amax on the device]: each block reduces max|x| in registers and
-// shared memory, then one atomicMax per block on the float's bit pattern
-// (for non-negative floats the int order is the float order, and a positive
-// NaN's bits exceed +inf's, so a NaN wins and is noticed). The launcher zeroes
-// the amax word first (cudaMemsetAsync on the same stream).
+// CUDA kernels of the cast family: fused quantize + amax, dequantize, amax,
+// the all-slots delayed-scaling update, and the matrix repacking of the
+// cuBLASLt GEMM; QuantizeCuda hands the fused cast-transpose (row-wise and
+// column-wise FP8 copies, amax, dbias) to ops/cuda/cast_transpose.cu.
+// Launchers are declared in ops/cuda/cast_cuda.h; shared device helpers
+// (amax, FP8 conversion) are in ops/cuda/cast_device.cuh.
 #include <cuda_runtime.h>
 
 #include <type_traits>
@@ -16,52 +12,11 @@
 #include <octet/core/float8.h>
 #include <octet/ops/cast_kernels.h>
 #include <octet/ops/cuda/cast_cuda.h>
+#include <octet/ops/cuda/cast_device.cuh>
 #include <octet/ops/cuda/kernel_utils.cuh>
 
 namespace octet::cuda {
 namespace {
-
-// ---- helpers ---------------------------------------------------------------------
-
-__device__ __forceinline__ float AbsMaxMerge(float m, float v) {
-  const float a = fabsf(v);
-  return (a > m || a != a) ? a : m;
-}
-
-__device__ __forceinline__ float MaxMerge(float a, float b) { return (b > a || b != b) ? b : a; }
-
-// Block-wide max of `v` (1-D or 2-D blocks, a multiple of 32 threads), then
-// one atomic per block (NOTE [amax on the device]). Call from every thread.
-__device__ __forceinline__ void BlockAmaxToGlobal(float v, float* amax) {
-  __shared__ float shared[32];
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  const int nwarps = (blockDim.x * blockDim.y) >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = MaxMerge(v, __shfl_down_sync(kFullMask, v, o));
-  if ((tid & 31) == 0) shared[tid >> 5] = v;
-  __syncthreads();
-  if (tid < 32) {
-    v = tid < nwarps ? shared[tid] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = MaxMerge(v, __shfl_down_sync(kFullMask, v, o));
-    if (tid == 0 && amax != nullptr) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(v));
-  }
-}
-
-// Round to nearest even with the given saturation (core/float8.h, bit-exact
-// with the CPU kernels).
-template <typename F8>
-__device__ __forceinline__ F8 ToFp8(float v, Fp8Saturation sat) {
-  if constexpr (std::is_same_v<F8, float8_e4m3>) {
-    return float8_e4m3::FromBits(FloatToE4M3Bits(v, sat));
-  } else {
-    return float8_e5m2::FromBits(FloatToE5M2Bits(v, sat));
-  }
-}
-
-void ZeroAmax(float* amax, cudaStream_t stream) {
-  if (amax != nullptr) OCTET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
-}
 
 // ---- quantize ----------------------------------------------------------------------
 
@@ -77,11 +32,22 @@ __global__ void QuantizeKernel(const T* __restrict__ x, F8* __restrict__ y, int6
   for (int64_t i = tid; i < nvec; i += stride) {
     const VecT<T, V> a = xv[i];
     VecT<F8, V> o;
+    float f[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float v = ConvertElement<float>(a.v[k]);
-      m = AbsMaxMerge(m, v);
-      o.v[k] = ToFp8<F8>(v * scale, sat);
+      f[k] = ConvertElement<float>(a.v[k]);
+      m = AbsMaxMerge(m, f[k]);
+    }
+    if (V % 2 == 0 && kCtHardwareCvt && sat == Fp8Saturation::kSatFinite) {  // NOTE [hardware fp8 conversion]
+#pragma unroll
+      for (int k = 0; k + 1 < V; k += 2) {
+        const uint16_t two = Fp8x2SatFinite<F8>(f[k] * scale, f[k + 1] * scale);
+        o.v[k] = F8::FromBits(static_cast<uint8_t>(two & 0xFF));
+        o.v[k + 1] = F8::FromBits(static_cast<uint8_t>(two >> 8));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = ToFp8<F8>(f[k] * scale, sat);
     }
     yv[i] = o;
   }
@@ -94,48 +60,10 @@ __global__ void QuantizeKernel(const T* __restrict__ x, F8* __restrict__ y, int6
   if (scale_inv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / scale;
 }
 
-// ---- cast-transpose ----------------------------------------------------------------
+// ---- GEMM repacking tiles ------------------------------------------------------------
 
 constexpr int kTile = 32;
 constexpr int kTileRows = 8;  // block (32, 8): each thread handles 4 rows of a tile
-
-// x (R,C) -> y (R,C) (optional) and yt (C,R). One 32x32 tile per block
-// iteration; the transposed write goes through shared memory so both the
-// read of x and the write of yt are coalesced.
-template <typename T, typename F8>
-__global__ void CastTransposeKernel(const T* __restrict__ x, F8* __restrict__ y, F8* __restrict__ yt, int64_t R,
-                                    int64_t C, const float* scale_ptr, Fp8Saturation sat, float* scale_inv,
-                                    float* amax) {
-  __shared__ F8 tile[kTile][kTile + 1];
-  const float scale = *scale_ptr;
-  float m = 0.0f;
-  const int64_t tiles_c = (C + kTile - 1) / kTile;
-  const int64_t tiles = ((R + kTile - 1) / kTile) * tiles_c;
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t r0 = (t / tiles_c) * kTile, c0 = (t % tiles_c) * kTile;
-#pragma unroll
-    for (int i = ty; i < kTile; i += kTileRows) {
-      const int64_t r = r0 + i, c = c0 + tx;
-      if (r < R && c < C) {
-        const float v = ConvertElement<float>(x[r * C + c]);
-        m = AbsMaxMerge(m, v);
-        const F8 q = ToFp8<F8>(v * scale, sat);
-        if (y != nullptr) y[r * C + c] = q;
-        tile[i][tx] = q;
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = ty; i < kTile; i += kTileRows) {
-      const int64_t c = c0 + i, r = r0 + tx;  // yt[c, r] = tile[r - r0][c - c0]
-      if (r < R && c < C) yt[c * R + r] = tile[tx][i];
-    }
-    __syncthreads();
-  }
-  BlockAmaxToGlobal(m, amax);
-  if (scale_inv != nullptr && blockIdx.x == 0 && tx == 0 && ty == 0) *scale_inv = 1.0f / scale;
-}
 
 // ---- dequantize ----------------------------------------------------------------------
 
@@ -229,16 +157,6 @@ __global__ void ScaledAlphaBetaKernel(float alpha, const float* a, const float* 
 
 // ---- dispatch helpers --------------------------------------------------------------------
 
-template <typename F>
-void DispatchFp8(DType dtype, const char* op, F&& f) {
-  Dispatch<DType::kFloat8E4M3, DType::kFloat8E5M2>(dtype, op, std::forward<F>(f));
-}
-template <typename F>
-void DispatchQuantizeInput(DType dtype, const char* op, F&& f) {
-  // float64 inputs are rounded to float32 first (ops/cast_kernels.h).
-  Dispatch<DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16>(dtype, op, std::forward<F>(f));
-}
-
 // The device pointer of a float32 [1] tensor on `device`.
 float* ScalarPtr(const char* op, const Tensor& t, const char* arg, Device device) {
   OCTET_CHECK(t.defined() && t.numel() == 1 && t.dtype() == DType::kFloat32 && t.device() == device, op, ": ", arg,
@@ -254,7 +172,7 @@ void CheckCudaContiguous(const char* op, const Tensor& t, const char* arg) {
 }  // namespace
 
 void QuantizeCuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& y, const Tensor& yt,
-                  const Tensor& scale_inv, const Tensor& amax) {
+                  const Tensor& scale_inv, const Tensor& amax, const Tensor& dbias) {
   CheckCudaContiguous("quantize (CUDA)", x, "x");
   OCTET_CHECK(y.defined() || yt.defined(), "quantize (CUDA): neither y nor yt is given");
   if (y.defined()) CheckCudaContiguous("quantize (CUDA)", y, "y");
@@ -264,27 +182,25 @@ void QuantizeCuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const
               Describe(x));
   OCTET_CHECK(!(y.defined() && yt.defined()) || y.dtype() == yt.dtype(), "quantize (CUDA): y ", Describe(y), " and yt ",
               Describe(yt), " must have one FP8 dtype");
+  OCTET_CHECK(!dbias.defined() || yt.defined(), "quantize (CUDA): dbias ", Describe(dbias),
+              " is computed by the cast-transpose only (yt is not given)");
   const float* scale_p = ScalarPtr("quantize (CUDA)", scale, "scale", x.device());
   float* scale_inv_p = ScalarPtr("quantize (CUDA)", scale_inv, "scale_inv", x.device());
   float* amax_p = ScalarPtr("quantize (CUDA)", amax, "amax", x.device());
   KernelContext ctx(x.device());
   ZeroAmax(amax_p, ctx.stream());
   if (yt.defined()) {
-    // Fused cast-transpose: x (R,C) -> y (R,C) and yt (C,R).
+    // Fused cast-transpose: x (R,C) -> y (R,C) and yt (C,R) (+ dbias (C)).
     OCTET_CHECK(x.dim() == 2 && yt.dim() == 2 && yt.size(0) == x.size(1) && yt.size(1) == x.size(0),
                 "quantize (CUDA): cast-transpose needs a 2-D x and yt of the transposed shape, got x ", Describe(x),
                 ", yt ", Describe(yt));
-    const int64_t R = x.size(0), C = x.size(1);
-    DispatchQuantizeInput(x.dtype(), "quantize (CUDA)", [&]<typename T>() {
-      DispatchFp8(fp8, "quantize (CUDA)", [&]<typename F8>() {
-        const int64_t tiles = ((R + kTile - 1) / kTile) * ((C + kTile - 1) / kTile);
-        const unsigned grid = static_cast<unsigned>(
-            std::max<int64_t>(1, std::min<int64_t>(tiles, static_cast<int64_t>(ctx.sm_count()) * kBlocksPerSm)));
-        CastTransposeKernel<T, F8><<<grid, dim3(kTile, kTileRows), 0, ctx.stream()>>>(
-            x.data<T>(), y.defined() ? y.data<F8>() : nullptr, yt.data<F8>(), R, C, scale_p, sat, scale_inv_p, amax_p);
-        OCTET_CUDA_LAUNCH_CHECK("CastTransposeKernel");
-      });
-    });
+    if (dbias.defined()) {
+      CheckCudaContiguous("quantize (CUDA)", dbias, "dbias");
+      OCTET_CHECK(dbias.dtype() == DType::kFloat32 && dbias.numel() == x.size(1) && dbias.device() == x.device(),
+                  "quantize (CUDA): dbias must be float32 (C) = (", x.size(1), ") on ", x.device(), ", got ",
+                  Describe(dbias));
+    }
+    CastTransposeCuda(x, scale_p, sat, y, yt, scale_inv_p, amax_p, dbias);
     return;
   }
   const int64_t n = x.numel();

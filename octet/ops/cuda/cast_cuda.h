@@ -30,10 +30,19 @@ namespace octet::cuda {
 // ops/cast_kernels.h; registered in the quantize/dequantize/amax tables).
 // quantize with yt defined is the fused cast-transpose: x (R,C) gives the
 // row-wise copy y (R,C, optional) and the column-wise copy yt (C,R) that the
-// TN-only FP8 GEMM reads for dgrad/wgrad, plus amax, in one pass (32x32
-// shared-memory tiles, both global sides coalesced).
+// TN-only FP8 GEMM reads for dgrad/wgrad, plus amax and optionally the
+// column sums dbias, in one pass (CastTransposeCuda).
 void QuantizeCuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& y, const Tensor& yt,
-                  const Tensor& scale_inv, const Tensor& amax);
+                  const Tensor& scale_inv, const Tensor& amax, const Tensor& dbias);
+// The cast-transpose behind QuantizeCuda (ops/cuda/cast_transpose.cu), on
+// arguments QuantizeCuda has checked: x (R, C) contiguous f32/f64/bf16/f16,
+// y (R, C) FP8 or undefined, yt (C, R) FP8, device scalars scale, scale_inv
+// and amax (already zeroed), dbias f32 (C) or undefined (NOTE [deterministic
+// dbias] there). R and C multiples of 16 with 16-byte aligned data take the
+// vectorised kernel (NOTE [fast cast-transpose] in
+// ops/cuda/cast_transpose_tile.h), any other shape a 32x32-tile kernel.
+void CastTransposeCuda(const Tensor& x, const float* scale, Fp8Saturation sat, const Tensor& y, const Tensor& yt,
+                       float* scale_inv, float* amax, const Tensor& dbias);
 void DequantizeCuda(const Tensor& x, const Tensor& scale_inv, const Tensor& y);
 void AmaxCuda(const Tensor& x, const Tensor& amax);
 
