@@ -139,6 +139,15 @@ namespace octet {
 
 using autograd::AutogradMeta;
 
+// TensorImpl's autograd half (core/tensor.h declares it; core does not know
+// AutogradMeta's layout).
+void autograd::AutogradMetaDeleter::operator()(AutogradMeta* meta) const { delete meta; }
+
+AutogradMeta& TensorImpl::mutable_autograd_meta() {
+  if (!autograd_) autograd_.reset(new AutogradMeta());
+  return *autograd_;
+}
+
 bool Tensor::requires_grad() const {
   const AutogradMeta* m = Checked().autograd_meta();
   return m != nullptr && m->requires_grad;

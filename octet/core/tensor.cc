@@ -5,7 +5,6 @@
 #include <iomanip>
 #include <sstream>
 
-#include <octet/autograd/node.h>
 #include <octet/core/host_reads.h>
 #include <octet/core/scaling.h>
 
@@ -54,11 +53,6 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Shape stri
 }
 
 TensorImpl::~TensorImpl() = default;
-
-autograd::AutogradMeta& TensorImpl::mutable_autograd_meta() {
-  if (!autograd_) autograd_ = std::make_unique<autograd::AutogradMeta>();
-  return *autograd_;
-}
 
 int64_t Tensor::size(int64_t dim) const { return shape()[WrapDim(dim, this->dim(), "size")]; }
 int64_t Tensor::stride(int64_t dim) const { return strides()[WrapDim(dim, this->dim(), "stride")]; }

@@ -39,6 +39,12 @@ using TensorList = std::vector<Tensor>;
 namespace autograd {
 class Node;
 struct AutogradMeta;
+// Frees an AutogradMeta. core knows the type only by name (core includes
+// nothing above it): the deleter, like TensorImpl::mutable_autograd_meta, is
+// defined in autograd/node.cc, where the type is complete.
+struct AutogradMetaDeleter {
+  void operator()(AutogradMeta* meta) const;
+};
 }  // namespace autograd
 
 struct TensorOptions {
@@ -63,6 +69,7 @@ class TensorImpl {
   void set_scale_meta(std::shared_ptr<const ScaleMeta> meta) { scale_meta_ = std::move(meta); }
 
   autograd::AutogradMeta* autograd_meta() const { return autograd_.get(); }
+  // Creates the metadata on first use. Defined in autograd/node.cc.
   autograd::AutogradMeta& mutable_autograd_meta();
 
  private:
@@ -73,7 +80,7 @@ class TensorImpl {
   int64_t numel_;
   DType dtype_;
   std::shared_ptr<const ScaleMeta> scale_meta_;
-  std::unique_ptr<autograd::AutogradMeta> autograd_;
+  std::unique_ptr<autograd::AutogradMeta, autograd::AutogradMetaDeleter> autograd_;
 };
 
 class Tensor {

@@ -8,47 +8,18 @@
 #include <octet/core/dtype_traits.h>
 #include <octet/core/delayed_scaling.h>
 #include <octet/core/scaling_math.h>
-#include <octet/ops/cpu/loops.h>
 #include <octet/ops/delayed_scaling.h>
+#include <octet/ops/fp8_stats_kernels.h>
 #include <octet/ops/pointwise.h>
 
 namespace octet::nn::amp {
-namespace {
-
-float HalfMinSubnormal(DType fp8) {
-  // e4m3: 2^-10, e5m2: 2^-17 (core/float8.h kHalfMinSubnormalAbs).
-  return fp8 == DType::kFloat8E4M3 ? 0.0009765625f : 7.62939453125e-06f;
-}
-
-}  // namespace
 
 ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
   OCTET_CHECK(IsFp8(fp8_dtype), "CountFp8Clipping: ", Name(fp8_dtype), " is not an FP8 dtype");
-  Tensor x = x_in.device().is_cpu() ? x_in : x_in.To(kCPU);
-  x = x.Contiguous();
-  // Where round-to-nearest-even leaves the finite range (see the header):
-  // half a step above the max, the tie going to 448 (even) in E4M3 and to
-  // 65536 (even: inf) in E5M2.
-  const bool e4m3 = fp8_dtype == DType::kFloat8E4M3;
-  const float clamp_from = e4m3 ? 464.0f : 61440.0f;
-  const float tiny = HalfMinSubnormal(fp8_dtype);
-  ClipCounts total;
-  total.numel = x.numel();
-  DispatchFloat(x.dtype(), "CountFp8Clipping", [&]<typename T>() {
-    const T* p = x.data<T>();
-    const int64_t n = x.numel();
-    int64_t sat = 0, under = 0;
-#pragma omp parallel for reduction(+ : sat, under) schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(p[i]);
-      const float a = std::fabs(v * scale);
-      sat += e4m3 ? a > clamp_from : a >= clamp_from;
-      under += (v != 0.0f) & (a <= tiny);
-    }
-    total.saturated = sat;
-    total.underflow = under;
-  });
-  return total;
+  // The cast's thresholds: NOTE [fp8 clip counts] in ops/fp8_stats_kernels.h.
+  const Tensor x = x_in.Contiguous();
+  const Fp8ClipCounts c = fp8_clip_count_kernel(x.device())(x, scale, fp8_dtype);
+  return {.saturated = c.saturated, .underflow = c.underflow, .numel = x.numel()};
 }
 
 Fp8Slot::Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len, Device device)

@@ -43,8 +43,8 @@ namespace octet::nn::amp {
 //              that round to it anyway are not counted;
 //   underflow: x != 0 and |x * scale| <= half the smallest subnormal (the cast
 //              rounds it to zero).
-// x: any shape, float32/float64/bfloat16/float16, CPU (other devices are
-// copied to the CPU).
+// x: any shape and device, float32/float64/bfloat16/float16 (the CUDA
+// backend counts on the host: ops/cuda/fp8_stats_cuda.cc).
 struct ClipCounts {
   int64_t saturated = 0;
   int64_t underflow = 0;

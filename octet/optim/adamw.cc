@@ -1,17 +1,13 @@
 #include <octet/optim/adamw.h>
 
 #include <cmath>
-#include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include <octet/autograd/grad_mode.h>
-#include <octet/core/allocator.h>
-#include <octet/optim/adamw_kernels.h>
+#include <octet/ops/optim_kernels.h>
 
 namespace octet::optim {
-
-OCTET_DEFINE_KERNEL(adamw_kernel, AdamWKernelFn);
 
 const char* Name(StateDType s) {
   switch (s) {
@@ -23,19 +19,6 @@ const char* Name(StateDType s) {
 }
 
 namespace {
-
-Tensor ZeroFilled(const Shape& shape, DType dtype, Device device) {
-  Tensor t = Empty(shape, {.dtype = dtype, .device = device});
-  if (t.nbytes() > 0) {
-    if (device.is_cpu()) {
-      std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are +0 in every float format
-    } else {
-      std::vector<char> zeros(t.nbytes(), 0);
-      CopyBytes(t.raw_data(), device, zeros.data(), kCPU, t.nbytes());
-    }
-  }
-  return t;
-}
 
 std::shared_ptr<ScaleMeta> NewScale(Device device) {
   auto meta = std::make_shared<ScaleMeta>();
@@ -74,20 +57,21 @@ AdamW::AdamW(NamedTensors params, Options options) : Optimizer("adamw", std::mov
       if (s.master.is_same(p)) s.master = s.master.Clone();
     }
     const DType full = p.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    // Zeros: all-zero bits, +0 in every state format (the fp8 m included).
     switch (o.state_dtype) {
       case StateDType::kFloat32:
-        s.m = ZeroFilled(p.shape(), full, dev);
-        s.v = ZeroFilled(p.shape(), full, dev);
+        s.m = Zeros(p.shape(), {.dtype = full, .device = dev});
+        s.v = Zeros(p.shape(), {.dtype = full, .device = dev});
         break;
       case StateDType::kBFloat16:
-        s.m = ZeroFilled(p.shape(), DType::kBFloat16, dev);
-        s.v = ZeroFilled(p.shape(), DType::kBFloat16, dev);
+        s.m = Zeros(p.shape(), {.dtype = DType::kBFloat16, .device = dev});
+        s.v = Zeros(p.shape(), {.dtype = DType::kBFloat16, .device = dev});
         break;
       case StateDType::kFp8Fp16:
         s.m_meta = NewScale(dev);
         s.v_meta = NewScale(dev);
-        s.m = ZeroFilled(p.shape(), DType::kFloat8E4M3, dev).WithScaleMeta(s.m_meta);
-        s.v = ZeroFilled(p.shape(), DType::kFloat16, dev);
+        s.m = Zeros(p.shape(), {.dtype = DType::kFloat8E4M3, .device = dev}).WithScaleMeta(s.m_meta);
+        s.v = Zeros(p.shape(), {.dtype = DType::kFloat16, .device = dev});
         break;
     }
     const bool decay = (o.decay_filter ? o.decay_filter(name, p) : p.dim() >= 2) && !no_decay.count(name);

@@ -4,7 +4,7 @@
 //   optim::AdamW opt(model.NamedParameters(),
 //                    {.lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
 //
-// The update is NOTE [adamw update] in optim/adamw_kernels.h, with
+// The update is NOTE [adamw update] in ops/optim_kernels.h, with
 // t = step_count() + 1 in the bias corrections 1 - beta^t (one global step
 // counter, as in llm.c: a parameter without a gradient in some step is
 // skipped but the counter still advances).

@@ -2,13 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
-#include "absl/strings/str_cat.h"
 #include <octet/autograd/grad_mode.h>
-#include <octet/core/dtype_traits.h>
-#include <octet/ops/cpu/loops.h>
-#include <octet/ops/cast.h>
+#include <octet/ops/optim_kernels.h>
 #include <octet/ops/pointwise.h>
 
 namespace octet::optim {
@@ -29,46 +25,16 @@ DynamicLossScaler::DynamicLossScaler(const Options& options) : options_(options)
 Tensor DynamicLossScaler::ScaleLoss(const Tensor& loss) const { return MulScalar(loss, scale_); }
 
 bool DynamicLossScaler::Unscale(const NamedTensors& params) {
+  NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
   bool found_inf = false;
   for (const auto& [name, p] : params) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    OCTET_CHECK(IsUnscaledFloat(g.dtype()) && (g.is_contiguous() || !g.device().is_cpu()),
-                "loss scaler: gradient of '", name, "' is ", Describe(g),
-                "; expected a contiguous float32/float64/bfloat16/float16 tensor");
-    if (!g.device().is_cpu()) {
-      // The device's pointwise multiply (the same single rounding), then
-      // max |g|, which is NaN or inf exactly when some element is.
-      NoGradGuard no_grad;
-      MulScalarInPlace(g, inv);
-      found_inf |= !std::isfinite(Amax(g).Item());
-      continue;
-    }
-    DispatchFloat(g.dtype(), "loss scaler unscale", [&]<typename T>() {
-      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-      const C c = static_cast<C>(inv);
-      T* x = g.data<T>();
-      const int64_t n = g.numel();
-      // One flag per fixed block (no shared writes from threads).
-      constexpr int64_t kBlock = 16384;
-      const int64_t nblocks = (n + kBlock - 1) / kBlock;
-      std::vector<char> bad(nblocks, 0);
-      cpu::ParallelFor(nblocks, 2, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          bool nonfinite = false;
-          const int64_t end = std::min(n, (b + 1) * kBlock);
-          for (int64_t i = b * kBlock; i < end; ++i) {
-            const C v = ConvertElement<C>(x[i]) * c;
-            nonfinite |= !std::isfinite(v);
-            x[i] = ConvertElement<T>(v);
-          }
-          bad[b] = nonfinite;
-        }
-      });
-      for (char b : bad) found_inf |= b != 0;
-    });
+    OCTET_CHECK(IsUnscaledFloat(g.dtype()), "loss scaler: gradient of '", name, "' is ", Describe(g),
+                "; expected a float32/float64/bfloat16/float16 tensor");
+    found_inf |= unscale_grad_kernel(g.device())(g, inv);
     g.storage()->BumpVersion();
   }
   return found_inf;

@@ -1,4 +1,4 @@
-// CPU-vs-CUDA parity of the fused AdamW kernel (optim/adamw_kernels.h,
+// CPU-vs-CUDA parity of the fused AdamW kernel (ops/optim_kernels.h,
 // ops/cuda/adamw.cu): the same tensors and gradients go through a few steps
 // on both devices, in one multi-tensor call each (several tensors, one of
 // several chunks, more tensors than one launch takes), for f32 and bf16
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include <octet/core/tensor.h>
-#include <octet/optim/adamw_kernels.h>
+#include <octet/ops/optim_kernels.h>
 #include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
@@ -62,8 +62,8 @@ struct Slot {
     return s;
   }
 
-  optim::AdamWTensorArgs Args(const Tensor& grad) const {
-    optim::AdamWTensorArgs a;
+  AdamWTensorArgs Args(const Tensor& grad) const {
+    AdamWTensorArgs a;
     a.param = param;
     a.grad = grad;
     a.master = master;
@@ -159,7 +159,7 @@ void RunParity(const std::vector<int64_t>& sizes, DType param_dtype, DType grad_
     cpu.push_back(MakeSlot(sizes[i], 100 + i, param_dtype, state, i % 2 == 0 ? 0.1 : 0.0));
     dev.push_back(cpu.back().To(gpu));
   }
-  optim::AdamWHyper h;
+  AdamWHyper h;
   h.lr = 1e-3;
   h.beta1 = 0.9;
   h.beta2 = 0.999;
@@ -167,7 +167,7 @@ void RunParity(const std::vector<int64_t>& sizes, DType param_dtype, DType grad_
   for (int step = 1; step <= 3; ++step) {
     h.bias_correction1 = 1.0 - std::pow(h.beta1, step);
     h.bias_correction2 = 1.0 - std::pow(h.beta2, step);
-    std::vector<optim::AdamWTensorArgs> cpu_args, dev_args;
+    std::vector<AdamWTensorArgs> cpu_args, dev_args;
     for (size_t i = 0; i < sizes.size(); ++i) {
       // Gradients of different magnitudes per tensor and step.
       const double mag = std::ldexp(1.0, static_cast<int>(i % 5) - 2 - step);
@@ -175,8 +175,8 @@ void RunParity(const std::vector<int64_t>& sizes, DType param_dtype, DType grad_
       cpu_args.push_back(cpu[i].Args(g));
       dev_args.push_back(dev[i].Args(g.To(gpu)));
     }
-    optim::adamw_kernel(kCPU)(h, cpu_args);
-    optim::adamw_kernel(gpu)(h, dev_args);
+    adamw_kernel(kCPU)(h, cpu_args);
+    adamw_kernel(gpu)(h, dev_args);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
     ExpectSlotsClose(cpu[i], dev[i], std::string(Name(state)) + " tensor " + std::to_string(i) +
@@ -224,14 +224,14 @@ TEST(AdamWCuda, ScaledStateKeepsScalesOnZeroAmax) {
   cpu.m_scale.Fill_(4.0);
   cpu.m_scale_inv.Fill_(0.25);
   Slot dev = cpu.To(gpu);
-  optim::AdamWHyper h;
+  AdamWHyper h;
   h.lr = 1e-3;
   h.bias_correction1 = 0.1;
   h.bias_correction2 = 0.001;
   const Tensor g = Zeros({5000});
   const Tensor gf = g.To(DType::kFloat32);
-  optim::adamw_kernel(kCPU)(h, {cpu.Args(gf)});
-  optim::adamw_kernel(gpu)(h, {dev.Args(gf.To(gpu))});
+  adamw_kernel(kCPU)(h, {cpu.Args(gf)});
+  adamw_kernel(gpu)(h, {dev.Args(gf.To(gpu))});
   ExpectSlotsClose(cpu, dev, "zero gradient");
   EXPECT_EQ(dev.m_scale.To(kCPU).ToDoubles()[0], 4.0);
   EXPECT_EQ(dev.m_scale_inv.To(kCPU).ToDoubles()[0], 0.25);

@@ -198,7 +198,7 @@ TEST(CudnnAttentionDevice, ForwardAndBackwardMatchCpu) {
   Tensor dq = Empty({B, H, T, D}, {.dtype = DType::kBFloat16, .device = gpu});
   Tensor dk = Empty({B, H, T, D}, {.dtype = DType::kBFloat16, .device = gpu});
   Tensor dv = Empty({B, H, T, D}, {.dtype = DType::kBFloat16, .device = gpu});
-  CausalAttentionBwdCudnn(qg, kg, vg, out, dg, lse, scale, dq, dk, dv);
+  CausalAttentionBwdCuda(qg, kg, vg, out, dg, lse, scale, dq, dk, dv);
   EXPECT_TRUE(AllClose(dq.To(kCPU).To(DType::kFloat32), dq_ref, 5e-2, 5e-2));
   EXPECT_TRUE(AllClose(dk.To(kCPU).To(DType::kFloat32), dk_ref, 5e-2, 5e-2));
   EXPECT_TRUE(AllClose(dv.To(kCPU).To(DType::kFloat32), dv_ref, 5e-2, 5e-2));
@@ -258,7 +258,7 @@ TEST(CudnnAttentionDevice, SupportedCallsNeverTakeTheFallback) {
       Tensor out = Empty(shape, io), lse = Empty({2, 3, 80}, {.device = gpu});
       CausalAttentionFwdCuda(q, k, v, 0.125, out, lse);
       Tensor dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
-      CausalAttentionBwdCudnn(q, k, v, out, dout, lse, 0.125, dq, dk, dv);
+      CausalAttentionBwdCuda(q, k, v, out, dout, lse, 0.125, dq, dk, dv);
       EXPECT_EQ(AttentionFallbackCount(), before) << Name(dt) << " D=" << d << " took the unfused fallback";
     }
   }
@@ -291,7 +291,7 @@ TEST(CudnnAttentionDevice, FallbackMatchesCpuAndIsCounted) {
     Tensor out = Empty(shape, io), lse = Empty({B, H, T}, {.device = gpu});
     CausalAttentionFwdCuda(q.To(gpu), k.To(gpu), v.To(gpu), 0.3, out, lse);
     Tensor dq = Empty(shape, io), dk = Empty(shape, io), dv = Empty(shape, io);
-    CausalAttentionBwdCudnn(q.To(gpu), k.To(gpu), v.To(gpu), out, dout.To(gpu), lse, 0.3, dq, dk, dv);
+    CausalAttentionBwdCuda(q.To(gpu), k.To(gpu), v.To(gpu), out, dout.To(gpu), lse, 0.3, dq, dk, dv);
     EXPECT_EQ(AttentionFallbackCount(), before + 2) << Name(c.dtype) << " D=" << c.d;
     EXPECT_TRUE(AllClose(out.To(kCPU).To(DType::kFloat32), out_ref, c.tol, c.tol)) << Name(c.dtype) << " D=" << c.d;
     EXPECT_TRUE(AllClose(lse.To(kCPU), lse_ref, 1e-4, 1e-4)) << Name(c.dtype) << " D=" << c.d;

@@ -32,6 +32,20 @@ TEST(LossScaler, UnscaleDividesByTheScaleAndDetectsInf) {
   EXPECT_TRUE(s.Unscale({{"d", d}}));
 }
 
+// The CPU kernel unscales in place through the data pointer: a strided
+// gradient is refused with an error that names it.
+TEST(LossScaler, RejectsANonContiguousCpuGradient) {
+  DynamicLossScaler s({.init_scale = 4.0});
+  Tensor p = Zeros({2, 2}, {.requires_grad = true});
+  p.set_grad(FromVector(std::vector<double>{4, 8, 12, 16}, {2, 2}).T());
+  ASSERT_FALSE(p.grad().is_contiguous());
+  EXPECT_NE(ErrorOf([&] { s.Unscale({{"p", p}}); }).find("needs a contiguous gradient, got float32[2, 2]"),
+            std::string::npos)
+      << ErrorOf([&] { s.Unscale({{"p", p}}); });
+  // Refused before any element changed.
+  EXPECT_TRUE(AllClose(p.grad(), {4, 12, 8, 16}, 0, 0));
+}
+
 TEST(LossScaler, ScaleLossMultiplies) {
   DynamicLossScaler s({.init_scale = 8.0});
   EXPECT_DOUBLE_EQ(s.ScaleLoss(Scalar(1.5)).Item(), 12.0);

@@ -1,6 +1,6 @@
 // CUDA kernel of the fused AdamW update (NOTE [adamw update] in
-// optim/adamw_kernels.h), registered in the same kernel table as the CPU
-// kernel (optim/adamw_cpu.cc).
+// ops/optim_kernels.h), registered in the same kernel table as the CPU
+// kernel (ops/cpu/adamw_cpu.cc).
 //
 // NOTE [adamw multi-tensor apply]: the tensors of one call are grouped by
 // their dtype combination (param, grad, m, v, master); each group is cut into
@@ -10,7 +10,7 @@
 // (under the 4 KiB parameter limit), so no host-to-device copy is needed.
 //
 // NOTE [adamw cuda arithmetic]: the per-element formulas are replicated from
-// optim/adamw_cpu.cc (UpdateChunk / AmaxChunk / the f64 loop), operation by
+// ops/cpu/adamw_cpu.cc (UpdateChunk / AmaxChunk / the f64 loop), operation by
 // operation, with explicitly rounded intrinsics (__fmul_rn, __fadd_rn,
 // __fdiv_rn, __fsqrt_rn and the double versions) so nvcc cannot contract
 // them into FMAs: the result is bit-identical to the CPU kernel, which is
@@ -50,9 +50,9 @@
 #include <octet/ops/cuda/cuda_check.h>
 #include <octet/ops/cuda/device_context.h>
 #include <octet/ops/cuda/kernel_utils.cuh>
-#include <octet/optim/adamw_kernels.h>
+#include <octet/ops/optim_kernels.h>
 
-namespace octet::optim {
+namespace octet::cuda {
 namespace {
 
 constexpr int kMaxTensors = 16;
@@ -474,4 +474,4 @@ void AdamWCuda(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors)
 
 OCTET_REGISTER_KERNEL(adamw_kernel, DeviceType::kCUDA, &AdamWCuda);
 
-}  // namespace octet::optim
+}  // namespace octet::cuda

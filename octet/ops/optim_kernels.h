@@ -1,7 +1,10 @@
-// Kernel signature of the fused AdamW update (internal: shared by
-// optim/adamw.cc and the backends). One call updates a list of tensors so a
-// CUDA backend can register a multi-tensor-apply kernel; the CPU kernel
-// (optim/adamw_cpu.cc) runs one fused OpenMP loop per tensor.
+// Kernel signatures of the optimizer updates (internal). optim/ fills the
+// arguments and calls the table; the backends register the loops:
+//   adamw_kernel        ops/cpu/adamw_cpu.cc, ops/cuda/adamw.cu
+//   sgd_kernel          ops/cpu/optim_cpu.cc, ops/cuda/optim_cuda.cc
+//   unscale_grad_kernel ops/cpu/optim_cpu.cc, ops/cuda/optim_cuda.cc
+// The tables are defined in ops/optim_kernels.cc. Optimizer kernels are
+// backend kernels like any other: they know tensors, never optimizers.
 #pragma once
 
 #include <vector>
@@ -9,7 +12,12 @@
 #include <octet/core/tensor.h>
 #include <octet/ops/registry.h>
 
-namespace octet::optim {
+namespace octet {
+
+// ---- AdamW -----------------------------------------------------------------------
+// One call updates a list of tensors so a CUDA backend can register a
+// multi-tensor-apply kernel; the CPU kernel runs one fused OpenMP loop per
+// tensor.
 
 // Host-side scalars of one step (same for every tensor of the call).
 struct AdamWHyper {
@@ -55,4 +63,33 @@ struct AdamWTensorArgs {
 using AdamWKernelFn = void(const AdamWHyper& hyper, const std::vector<AdamWTensorArgs>& tensors);
 OCTET_DECLARE_KERNEL(adamw_kernel, AdamWKernelFn);
 
-}  // namespace octet::optim
+// ---- SGD -------------------------------------------------------------------------
+
+struct SgdHyper {
+  double lr = 0.0;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// NOTE [sgd update]: one parameter's update, in the compute type C (f64 for
+// f64 parameters, f32 otherwise), rounding to the parameter's dtype once:
+//   g = grad + weight_decay * p
+//   with a buffer: b = momentum * b + g;  g = nesterov ? g + momentum * b : b
+//   p = p - lr * g
+// param: (n) f64/f32/bf16/f16, contiguous on the CPU (any layout on a
+// device), updated in place. grad: (n) param's dtype or f32, contiguous.
+// buffer: (n) C, contiguous, updated in place; undefined without momentum.
+using SgdKernelFn = void(const SgdHyper& hyper, const Tensor& param, const Tensor& grad, const Tensor& buffer);
+OCTET_DECLARE_KERNEL(sgd_kernel, SgdKernelFn);
+
+// ---- loss-scaler unscale ---------------------------------------------------------
+
+// grad = grad * inv_scale in place, computed in C (f64 for f64, f32
+// otherwise) with one rounding to grad's dtype. Returns whether any
+// unscaled element is inf or NaN. grad: f64/f32/bf16/f16 (contiguous on the
+// CPU; the CPU kernel rejects another layout).
+using UnscaleGradKernelFn = bool(const Tensor& grad, double inv_scale);
+OCTET_DECLARE_KERNEL(unscale_grad_kernel, UnscaleGradKernelFn);
+
+}  // namespace octet

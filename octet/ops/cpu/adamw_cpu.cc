@@ -1,5 +1,5 @@
 // CPU kernel of the fused AdamW update (NOTE [adamw update] in
-// optim/adamw_kernels.h): one OpenMP loop per tensor reading the gradient,
+// ops/optim_kernels.h): one OpenMP loop per tensor reading the gradient,
 // the state in its storage dtype and the (master) weight, writing them back.
 //
 // Float compute (f32/bf16/f16 parameters) runs over chunks of kChunk
@@ -22,9 +22,9 @@
 #include <octet/core/float8.h>
 #include <octet/core/scaling_math.h>
 #include <octet/ops/cpu/loops.h>
-#include <octet/optim/adamw_kernels.h>
+#include <octet/ops/optim_kernels.h>
 
-namespace octet::optim {
+namespace octet::cpu {
 namespace {
 
 // Elements per block of the scaled-state amax pass. Fixed (not per thread) so
@@ -322,4 +322,4 @@ void AdamWCpu(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors) 
 
 OCTET_REGISTER_KERNEL(adamw_kernel, DeviceType::kCPU, &AdamWCpu);
 
-}  // namespace octet::optim
+}  // namespace octet::cpu
