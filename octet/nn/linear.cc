@@ -58,8 +58,9 @@ Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level l
     }
     case amp::Level::kO1: {
       if (!*fp8) *fp8 = std::make_shared<amp::Fp8LinearState>(owner, prefix, label, recipe);
-      // NOTE [fused gelu at O1]: fused only where the GEMM epilogue runs it.
-      const bool fuse = gelu && x.device().is_cuda() && b != nullptr && b->dtype() == DType::kBFloat16;
+      // NOTE [fused gelu at O1]: fused only where the GEMM epilogue runs it
+      // (the FP8 Linear hands it a bfloat16 bias: NOTE [fp8 linear bias]).
+      const bool fuse = gelu && b != nullptr && GemmEpilogueRunsGelu(x.device());
       const Tensor y = amp::Fp8Linear(x, w, b ? *b : Tensor(), *fp8, record, amp::ComputeDType(level), fuse);
       return gelu && !fuse ? octet::Gelu(y) : y;
     }

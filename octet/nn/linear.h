@@ -42,8 +42,9 @@ class Linear : public Module {
   Tensor operator()(const Tensor& x) { return Forward(x); }
   // Gelu(Forward(x)): the same values, as one op where that saves a pass
   // (O0/O2: ops/matmul.h LinearGelu). NOTE [fused gelu at O1]: the FP8
-  // Linear fuses the GELU only when cuBLASLt's epilogue can run it (CUDA, a
-  // bfloat16 bias); otherwise fusing saves nothing, and it would keep the
+  // Linear fuses the GELU only when the GEMM's epilogue runs it
+  // (GemmEpilogueRunsGelu: CUDA, where the FP32 master bias reaches cuBLASLt
+  // as bfloat16, NOTE [fp8 linear bias]); otherwise fusing saves nothing, and it would keep the
   // output gradient and the pre-activation alive through the whole FP8
   // backward (measured: +6 MB peak live, +21 MB peak RSS on the CPU for the
   // default GPT), so the GELU is a separate op.

@@ -17,6 +17,7 @@ namespace octet {
 OCTET_DEFINE_KERNEL(matmul_kernel, MatmulKernelFn);
 OCTET_DEFINE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
 OCTET_DEFINE_KERNEL(fp8_gemm_needs_tn, Fp8GemmNeedsTnFn);
+OCTET_DEFINE_KERNEL(gemm_epilogue_gelu, GemmEpilogueGeluFn);
 
 namespace {
 
@@ -229,6 +230,8 @@ bool Fp8GemmWantsTransposedCopies(Device device) {
   if (forced >= 0) return forced == 1;
   return fp8_gemm_needs_tn(device)(device);
 }
+
+bool GemmEpilogueRunsGelu(Device device) { return gemm_epilogue_gelu(device)(device); }
 
 void SetFp8TransposedCopiesForTesting(std::optional<bool> value) {
   transposed_copies_override.store(value.has_value() ? static_cast<int>(*value) : -1, std::memory_order_relaxed);

@@ -84,6 +84,11 @@ Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, c
 // Callers need not ask: QuantizeForGemm and ScaledMatmul act on it (NOTE
 // [fp8 column-wise data] in core/scaling.h).
 bool Fp8GemmWantsTransposedCopies(Device device);
+
+// Whether GEMMs on `device` run a GELU in their epilogue (cuBLASLt's
+// GELU_AUX(_BIAS) on CUDA; the CPU applies it as a pass after the GEMM), so
+// a layer can decide whether fusing Linear + GELU saves a pass.
+bool GemmEpilogueRunsGelu(Device device);
 // Tests: force the answer for every device (nullopt: ask the backend again).
 void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
 

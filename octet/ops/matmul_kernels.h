@@ -51,6 +51,12 @@ OCTET_DECLARE_KERNEL(matmul_kernel, MatmulKernelFn);
 OCTET_DECLARE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
 OCTET_DECLARE_KERNEL(fp8_gemm_needs_tn, Fp8GemmNeedsTnFn);
 
+// Whether the GEMM on `device` applies a GELU in its epilogue (one pass,
+// the pre-activation written beside the output) rather than as a separate
+// pass after it. Backs GemmEpilogueRunsGelu.
+using GemmEpilogueGeluFn = bool(Device device);
+OCTET_DECLARE_KERNEL(gemm_epilogue_gelu, GemmEpilogueGeluFn);
+
 namespace cpu {
 
 // The CPU backend's cache of oneDNN matmul primitives (NOTE [oneDNN

@@ -93,11 +93,6 @@ constexpr AllowedDeviceTest kAllowedDeviceTests[] = {
     {"octet/distributed/process_group.cc", "OCTET_CHECK(", "argument check: the Gloo group moves CPU tensors"},
     {"octet/distributed/zero.cc", "OCTET_CHECK(", "argument check: the Gloo group moves CPU tensors"},
     {"octet/distributed/ddp.cc", "OCTET_CHECK(", "argument check: the Gloo group moves CPU tensors"},
-    // Known dispatch still to move into the kernel tables.
-    {"octet/optim/clip.cc", "",
-     "per-device clipping loops, being replaced by multi-tensor registry kernels; drop this entry then"},
-    {"octet/nn/linear.cc", "const bool fuse = gelu && x.device().is_cuda()",
-     "NOTE [fused gelu at O1]: whether the GEMM epilogue fuses GELU; to become a backend capability query"},
 };
 
 // ---- the rules -------------------------------------------------------------------

@@ -447,5 +447,6 @@ OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCPU, &MatmulCpu);
 OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCPU, &ScaledMatmulCpu);
 // The CPU GEMM packs FP8 operands from any layout (ops/matmul.h).
 OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCPU, +[](Device) { return false; });
+OCTET_REGISTER_KERNEL(gemm_epilogue_gelu, DeviceType::kCPU, +[](Device) { return false; });
 
 }  // namespace octet::cpu

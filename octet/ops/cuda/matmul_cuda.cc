@@ -250,5 +250,6 @@ bool Fp8GemmNeedsTnCuda(Device device) {
 OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCUDA, &MatmulCuda);
 OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCUDA, &ScaledMatmulCuda);
 OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCUDA, &Fp8GemmNeedsTnCuda);
+OCTET_REGISTER_KERNEL(gemm_epilogue_gelu, DeviceType::kCUDA, +[](Device) { return true; });
 
 }  // namespace octet::cuda
