@@ -3,14 +3,12 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <atomic>
-#include <cstdio>
 #include <limits>
-#include <mutex>
-#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 
+#include <octet/core/log.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/attention_unfused.h>
 #include <octet/ops/cuda/attention_flash_cuda.h>
@@ -245,15 +243,10 @@ const CudnnPlan* TryPlanFor(const SdpaConfig& c, std::string* why) {
 
 std::atomic<int64_t> g_attention_fallbacks{0};
 
-// Counts a fallback and reports each distinct reason once.
+// Counts a fallback and reports each distinct reason once (core/log.h).
 void RecordAttentionFallback(const std::string& reason) {
   g_attention_fallbacks.fetch_add(1);
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
-  std::lock_guard<std::mutex> lock(mu);
-  if (seen->insert(reason).second)
-    std::fprintf(stderr, "octet: causal attention falls back to unfused ops (cuBLASLt + CUDA kernels): %s\n",
-                 reason.c_str());
+  OCTET_LOG(kWarning, "causal attention falls back to unfused ops (cuBLASLt + CUDA kernels): ", reason);
 }
 
 Strides4 StridesOf(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)}; }
