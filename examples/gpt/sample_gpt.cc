@@ -48,12 +48,15 @@ absl::Status Run() {
   absl::StatusOr<nn::GPTConfig> config = ConfigFromMetadata(st->metadata);
   if (!config.ok()) return config.status();
   nn::GPT model(*config);
-  if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
+  model.LoadStateDict(st->model);  // throws octet::Error on a mismatch
   model.SetAmp(level);
   if (level == nn::amp::Level::kO1) {
     // Sampling at O1 uses the scales the training run ended with.
-    absl::Status s = nn::amp::LoadScalingState(model, st->extra);
-    if (!s.ok()) std::fprintf(stderr, "sample_gpt: note: %s; FP8 scales start fresh\n", std::string(s.message()).c_str());
+    try {
+      nn::amp::LoadScalingState(model, st->extra);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "sample_gpt: note: %s; FP8 scales start fresh\n", e.what());
+    }
   }
   std::vector<int64_t> ids;
   const bool bytes = config->vocab_size == ByteTokenizer::kVocabSize;

@@ -377,9 +377,9 @@ absl::Status Run() {
       if (absl::Status s = CheckRunAgrees(st->metadata, run_meta, absl::GetFlag(FLAGS_resume_anyway), &warnings); !s.ok())
         return s;
       for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
-      if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
+      model.LoadStateDict(st->model);  // octet::Error on a mismatch, reported by main
       if (absl::Status s = dt.LoadOptimizerState(opt, st->optimizer); !s.ok()) return s;
-      if (absl::Status s = nn::amp::LoadScalingState(model, st->extra); !s.ok()) return s;
+      nn::amp::LoadScalingState(model, st->extra);
       absl::StatusOr<DataPosition> pos = PositionFromMetadata(st->metadata);
       if (!pos.ok()) return pos.status();
       if (absl::Status s = sampler->SetPosition(*pos); !s.ok()) return s;

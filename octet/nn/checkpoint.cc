@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include <octet/core/crc32c.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 #include <octet/optim/optimizer.h>
 
 namespace octet::nn {

@@ -32,8 +32,8 @@
 // (kill(pid, 0) fails with ESRCH); a live process's are left alone.
 //
 // Verification on load (each failure names the file, and the tensor or key):
-// regular files only (a FIFO is an error, not a hang; nn/file_util.h); every
-// checksum; the step in both files equals the step directory's name; the
+// regular files only (a FIFO is an error, not a hang; nn/file_util_internal.h);
+// every checksum; the step in both files equals the step directory's name; the
 // model file is the one the training state was saved with (model.digest);
 // values that cannot be right: a non-finite or negative "optimizer.lr", NaN or
 // infinite model or optimizer tensor elements (FP8 NaN/inf codes included),

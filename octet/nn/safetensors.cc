@@ -16,7 +16,7 @@
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/crc32c.h>
 #include <octet/core/scaling.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 
 namespace octet::nn {
 
@@ -358,7 +358,7 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
 
 absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
   const std::string where = Prefix(path);
-  // Regular files only: a FIFO would block the open (nn/file_util.h).
+  // Regular files only: a FIFO would block the open (nn/file_util_internal.h).
   uint64_t file_size = 0;
   absl::StatusOr<int> opened = OpenRegularFile(path, where, &file_size);
   if (!opened.ok()) return opened.status();

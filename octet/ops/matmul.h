@@ -84,8 +84,6 @@ Tensor ScaledMatmul(const Tensor& a_fp8, const Tensor& b_fp8, DType out_dtype, c
 // Callers need not ask: QuantizeForGemm and ScaledMatmul act on it (NOTE
 // [fp8 column-wise data] in core/scaling.h).
 bool Fp8GemmWantsTransposedCopies(Device device);
-// Tests: force the answer for every device (nullopt: ask the backend again).
-void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
 
 // Quantize (ops/cast.h) for a matrix that FP8 GEMMs will read as it is and,
 // when `columnwise`, also transposed (the FP8 Linear: X in fprop and Xᵀ in

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include <octet/nn/checkpoint.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 
 namespace octet::gpt {
 namespace {

@@ -23,7 +23,7 @@
 #include <thread>
 
 #include <octet/nn/checkpoint.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {

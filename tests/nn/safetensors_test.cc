@@ -22,7 +22,7 @@
 
 #include <octet/core/crc32c.h>
 #include <octet/core/scaling.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 #include <octet/nn/safetensors.h>
 #include "tests/test_util.h"
 
