@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include <octet/core/crc32c.h>
 #include <octet/nn/file_util_internal.h>
+#include <octet/nn/safetensors_internal.h>
 #include <octet/optim/optimizer.h>
 
 namespace octet::nn {
@@ -149,7 +150,7 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
 
   std::map<std::string, std::string> model_meta = {{"octet.step", std::to_string(state.step)}};
   uint32_t model_digest = 0;
-  if (absl::Status s = SaveSafetensors((fs::path(tmp_dir) / kModelFile).string(), state.model, model_meta, &model_digest);
+  if (absl::Status s = internal::SaveSafetensors((fs::path(tmp_dir) / kModelFile).string(), state.model, model_meta, &model_digest);
       !s.ok()) {
     return fail(s);
   }
@@ -168,7 +169,7 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
   };
   for (const auto& [k, v] : state.optimizer.scalars) meta["optimizer." + k] = v;
   for (const auto& [k, v] : state.metadata) meta["meta." + k] = v;
-  if (absl::Status s = SaveSafetensors((fs::path(tmp_dir) / kStateFile).string(), tensors, meta); !s.ok()) {
+  if (absl::Status s = internal::SaveSafetensors((fs::path(tmp_dir) / kStateFile).string(), tensors, meta); !s.ok()) {
     return fail(s);
   }
   FsyncPath(tmp_dir);
@@ -177,7 +178,7 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
   if (absl::Status s = RenameDirIntoPlace(tmp_dir, final_dir, &exchanged); !s.ok()) return fail(s);
   if (exchanged) fs::remove_all(tmp_dir, ec);  // the previous checkpoint of this step
   FsyncPath(dir);
-  return WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
+  return internal::WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
 }
 
 absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
@@ -357,9 +358,9 @@ absl::Status CheckValues(const std::string& file, const std::string& prefix, con
 absl::StatusOr<TrainingState> LoadStepDir(const std::string& step_dir) {
   const std::string model_path = (fs::path(step_dir) / kModelFile).string();
   const std::string state_path = (fs::path(step_dir) / kStateFile).string();
-  absl::StatusOr<SafetensorsFile> model = LoadSafetensors(model_path);
+  absl::StatusOr<SafetensorsFile> model = internal::LoadSafetensors(model_path);
   if (!model.ok()) return model.status();
-  absl::StatusOr<SafetensorsFile> st = LoadSafetensors(state_path);
+  absl::StatusOr<SafetensorsFile> st = internal::LoadSafetensors(state_path);
   if (!st.ok()) return st.status();
 
   auto bad = [&](const std::string& problem) {

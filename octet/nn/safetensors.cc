@@ -17,6 +17,7 @@
 #include <octet/core/crc32c.h>
 #include <octet/core/scaling.h>
 #include <octet/nn/file_util_internal.h>
+#include <octet/nn/safetensors_internal.h>
 
 namespace octet::nn {
 
@@ -255,6 +256,8 @@ const Tensor* SafetensorsFile::Find(const std::string& name) const {
     if (n == name) return &t;
   return nullptr;
 }
+
+namespace internal {
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   return AtomicWrite(path, [&](int fd, const std::string& tmp) { return WriteAll(fd, bytes.data(), bytes.size(), tmp); });
@@ -602,6 +605,19 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
     file.tensors.emplace_back(e.name, std::move(t));
   }
   return file;
+}
+
+}  // namespace internal
+
+void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                     const std::map<std::string, std::string>& metadata, uint32_t* digest) {
+  internal::ThrowIfError(internal::SaveSafetensors(path, tensors, metadata, digest));
+}
+
+SafetensorsFile LoadSafetensors(const std::string& path) {
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
+  internal::ThrowIfError(f.status());
+  return *std::move(f);
 }
 
 }  // namespace octet::nn

@@ -24,13 +24,20 @@
 #include <octet/core/scaling.h>
 #include <octet/nn/file_util_internal.h>
 #include <octet/nn/safetensors.h>
+#include <octet/nn/safetensors_internal.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::ErrorOf;
 using ::octet::testing::RandomValues;
+// The detailed checks call the absl::Status forms (nn/safetensors_internal.h),
+// which also carry the status code; PublicApiThrowsWhatTheStatusSays covers
+// the public, throwing functions.
+using internal::LoadSafetensors;
+using internal::SaveSafetensors;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
@@ -374,6 +381,22 @@ TEST_F(SafetensorsTest, EveryCorruptFileGivesAnErrorNamingFileAndProblem) {
     EXPECT_NE(msg.find("safetensors file '" + path + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.problem), std::string::npos) << msg;
   }
+}
+
+TEST_F(SafetensorsTest, PublicApiThrowsWhatTheStatusSays) {
+  const std::string path = Path("public.safetensors");
+  uint32_t digest = 0;
+  nn::SaveSafetensors(path, {{"a", Full({3}, 1.5)}}, {{"k", "v"}}, &digest);
+  const SafetensorsFile f = nn::LoadSafetensors(path);
+  EXPECT_EQ(f.digest, digest);
+  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"k", "v"}}));
+  ASSERT_NE(f.Find("a"), nullptr);
+  EXPECT_EQ(f.Find("a")->ToDoubles(), (std::vector<double>{1.5, 1.5, 1.5}));
+  const std::string missing = Path("missing.safetensors");
+  EXPECT_EQ(ErrorOf([&] { nn::LoadSafetensors(missing); }), std::string(LoadSafetensors(missing).status().message()));
+  EXPECT_THROW(nn::LoadSafetensors(missing), Error);
+  const std::string bad = ErrorOf([&] { nn::SaveSafetensors(path, {{"", Zeros({1})}}); });
+  EXPECT_NE(bad.find("empty name"), std::string::npos) << bad;
 }
 
 TEST_F(SafetensorsTest, MissingFile) {
