@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include <octet/core/crc32c.h>
 #include <octet/nn/file_util_internal.h>
+#include <octet/nn/checkpoint_internal.h>
 #include <octet/nn/safetensors_internal.h>
 #include <octet/optim/optimizer.h>
 
@@ -106,7 +107,7 @@ bool ParseStepDirName(const std::string& name, int64_t* step) {
   return true;
 }
 
-absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir) {
+absl::StatusOr<std::vector<std::string>> internal::RemoveStaleCheckpointTemporaries(const std::string& dir) {
   absl::StatusOr<std::vector<DirEntry>> entries = ListDirectory(dir);
   if (!entries.ok()) return entries.status();
   std::vector<std::string> removed;
@@ -126,7 +127,7 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const 
   return removed;
 }
 
-absl::Status SaveTrainingState(const std::string& dir, const TrainingState& state) {
+absl::Status internal::SaveTrainingState(const std::string& dir, const TrainingState& state) {
   if (state.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", dir, "': step must be >= 0, got ", state.step));
   }
@@ -181,7 +182,7 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
   return internal::WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
 }
 
-absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
+absl::Status internal::SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
                                const optim::OptimizerState& optimizer, const optim::NamedTensors& extra,
                                uint64_t rng_seed, uint64_t rng_offset,
                                const std::map<std::string, std::string>& metadata) {
@@ -193,7 +194,7 @@ absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim
   s.rng_seed = rng_seed;
   s.rng_offset = rng_offset;
   s.metadata = metadata;
-  return SaveTrainingState(dir, s);
+  return internal::SaveTrainingState(dir, s);
 }
 
 // ---- scanning -------------------------------------------------------------------
@@ -209,7 +210,7 @@ std::string CheckpointDirInfo::Describe() const {
   return out;
 }
 
-absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir) {
+absl::StatusOr<CheckpointDirInfo> internal::ScanCheckpointDir(const std::string& dir) {
   CheckpointDirInfo info;
   absl::StatusOr<std::vector<DirEntry>> entries = ListDirectory(dir);
   if (absl::IsNotFound(entries.status())) return info;
@@ -448,7 +449,7 @@ absl::StatusOr<TrainingState> LoadStepDir(const std::string& step_dir) {
 
 }  // namespace
 
-absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir) {
+absl::StatusOr<TrainingState> internal::LoadTrainingState(const std::string& dir) {
   struct stat st;
   if (::stat((fs::path(dir) / kModelFile).c_str(), &st) == 0) return LoadStepDir(dir);
   absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(dir);
@@ -460,9 +461,44 @@ absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir) {
   return LoadStepDir((fs::path(dir) / StepDirName(info->newest())).string());
 }
 
-absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir, int64_t step) {
+absl::StatusOr<TrainingState> internal::LoadTrainingState(const std::string& dir, int64_t step) {
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("checkpoint '", dir, "': step must be >= 0"));
   return LoadStepDir((fs::path(dir) / StepDirName(step)).string());
+}
+
+// ---- the public, throwing API ----------------------------------------------------
+
+namespace {
+
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> v) {
+  internal::ThrowIfError(v.status());
+  return *std::move(v);
+}
+
+}  // namespace
+
+void SaveTrainingState(const std::string& dir, const TrainingState& state) {
+  internal::ThrowIfError(internal::SaveTrainingState(dir, state));
+}
+
+void SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
+                       const optim::OptimizerState& optimizer, const optim::NamedTensors& extra, uint64_t rng_seed,
+                       uint64_t rng_offset, const std::map<std::string, std::string>& metadata) {
+  internal::ThrowIfError(
+      internal::SaveTrainingState(dir, step, model, optimizer, extra, rng_seed, rng_offset, metadata));
+}
+
+CheckpointDirInfo ScanCheckpointDir(const std::string& dir) { return ValueOrThrow(internal::ScanCheckpointDir(dir)); }
+
+std::vector<std::string> RemoveStaleCheckpointTemporaries(const std::string& dir) {
+  return ValueOrThrow(internal::RemoveStaleCheckpointTemporaries(dir));
+}
+
+TrainingState LoadTrainingState(const std::string& dir) { return ValueOrThrow(internal::LoadTrainingState(dir)); }
+
+TrainingState LoadTrainingState(const std::string& dir, int64_t step) {
+  return ValueOrThrow(internal::LoadTrainingState(dir, step));
 }
 
 }  // namespace octet::nn
