@@ -15,6 +15,7 @@
 
 #include <octet/core/log_testing.h>
 #include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/gemm_layout.h>
 
 #include "tests/scoped_env.h"

@@ -1,6 +1,7 @@
 // The choice of NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): two
 // micro-benchmarks of the instructions themselves, on the calling thread.
 #include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 
 #include <immintrin.h>
 
