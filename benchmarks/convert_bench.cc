@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <octet/core/convert.h>
+#include <octet/core/convert_testing.h>
 
 namespace octet {
 namespace {

@@ -38,6 +38,7 @@
 #include "benchmarks/cpu_peak.h"
 #include <octet/core/tensor.h>
 #include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
 

@@ -7,6 +7,8 @@
 #include <octet/autograd/gradcheck.h>
 #include <octet/core/allocator.h>
 #include <octet/core/device.h>
+#include <octet/core/device_control.h>
+#include <octet/core/log.h>
 #include <octet/core/dtype.h>
 #include <octet/core/random.h>
 #include <octet/core/scaling.h>

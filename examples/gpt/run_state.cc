@@ -4,10 +4,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include <octet/core/crc32c.h>
+#include <octet/core/error.h>
 #include <octet/nn/checkpoint.h>
 
 namespace octet::gpt {
@@ -59,8 +61,12 @@ absl::StatusOr<ResumePlan> PlanResume(const std::string& dir, ResumeMode mode, b
                                                    "step directories",
                                                    parent.empty() ? "" : absl::StrCat(" ('", parent, "')")));
   }
-  absl::StatusOr<nn::CheckpointDirInfo> info = nn::ScanCheckpointDir(dir);
-  if (!info.ok()) return absl::Status(info.status().code(), absl::StrCat("--ckpt_dir: ", info.status().message()));
+  std::optional<nn::CheckpointDirInfo> info;
+  try {
+    info = nn::ScanCheckpointDir(dir);
+  } catch (const Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--ckpt_dir: ", e.what()));
+  }
   ResumePlan plan;
   if (mode != ResumeMode::kNo && info->newest() >= 0) {
     plan.step = info->newest();

@@ -43,17 +43,19 @@ absl::Status Run() {
     return absl::InvalidArgumentError("--temperature must be > 0");
   if (absl::GetFlag(FLAGS_tokens) < 0 || absl::GetFlag(FLAGS_samples) < 1)
     return absl::InvalidArgumentError("--tokens must be >= 0 and --samples >= 1");
-  absl::StatusOr<nn::TrainingState> st = nn::LoadTrainingState(ckpt);
-  if (!st.ok()) return st.status();
-  absl::StatusOr<nn::GPTConfig> config = ConfigFromMetadata(st->metadata);
+  const nn::TrainingState st = nn::LoadTrainingState(ckpt);  // throws octet::Error
+  absl::StatusOr<nn::GPTConfig> config = ConfigFromMetadata(st.metadata);
   if (!config.ok()) return config.status();
   nn::GPT model(*config);
-  if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
+  model.LoadStateDict(st.model);  // throws octet::Error on a mismatch
   model.SetAmp(level);
   if (level == nn::amp::Level::kO1) {
     // Sampling at O1 uses the scales the training run ended with.
-    absl::Status s = nn::amp::LoadScalingState(model, st->extra);
-    if (!s.ok()) std::fprintf(stderr, "sample_gpt: note: %s; FP8 scales start fresh\n", std::string(s.message()).c_str());
+    try {
+      nn::amp::LoadScalingState(model, st.extra);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "sample_gpt: note: %s; FP8 scales start fresh\n", e.what());
+    }
   }
   std::vector<int64_t> ids;
   const bool bytes = config->vocab_size == ByteTokenizer::kVocabSize;
@@ -71,7 +73,7 @@ absl::Status Run() {
                                     absl::GetFlag(FLAGS_top_k), &gen);
   const std::vector<double> all = out.ToDoubles();
   const int64_t len = out.size(1);
-  std::printf("checkpoint step %lld, %lld parameters\n", static_cast<long long>(st->step),
+  std::printf("checkpoint step %lld, %lld parameters\n", static_cast<long long>(st.step),
               static_cast<long long>(model.NumParameters()));
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t> tokens(all.begin() + i * len, all.begin() + (i + 1) * len);

@@ -371,24 +371,23 @@ absl::Status Run() {
     if (!plan.ok()) return plan.status();
     for (const std::string& note : plan->notes) std::printf("%s\n", note.c_str());
     if (plan->step >= 0) {
-      absl::StatusOr<nn::TrainingState> st = nn::LoadTrainingState(ckpt_dir, plan->step);
-      if (!st.ok()) return st.status();
+      nn::TrainingState st = nn::LoadTrainingState(ckpt_dir, plan->step);  // throws octet::Error on failure
       std::vector<std::string> warnings;
-      if (absl::Status s = CheckRunAgrees(st->metadata, run_meta, absl::GetFlag(FLAGS_resume_anyway), &warnings); !s.ok())
+      if (absl::Status s = CheckRunAgrees(st.metadata, run_meta, absl::GetFlag(FLAGS_resume_anyway), &warnings); !s.ok())
         return s;
       for (const std::string& w : warnings) std::printf("%s\n", w.c_str());
-      if (absl::Status s = model.LoadStateDict(st->model); !s.ok()) return s;
-      if (absl::Status s = dt.LoadOptimizerState(opt, st->optimizer); !s.ok()) return s;
-      if (absl::Status s = nn::amp::LoadScalingState(model, st->extra); !s.ok()) return s;
-      absl::StatusOr<DataPosition> pos = PositionFromMetadata(st->metadata);
+      model.LoadStateDict(st.model);  // octet::Error on a mismatch, reported by main
+      if (absl::Status s = dt.LoadOptimizerState(opt, st.optimizer); !s.ok()) return s;
+      nn::amp::LoadScalingState(model, st.extra);
+      absl::StatusOr<DataPosition> pos = PositionFromMetadata(st.metadata);
       if (!pos.ok()) return pos.status();
       if (absl::Status s = sampler->SetPosition(*pos); !s.ok()) return s;
-      DefaultGenerator().SetState(st->rng_seed, st->rng_offset);
+      DefaultGenerator().SetState(st.rng_seed, st.rng_offset);
       uint64_t gseed = 0, goffset = 0;
-      if (absl::SimpleAtoi(st->metadata["model_rng.seed"], &gseed) &&
-          absl::SimpleAtoi(st->metadata["model_rng.offset"], &goffset))
+      if (absl::SimpleAtoi(st.metadata["model_rng.seed"], &gseed) &&
+          absl::SimpleAtoi(st.metadata["model_rng.offset"], &goffset))
         model.generator().SetState(gseed, goffset);
-      step = st->step;
+      step = st.step;
       std::printf("resumed from %s at step %lld\n", ckpt_dir.c_str(), static_cast<long long>(step));
     } else if (resume_mode == ResumeMode::kAuto) {
       std::printf("--resume=auto: no checkpoint in '%s' yet, starting from scratch\n", ckpt_dir.c_str());
@@ -403,9 +402,9 @@ absl::Status Run() {
     PositionToMetadata(sampler->position(), &meta);
     meta["model_rng.seed"] = absl::StrCat(model.generator().seed());
     meta["model_rng.offset"] = absl::StrCat(model.generator().offset());
-    return nn::SaveTrainingState(ckpt_dir, at_step, model_state, opt_state,
-                                 nn::amp::ScalingState(model), DefaultGenerator().seed(),
-                                 DefaultGenerator().offset(), meta);
+    nn::SaveTrainingState(ckpt_dir, at_step, model_state, opt_state, nn::amp::ScalingState(model),
+                          DefaultGenerator().seed(), DefaultGenerator().offset(), meta);  // throws on failure
+    return absl::OkStatus();
   };
 
   MetricsWriter metrics;

@@ -1,5 +1,6 @@
 #include <octet/core/allocator.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -28,10 +29,9 @@ namespace {
 // OCTET_CPU_CACHING=0 turns it off; EmptyCpuCache() returns cached blocks.
 constexpr size_t kCpuCacheMin = size_t{64} << 10;
 
-void* AlignedAlloc(size_t nbytes) {
-  const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-  return std::aligned_alloc(kCpuAlignment, rounded);
-}
+size_t AlignedSize(size_t nbytes) { return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment; }
+
+void* AlignedAlloc(size_t nbytes) { return std::aligned_alloc(kCpuAlignment, AlignedSize(nbytes)); }
 
 class CpuBackend final : public CachingAllocatorBackend {
  public:
@@ -55,19 +55,48 @@ class CpuAllocator final : public Allocator {
 
   void* Allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
-    void* p = (cache_ && nbytes >= kCpuCacheMin) ? cache_->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
+    const bool cached = cache_ && nbytes >= kCpuCacheMin;
+    void* p = cached ? cache_->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
     OCTET_CHECK(p != nullptr, "CPU out of memory: failed to allocate ", nbytes, " bytes");
+    Count(cached, nbytes, +1);
     return p;
   }
   void Free(void* ptr, size_t nbytes, Device) override {
-    if (cache_ && nbytes >= kCpuCacheMin)
+    if (ptr == nullptr) return;
+    const bool cached = cache_ && nbytes >= kCpuCacheMin;
+    if (cached)
       cache_->Free(ptr);
     else
       std::free(ptr);
+    Count(cached, nbytes, -1);
   }
   CachingAllocator* cache() const { return cache_; }
 
+  // Every allocation, cached or not (GetCpuMemoryStats): relaxed atomics,
+  // a few per tensor allocation, none per element.
+  std::atomic<int64_t> in_use{0};        // bytes, as allocated (rounded)
+  std::atomic<int64_t> uncached_in_use{0};
+  std::atomic<int64_t> peak_in_use{0};
+  std::atomic<int64_t> allocs{0};
+  std::atomic<int64_t> frees{0};
+
  private:
+  void Count(bool cached, size_t nbytes, int sign) {
+    const int64_t size = static_cast<int64_t>(cached ? CachingAllocator::RoundSize(nbytes) : AlignedSize(nbytes));
+    if (sign < 0) {
+      in_use.fetch_sub(size, std::memory_order_relaxed);
+      if (!cached) uncached_in_use.fetch_sub(size, std::memory_order_relaxed);
+      frees.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const int64_t now = in_use.fetch_add(size, std::memory_order_relaxed) + size;
+    if (!cached) uncached_in_use.fetch_add(size, std::memory_order_relaxed);
+    allocs.fetch_add(1, std::memory_order_relaxed);
+    int64_t peak = peak_in_use.load(std::memory_order_relaxed);
+    while (now > peak && !peak_in_use.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+
   CachingAllocator* cache_ = nullptr;
 };
 
@@ -116,14 +145,27 @@ void EmptyCpuCache() {
 
 CpuMemoryStats GetCpuMemoryStats() {
   CpuMemoryStats s;
-  if (CachingAllocator* c = GetRegistry().cpu.cache()) {
+  const CpuAllocator& cpu = GetRegistry().cpu;
+  s.allocated_bytes = cpu.in_use.load(std::memory_order_relaxed);
+  s.peak_allocated_bytes = cpu.peak_in_use.load(std::memory_order_relaxed);
+  s.reserved_bytes = cpu.uncached_in_use.load(std::memory_order_relaxed);
+  s.num_allocs = cpu.allocs.load(std::memory_order_relaxed);
+  s.num_frees = cpu.frees.load(std::memory_order_relaxed);
+  if (CachingAllocator* c = cpu.cache()) {
     const CachingAllocatorStats st = c->Stats();
     s.cached_allocated_bytes = st.allocated_bytes;
     s.cached_reserved_bytes = st.reserved_bytes;
     s.peak_cached_allocated_bytes = st.peak_allocated_bytes;
     s.caching_enabled = true;
+    s.reserved_bytes += static_cast<int64_t>(st.reserved_bytes);
   }
   return s;
+}
+
+void ResetCpuPeakMemoryStats() {
+  CpuAllocator& cpu = GetRegistry().cpu;
+  cpu.peak_in_use.store(cpu.in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  if (CachingAllocator* c = cpu.cache()) c->ResetPeakStats();
 }
 
 }  // namespace octet

@@ -36,11 +36,20 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
 // cached, unused blocks to the system.
 void EmptyCpuCache();
 struct CpuMemoryStats {
+  // Every CPU allocation (see octet::GetMemoryStats in core/device.h).
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = 0;  // allocated + cached
+  int64_t peak_allocated_bytes = 0;
+  int64_t num_allocs = 0;
+  int64_t num_frees = 0;
+  // The cached (large) blocks only.
   bool caching_enabled = false;
   size_t cached_allocated_bytes = 0;  // large blocks in use
   size_t cached_reserved_bytes = 0;   // large blocks in use or cached
   size_t peak_cached_allocated_bytes = 0;
 };
 CpuMemoryStats GetCpuMemoryStats();
+// Sets both peaks to the current values.
+void ResetCpuPeakMemoryStats();
 
 }  // namespace octet

@@ -2,6 +2,7 @@
 // the run-time choice of path (NOTE [converter dispatch] in convert.h). The
 // AVX-512 kernels are in convert_avx512.cc.
 #include <octet/core/convert.h>
+#include <octet/core/convert_testing.h>
 
 #include <array>
 #include <atomic>

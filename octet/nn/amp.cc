@@ -69,7 +69,7 @@ NamedTensors ScalingState(Module& model) {
   return out;
 }
 
-absl::Status LoadScalingState(Module& model, const NamedTensors& state) {
+void LoadScalingState(Module& model, const NamedTensors& state) {
   const NamedTensors mine = ScalingState(model);
   std::vector<std::string> missing, unexpected, mismatched;
   std::set<std::string> given;
@@ -93,14 +93,14 @@ absl::Status LoadScalingState(Module& model, const NamedTensors& state) {
     const bool known = std::any_of(mine.begin(), mine.end(), [&](const auto& e) { return e.first == n; });
     if (!known) unexpected.push_back(n);
   }
-  if (given.size() != state.size()) return absl::InvalidArgumentError("LoadScalingState: repeated names");
+  if (given.size() != state.size()) OCTET_FAIL("LoadScalingState: repeated names");
   if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
     std::string msg = "LoadScalingState: FP8 scaling state does not match the model (is amp O1 set the same way?); "
                       "nothing was loaded.";
     if (!missing.empty()) absl::StrAppend(&msg, " Missing: ", absl::StrJoin(missing, ", "), ".");
     if (!unexpected.empty()) absl::StrAppend(&msg, " Unexpected: ", absl::StrJoin(unexpected, ", "), ".");
     if (!mismatched.empty()) absl::StrAppend(&msg, " Mismatched: ", absl::StrJoin(mismatched, "; "), ".");
-    return absl::InvalidArgumentError(msg);
+    OCTET_FAIL(msg);
   }
   NoGradGuard no_grad;
   for (auto& [dst, src] : copies) {
@@ -119,7 +119,6 @@ absl::Status LoadScalingState(Module& model, const NamedTensors& state) {
       }
     }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace octet::nn::amp

@@ -30,7 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include <octet/nn/amp_recipe.h>
 #include <octet/nn/fp8_linear.h>
 #include <octet/nn/fp8_state.h>
@@ -77,8 +76,8 @@ double WorstSaturation(const std::vector<SlotStats>& stats);
 // scales, by dotted name). Tensors are the live buffers, not copies.
 NamedTensors ScalingState(Module& model);
 // Copies a ScalingState back; names, shapes and dtypes must match exactly, else
-// nothing changes and the status lists the differences.
-absl::Status LoadScalingState(Module& model, const NamedTensors& state);
+// nothing changes and the octet::Error thrown lists the differences.
+void LoadScalingState(Module& model, const NamedTensors& state);
 // True for the buffer names ScalingState() returns.
 bool IsScalingStateName(const std::string& name);
 

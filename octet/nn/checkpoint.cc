@@ -16,7 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include <octet/core/crc32c.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
+#include <octet/nn/checkpoint_internal.h>
+#include <octet/nn/safetensors_internal.h>
 #include <octet/optim/optimizer.h>
 
 namespace octet::nn {
@@ -105,7 +107,7 @@ bool ParseStepDirName(const std::string& name, int64_t* step) {
   return true;
 }
 
-absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir) {
+absl::StatusOr<std::vector<std::string>> internal::RemoveStaleCheckpointTemporaries(const std::string& dir) {
   absl::StatusOr<std::vector<DirEntry>> entries = ListDirectory(dir);
   if (!entries.ok()) return entries.status();
   std::vector<std::string> removed;
@@ -125,7 +127,7 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const 
   return removed;
 }
 
-absl::Status SaveTrainingState(const std::string& dir, const TrainingState& state) {
+absl::Status internal::SaveTrainingState(const std::string& dir, const TrainingState& state) {
   if (state.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", dir, "': step must be >= 0, got ", state.step));
   }
@@ -149,7 +151,7 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
 
   std::map<std::string, std::string> model_meta = {{"octet.step", std::to_string(state.step)}};
   uint32_t model_digest = 0;
-  if (absl::Status s = SaveSafetensors((fs::path(tmp_dir) / kModelFile).string(), state.model, model_meta, &model_digest);
+  if (absl::Status s = internal::SaveSafetensors((fs::path(tmp_dir) / kModelFile).string(), state.model, model_meta, &model_digest);
       !s.ok()) {
     return fail(s);
   }
@@ -168,7 +170,7 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
   };
   for (const auto& [k, v] : state.optimizer.scalars) meta["optimizer." + k] = v;
   for (const auto& [k, v] : state.metadata) meta["meta." + k] = v;
-  if (absl::Status s = SaveSafetensors((fs::path(tmp_dir) / kStateFile).string(), tensors, meta); !s.ok()) {
+  if (absl::Status s = internal::SaveSafetensors((fs::path(tmp_dir) / kStateFile).string(), tensors, meta); !s.ok()) {
     return fail(s);
   }
   FsyncPath(tmp_dir);
@@ -177,10 +179,10 @@ absl::Status SaveTrainingState(const std::string& dir, const TrainingState& stat
   if (absl::Status s = RenameDirIntoPlace(tmp_dir, final_dir, &exchanged); !s.ok()) return fail(s);
   if (exchanged) fs::remove_all(tmp_dir, ec);  // the previous checkpoint of this step
   FsyncPath(dir);
-  return WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
+  return internal::WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
 }
 
-absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
+absl::Status internal::SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
                                const optim::OptimizerState& optimizer, const optim::NamedTensors& extra,
                                uint64_t rng_seed, uint64_t rng_offset,
                                const std::map<std::string, std::string>& metadata) {
@@ -192,7 +194,7 @@ absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim
   s.rng_seed = rng_seed;
   s.rng_offset = rng_offset;
   s.metadata = metadata;
-  return SaveTrainingState(dir, s);
+  return internal::SaveTrainingState(dir, s);
 }
 
 // ---- scanning -------------------------------------------------------------------
@@ -208,7 +210,7 @@ std::string CheckpointDirInfo::Describe() const {
   return out;
 }
 
-absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir) {
+absl::StatusOr<CheckpointDirInfo> internal::ScanCheckpointDir(const std::string& dir) {
   CheckpointDirInfo info;
   absl::StatusOr<std::vector<DirEntry>> entries = ListDirectory(dir);
   if (absl::IsNotFound(entries.status())) return info;
@@ -357,9 +359,9 @@ absl::Status CheckValues(const std::string& file, const std::string& prefix, con
 absl::StatusOr<TrainingState> LoadStepDir(const std::string& step_dir) {
   const std::string model_path = (fs::path(step_dir) / kModelFile).string();
   const std::string state_path = (fs::path(step_dir) / kStateFile).string();
-  absl::StatusOr<SafetensorsFile> model = LoadSafetensors(model_path);
+  absl::StatusOr<SafetensorsFile> model = internal::LoadSafetensors(model_path);
   if (!model.ok()) return model.status();
-  absl::StatusOr<SafetensorsFile> st = LoadSafetensors(state_path);
+  absl::StatusOr<SafetensorsFile> st = internal::LoadSafetensors(state_path);
   if (!st.ok()) return st.status();
 
   auto bad = [&](const std::string& problem) {
@@ -447,7 +449,7 @@ absl::StatusOr<TrainingState> LoadStepDir(const std::string& step_dir) {
 
 }  // namespace
 
-absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir) {
+absl::StatusOr<TrainingState> internal::LoadTrainingState(const std::string& dir) {
   struct stat st;
   if (::stat((fs::path(dir) / kModelFile).c_str(), &st) == 0) return LoadStepDir(dir);
   absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(dir);
@@ -459,9 +461,44 @@ absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir) {
   return LoadStepDir((fs::path(dir) / StepDirName(info->newest())).string());
 }
 
-absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir, int64_t step) {
+absl::StatusOr<TrainingState> internal::LoadTrainingState(const std::string& dir, int64_t step) {
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("checkpoint '", dir, "': step must be >= 0"));
   return LoadStepDir((fs::path(dir) / StepDirName(step)).string());
+}
+
+// ---- the public, throwing API ----------------------------------------------------
+
+namespace {
+
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> v) {
+  internal::ThrowIfError(v.status());
+  return *std::move(v);
+}
+
+}  // namespace
+
+void SaveTrainingState(const std::string& dir, const TrainingState& state) {
+  internal::ThrowIfError(internal::SaveTrainingState(dir, state));
+}
+
+void SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
+                       const optim::OptimizerState& optimizer, const optim::NamedTensors& extra, uint64_t rng_seed,
+                       uint64_t rng_offset, const std::map<std::string, std::string>& metadata) {
+  internal::ThrowIfError(
+      internal::SaveTrainingState(dir, step, model, optimizer, extra, rng_seed, rng_offset, metadata));
+}
+
+CheckpointDirInfo ScanCheckpointDir(const std::string& dir) { return ValueOrThrow(internal::ScanCheckpointDir(dir)); }
+
+std::vector<std::string> RemoveStaleCheckpointTemporaries(const std::string& dir) {
+  return ValueOrThrow(internal::RemoveStaleCheckpointTemporaries(dir));
+}
+
+TrainingState LoadTrainingState(const std::string& dir) { return ValueOrThrow(internal::LoadTrainingState(dir)); }
+
+TrainingState LoadTrainingState(const std::string& dir, int64_t step) {
+  return ValueOrThrow(internal::LoadTrainingState(dir, step));
 }
 
 }  // namespace octet::nn

@@ -31,9 +31,12 @@
 // directories and "LATEST.tmp.<pid>" files) whose process is gone
 // (kill(pid, 0) fails with ESRCH); a live process's are left alone.
 //
+// Errors: every function below throws octet::Error naming the path (and the
+// file, tensor or key) on failure.
+//
 // Verification on load (each failure names the file, and the tensor or key):
-// regular files only (a FIFO is an error, not a hang; nn/file_util.h); every
-// checksum; the step in both files equals the step directory's name; the
+// regular files only (a FIFO is an error, not a hang; nn/file_util_internal.h);
+// every checksum; the step in both files equals the step directory's name; the
 // model file is the one the training state was saved with (model.digest);
 // values that cannot be right: a non-finite or negative "optimizer.lr", NaN or
 // infinite model or optimizer tensor elements (FP8 NaN/inf codes included),
@@ -55,8 +58,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include <octet/nn/safetensors.h>
 #include <octet/optim/optimizer.h>
 
@@ -82,11 +83,10 @@ bool ParseStepDirName(const std::string& name, int64_t* step);
 // Errors name the path: step < 0, tensors that safetensors refuses
 // (nn/safetensors.h), any I/O failure (the temporary directory is removed,
 // LATEST and existing checkpoints are untouched).
-absl::Status SaveTrainingState(const std::string& dir, const TrainingState& state);
-absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
-                               const optim::OptimizerState& optimizer, const optim::NamedTensors& extra,
-                               uint64_t rng_seed, uint64_t rng_offset,
-                               const std::map<std::string, std::string>& metadata);
+void SaveTrainingState(const std::string& dir, const TrainingState& state);
+void SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
+                       const optim::OptimizerState& optimizer, const optim::NamedTensors& extra, uint64_t rng_seed,
+                       uint64_t rng_offset, const std::map<std::string, std::string>& metadata);
 
 // What a checkpoint directory holds (ScanCheckpointDir).
 struct CheckpointDirInfo {
@@ -109,18 +109,18 @@ struct CheckpointDirInfo {
 // a dir that cannot be listed (EACCES, EIO, not a directory) is an error
 // naming it. LATEST is read only when it is a regular file (a FIFO is
 // reported in latest_problem, never opened).
-absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir);
+CheckpointDirInfo ScanCheckpointDir(const std::string& dir);
 
 // Removes dir's temporaries of interrupted saves whose process is gone
 // (NOTE [checkpoint layout]); returns their names. Called by every save.
-absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir);
+std::vector<std::string> RemoveStaleCheckpointTemporaries(const std::string& dir);
 
 // Loads the newest complete step directory of dir (LATEST is not needed), or
 // dir itself when it is a step directory (holds model.safetensors). Errors:
 // no complete step directory (the message says what dir holds), and every
 // verification of NOTE [checkpoint layout].
-absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir);
+TrainingState LoadTrainingState(const std::string& dir);
 // Loads dir/StepDirName(step).
-absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir, int64_t step);
+TrainingState LoadTrainingState(const std::string& dir, int64_t step);
 
 }  // namespace octet::nn

@@ -1,4 +1,4 @@
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 
 #include <dirent.h>
 #include <fcntl.h>

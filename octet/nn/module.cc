@@ -124,7 +124,7 @@ Tensor* Module::FindBuffer(const std::string& name) {
   return nullptr;
 }
 
-absl::Status Module::LoadStateDict(const NamedTensors& state, bool strict) {
+void Module::LoadStateDict(const NamedTensors& state, bool strict) {
   // Slots by name.
   std::vector<std::pair<std::string, Tensor*>> slots;
   ForEachSlot("", true, true, true, true,
@@ -163,14 +163,13 @@ absl::Status Module::LoadStateDict(const NamedTensors& state, bool strict) {
     if (!unexpected.empty()) absl::StrAppend(&msg, " Unexpected: ", absl::StrJoin(unexpected, ", "), ".");
     if (!mismatched.empty()) absl::StrAppend(&msg, " Mismatched: ", absl::StrJoin(mismatched, "; "), ".");
     if (!duplicated.empty()) absl::StrAppend(&msg, " Duplicated: ", absl::StrJoin(duplicated, ", "), ".");
-    return absl::InvalidArgumentError(msg);
+    OCTET_FAIL(msg);
   }
   NoGradGuard no_grad;
   for (auto& [slot, src] : copies) {
     Tensor dst = slot->detach();
     dst.CopyFrom_(*src);  // bumps the version: FP8 weight caches re-quantize
   }
-  return absl::OkStatus();
 }
 
 void Module::Train(bool on) {

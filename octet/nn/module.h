@@ -39,7 +39,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
 #include <octet/core/tensor.h>
 #include <octet/nn/amp_recipe.h>
 
@@ -99,8 +98,8 @@ class Module {
   // Copies `state` into the parameters and persistent buffers by name. Every
   // entry must match a slot in shape and dtype, every slot must be present
   // (strict) and no name may repeat; otherwise nothing is changed and the
-  // status names every missing, unexpected and mismatched entry.
-  absl::Status LoadStateDict(const NamedTensors& state, bool strict = true);
+  // octet::Error thrown names every missing, unexpected and mismatched entry.
+  void LoadStateDict(const NamedTensors& state, bool strict = true);
 
   // ---- modes, devices, gradients ------------------------------------------------------
   void Train(bool on = true);

@@ -16,7 +16,8 @@
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/crc32c.h>
 #include <octet/core/scaling.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
+#include <octet/nn/safetensors_internal.h>
 
 namespace octet::nn {
 
@@ -256,6 +257,8 @@ const Tensor* SafetensorsFile::Find(const std::string& name) const {
   return nullptr;
 }
 
+namespace internal {
+
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   return AtomicWrite(path, [&](int fd, const std::string& tmp) { return WriteAll(fd, bytes.data(), bytes.size(), tmp); });
 }
@@ -358,7 +361,7 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
 
 absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
   const std::string where = Prefix(path);
-  // Regular files only: a FIFO would block the open (nn/file_util.h).
+  // Regular files only: a FIFO would block the open (nn/file_util_internal.h).
   uint64_t file_size = 0;
   absl::StatusOr<int> opened = OpenRegularFile(path, where, &file_size);
   if (!opened.ok()) return opened.status();
@@ -602,6 +605,19 @@ absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path) {
     file.tensors.emplace_back(e.name, std::move(t));
   }
   return file;
+}
+
+}  // namespace internal
+
+void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                     const std::map<std::string, std::string>& metadata, uint32_t* digest) {
+  internal::ThrowIfError(internal::SaveSafetensors(path, tensors, metadata, digest));
+}
+
+SafetensorsFile LoadSafetensors(const std::string& path) {
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
+  internal::ThrowIfError(f.status());
+  return *std::move(f);
 }
 
 }  // namespace octet::nn

@@ -42,9 +42,9 @@
 // contiguous from 0 once sorted (holes, overlaps, end < begin); a shape whose
 // byte size overflows or differs from end - begin; and a file whose length is
 // not exactly 8 + N + the last end (truncation, trailing bytes). Every error
-// is an absl::Status whose message starts with "safetensors file '<path>': "
+// is an octet::Error whose message starts with "safetensors file '<path>': "
 // and names the problem (and the tensor, when there is one). The data is
-// read (pread, not mmap: an I/O error is a Status, not a SIGBUS) straight
+// read (pread, not mmap: an I/O error is an Error, not a SIGBUS) straight
 // into freshly allocated CPU tensors.
 //
 // NOTE [safetensors checksums]: SaveSafetensors writes, into __metadata__,
@@ -72,8 +72,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include <octet/core/tensor.h>
 
 namespace octet::nn {
@@ -93,20 +91,16 @@ struct SafetensorsFile {
   const Tensor* Find(const std::string& name) const;
 };
 
-// Errors (absl::Status): an undefined tensor, an empty or repeated name, the
+// Errors (octet::Error): an undefined tensor, an empty or repeated name, the
 // name "__metadata__", a name colliding with an FP8 companion, FP8 scale
 // metadata that is not per-tensor, a header over the limit, and any I/O
 // failure (message names the path and the errno text), a metadata key
 // starting with "octet.crc32c." (reserved for the checksums). Tensors may be
 // on any device and non-contiguous (they are copied to contiguous CPU bytes
 // first). `digest`, when given, gets SafetensorsFile::digest of the file.
-absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                             const std::map<std::string, std::string>& metadata = {}, uint32_t* digest = nullptr);
+void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                     const std::map<std::string, std::string>& metadata = {}, uint32_t* digest = nullptr);
 
-absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path);
-
-// Atomically replaces `path` with `bytes` (temp file "<path>.tmp.<pid>",
-// fsync, rename, directory fsync). Shared with nn/checkpoint.cc.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+SafetensorsFile LoadSafetensors(const std::string& path);
 
 }  // namespace octet::nn

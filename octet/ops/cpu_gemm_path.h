@@ -63,9 +63,5 @@ double Bf16DotRate(int64_t iters);
 // std::nullopt for "auto" or ""; throws octet::Error for an unknown value.
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value);
 
-// Forces the path (std::nullopt: forget the cached decision, so the next
-// GetCpuGemmPath decides again from the environment). For tests.
-void SetCpuGemmPathForTesting(std::optional<CpuGemmPath> path);
-
 }  // namespace internal
 }  // namespace octet

@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <mutex>
-#include <set>
 #include <sstream>
 
 #include <octet/core/error.h>
+#include <octet/core/log.h>
 
 namespace octet {
 
@@ -360,13 +358,9 @@ std::atomic<int64_t> g_fallbacks{0};
 std::atomic<int64_t> g_padded{0};
 std::atomic<int64_t> g_transposes{0};
 
-void ReportOnce(const char* kind, const std::string& reason) {
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
-  std::lock_guard<std::mutex> lock(mu);
-  if (seen->insert(std::string(kind) + reason).second) {
-    std::fprintf(stderr, "octet: FP8 GEMM %s: %s\n", kind, reason.c_str());
-  }
+// Each distinct (kind, reason) is reported once per process (core/log.h).
+void Report(LogLevel level, const char* kind, const std::string& reason) {
+  if (LogEnabled(level)) Log(level, std::string("FP8 GEMM ") + kind + ": " + reason);
 }
 
 }  // namespace
@@ -377,15 +371,15 @@ int64_t GemmTransposeCopyCount() { return g_transposes.load(); }
 
 void RecordGemmFallback(const std::string& reason) {
   g_fallbacks.fetch_add(1);
-  ReportOnce("falls back to BF16", reason);
+  Report(LogLevel::kWarning, "falls back to BF16", reason);
 }
 void RecordGemmPadded(const std::string& reason) {
   g_padded.fetch_add(1);
-  ReportOnce("padded", reason);
+  Report(LogLevel::kInfo, "padded", reason);
 }
 void RecordGemmTransposeCopy(const std::string& reason) {
   g_transposes.fetch_add(1);
-  ReportOnce("builds a transposed copy", reason);
+  Report(LogLevel::kInfo, "builds a transposed copy", reason);
 }
 void ResetGemmCountersForTesting() {
   g_fallbacks = 0;

@@ -1,4 +1,5 @@
 #include <octet/ops/matmul.h>
+#include <octet/ops/matmul_testing.h>
 
 #include <atomic>
 #include <tuple>

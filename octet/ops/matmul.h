@@ -89,8 +89,6 @@ bool Fp8GemmWantsTransposedCopies(Device device);
 // GELU_AUX(_BIAS) on CUDA; the CPU applies it as a pass after the GEMM), so
 // a layer can decide whether fusing Linear + GELU saves a pass.
 bool GemmEpilogueRunsGelu(Device device);
-// Tests: force the answer for every device (nullopt: ask the backend again).
-void SetFp8TransposedCopiesForTesting(std::optional<bool> value);
 
 // Quantize (ops/cast.h) for a matrix that FP8 GEMMs will read as it is and,
 // when `columnwise`, also transposed (the FP8 Linear: X in fprop and Xᵀ in

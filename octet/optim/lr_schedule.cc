@@ -18,12 +18,11 @@ const char* Name(LrScheduleKind kind) {
   return "?";
 }
 
-absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(const std::string& text) {
+LrScheduleKind ParseLrScheduleKind(const std::string& text) {
   for (LrScheduleKind k : {LrScheduleKind::kCosine, LrScheduleKind::kLinear, LrScheduleKind::kConstant}) {
     if (text == Name(k)) return k;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown learning-rate schedule '", text, "' (expected cosine, linear or constant)"));
+  OCTET_FAIL("unknown learning-rate schedule '", text, "' (expected cosine, linear or constant)");
 }
 
 LrSchedule::LrSchedule(const Options& options) : options_(options) {

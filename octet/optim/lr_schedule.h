@@ -16,14 +16,13 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/status/statusor.h"
-
 namespace octet::optim {
 
 enum class LrScheduleKind : uint8_t { kCosine, kLinear, kConstant };
 const char* Name(LrScheduleKind kind);
-// "cosine", "linear" or "constant".
-absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(const std::string& text);
+// "cosine", "linear" or "constant"; throws octet::Error naming the text for
+// anything else.
+LrScheduleKind ParseLrScheduleKind(const std::string& text);
 
 class LrSchedule {
  public:

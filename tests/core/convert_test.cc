@@ -6,6 +6,7 @@
 // ForceScalarConvertersForTesting (NOTE [converter dispatch]); a path the CPU
 // lacks is skipped. Also the scalar bf16 / f16 cast rules.
 #include <octet/core/convert.h>
+#include <octet/core/convert_testing.h>
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,15 @@
 // cpu / cuda / cuda:N; CheckDeviceExists explains a missing device.
 #include <octet/core/device.h>
 
+#include <cstdint>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <octet/core/allocator.h>
+#include <octet/core/device_control.h>
+#include <octet/core/caching_allocator.h>
+#include <octet/core/tensor.h>
 
 #include "tests/test_util.h"
 
@@ -42,6 +49,88 @@ TEST(Device, CountsAndExplainsMissingDevices) {
   } else {
     EXPECT_NO_THROW(CheckDeviceExists(CUDA(n - 1), "test"));
     EXPECT_THAT(ErrorOf([&] { CheckDeviceExists(CUDA(n), "test"); }), HasSubstr("does not exist"));
+  }
+}
+
+// ---- public device control on the CPU (CUDA: tests/cuda/device_control_test.cc) ----
+
+// Sizes as the CPU allocator counts them: cached blocks (64 KiB and more)
+// rounded by the caching allocator, smaller ones to 64 bytes.
+int64_t CountedSize(int64_t nbytes, bool caching) {
+  if (caching && nbytes >= (int64_t{64} << 10)) return static_cast<int64_t>(CachingAllocator::RoundSize(nbytes));
+  return (nbytes + 63) / 64 * 64;
+}
+
+TEST(DeviceControl, CpuStatsFollowAllocationsAndFrees) {
+  const bool caching = GetCpuMemoryStats().caching_enabled;  // OCTET_CPU_CACHING=0 turns it off
+  const MemoryStats before = GetMemoryStats(kCPU);
+  EXPECT_EQ(before.cached_bytes, before.reserved_bytes - before.allocated_bytes);
+  const int64_t big = CountedSize(int64_t{300000} * 4, caching), small = CountedSize(1000 * 4, caching);
+  {
+    Tensor a = Empty({300000});  // float32: 1.2 MB
+    Tensor b = Empty({1000});    // 4000 bytes
+    const MemoryStats during = GetMemoryStats(kCPU);
+    EXPECT_EQ(during.allocated_bytes, before.allocated_bytes + big + small);
+    EXPECT_EQ(during.num_allocs, before.num_allocs + 2);
+    EXPECT_EQ(during.num_frees, before.num_frees);
+    EXPECT_GE(during.reserved_bytes, during.allocated_bytes);
+    EXPECT_GE(during.peak_allocated_bytes, during.allocated_bytes);
+  }
+  const MemoryStats after = GetMemoryStats(kCPU);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.num_allocs, before.num_allocs + 2);
+  EXPECT_EQ(after.num_frees, before.num_frees + 2);
+  EXPECT_GE(after.peak_allocated_bytes, before.allocated_bytes + big + small);
+}
+
+TEST(DeviceControl, ResetPeakStartsFromWhatIsInUse) {
+  { Tensor t = Empty({500000}); }
+  const MemoryStats high = GetMemoryStats(kCPU);
+  EXPECT_GE(high.peak_allocated_bytes, high.allocated_bytes + 2000000);
+  ResetPeakMemoryStats(kCPU);
+  const MemoryStats reset = GetMemoryStats(kCPU);
+  EXPECT_EQ(reset.peak_allocated_bytes, reset.allocated_bytes);
+  Tensor t = Empty({1000});
+  EXPECT_EQ(GetMemoryStats(kCPU).peak_allocated_bytes, reset.allocated_bytes + 4032);  // 4000 rounded to 64
+}
+
+TEST(DeviceControl, EmptyCacheReleasesTheCachedBlocks) {
+  if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
+  { Tensor t = Empty({int64_t{3} << 20}); }  // 12 MiB: its own segment, cached after the free
+  const MemoryStats cached = GetMemoryStats(kCPU);
+  EXPECT_GE(cached.cached_bytes, int64_t{12} << 20);
+  EmptyCache(kCPU);
+  const MemoryStats emptied = GetMemoryStats(kCPU);
+  EXPECT_EQ(emptied.allocated_bytes, cached.allocated_bytes);
+  EXPECT_LE(emptied.reserved_bytes, cached.reserved_bytes - (int64_t{12} << 20));
+  // Blocks in use stay: only free, unsplit segments go back.
+  Tensor kept = Empty({int64_t{3} << 20});
+  EmptyCache(kCPU);
+  EXPECT_GE(GetMemoryStats(kCPU).reserved_bytes, int64_t{12} << 20);
+}
+
+TEST(DeviceControl, CpuStreamGuardIsANoOp) {
+  { StreamGuard guard(kCPU, nullptr); }
+  Synchronize(kCPU);
+#if !OCTET_WITH_CUDA
+  int not_a_stream = 0;
+  EXPECT_THAT(ErrorOf([&] { StreamGuard guard(kCPU, &not_a_stream); }),
+              HasSubstr("this build of octet has no CUDA backend"));
+#endif
+}
+
+TEST(DeviceControl, MissingDevicesAreErrors) {
+  const Device bad_cpu(DeviceType::kCPU, 1);
+  EXPECT_THAT(ErrorOf([&] { GetMemoryStats(bad_cpu); }), HasSubstr("octet::GetMemoryStats: cpu does not exist"));
+  EXPECT_THAT(ErrorOf([&] { ResetPeakMemoryStats(bad_cpu); }), HasSubstr("octet::ResetPeakMemoryStats"));
+  EXPECT_THAT(ErrorOf([&] { EmptyCache(bad_cpu); }), HasSubstr("octet::EmptyCache"));
+  EXPECT_THAT(ErrorOf([&] { StreamGuard guard(bad_cpu, nullptr); }), HasSubstr("octet::StreamGuard"));
+  const Device missing = CUDA(DeviceCount(DeviceType::kCUDA));  // one past the last
+  for (auto call : {+[](Device d) { GetMemoryStats(d); }, +[](Device d) { ResetPeakMemoryStats(d); },
+                    +[](Device d) { EmptyCache(d); }, +[](Device d) { StreamGuard g(d, nullptr); }}) {
+    const std::string msg = ErrorOf([&] { call(missing); });
+    EXPECT_THAT(msg, HasSubstr(ToString(missing))) << msg;
+    EXPECT_THAT(msg, ::testing::AnyOf(HasSubstr("is not available"), HasSubstr("does not exist"))) << msg;
   }
 }
 

@@ -2,9 +2,12 @@
 // core/tensor.h on the include path, octet only through <octet/...>.
 //   - a two-layer model trains on the CPU (the loss falls by 10x);
 //   - autograd and an FP8 round trip give closed-form numbers;
+//   - an own log sink receives the library's messages; bad input is an octet::Error;
 //   - octet::Synchronize works for the CPU, and for CUDA when a device is there.
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"  // the consumer's own (tests/install/core/tensor.h)
@@ -50,6 +53,38 @@ double TrainTwoLayerModel() {
   return last / first;
 }
 
+// The application's own log sink receives octet's messages: the CPU GEMM
+// path is reported at debug level the first time an FP8 GEMM runs.
+bool LogSinkReceivesLibraryMessages() {
+  using namespace octet;
+  std::vector<std::string> got;
+  SetLogSink([&got](LogLevel level, std::string_view msg) {
+    if (level == LogLevel::kDebug) got.emplace_back(msg);
+  });
+  SetLogLevel(LogLevel::kDebug);
+  Generator gen(3);
+  nn::Linear fc({.in = 16, .out = 16, .gen = &gen});
+  fc.SetAmp(nn::amp::Level::kO1);
+  const Tensor y = fc(Ones({4, 16}));
+  SetLogSink(nullptr);
+  SetLogLevel(LogLevel::kInfo);
+  for (const std::string& m : got) std::printf("consumer: log sink got \"%s\"\n", m.c_str());
+  return !got.empty() && got[0].find("CPU BF16/FP8 GEMMs compute with") != std::string::npos;
+}
+
+// Bad input is an octet::Error naming what is wrong.
+bool WrongShapeIsAnOctetError() {
+  using namespace octet;
+  nn::Linear a({.in = 4, .out = 3}), b({.in = 5, .out = 3});
+  try {
+    b.LoadStateDict(a.StateDict());
+  } catch (const Error& e) {
+    std::printf("consumer: octet::Error: %s\n", e.what());
+    return std::string(e.what()).find("weight") != std::string::npos;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main() {
@@ -66,6 +101,9 @@ int main() {
   Expect(q.At({2}) == 3.0, "fp8_e4m3 round trip of 3");
 
   Expect(TrainTwoLayerModel() < 0.1, "two-layer model trains (loss / 10)");
+  Expect(LogSinkReceivesLibraryMessages(), "own log sink receives octet's messages");
+  Expect(WrongShapeIsAnOctetError(), "a wrong shape is an octet::Error naming it");
+  Expect(GetMemoryStats(kCPU).peak_allocated_bytes > 0, "CPU memory statistics");
 
   Synchronize(kCPU);
   if (DeviceCount(DeviceType::kCUDA) > 0) {

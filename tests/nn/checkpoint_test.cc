@@ -13,6 +13,7 @@
 #include <octet/core/random.h>
 #include <octet/core/scaling.h>
 #include <octet/nn/checkpoint.h>
+#include <octet/nn/checkpoint_internal.h>
 #include <octet/optim/adamw.h>
 #include "tests/test_util.h"
 
@@ -21,6 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::octet::testing::RandomValues;
+// These tests call the absl::Status forms (internal::, nn/checkpoint_internal.h),
+// which also carry the status code; the public functions throw octet::Error
+// with the same message (checkpoint_test.cc: PublicApiThrowsWhatTheStatusSays).
 
 class CheckpointTest : public ::testing::Test {
  protected:
@@ -59,7 +63,7 @@ TEST_F(CheckpointTest, LayoutAndRoundTrip) {
   s.rng_seed = 42;
   s.rng_offset = 123456789012345ull;
   s.metadata = {{"data.shard", "3"}, {"data.offset", "17"}};
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
 
   EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000100\n");
   EXPECT_TRUE(fs::exists(dir_ / "step_00000100" / "model.safetensors"));
@@ -69,7 +73,7 @@ TEST_F(CheckpointTest, LayoutAndRoundTrip) {
   EXPECT_EQ(entries, 2);  // LATEST + the step directory; no temporaries left
 
   for (const std::string& from : {dir_.string(), (dir_ / "step_00000100").string()}) {
-    absl::StatusOr<TrainingState> l = LoadTrainingState(from);
+    absl::StatusOr<TrainingState> l = internal::LoadTrainingState(from);
     ASSERT_TRUE(l.ok()) << l.status();
     EXPECT_EQ(l->step, 100);
     EXPECT_EQ(l->rng_seed, 42u);
@@ -92,14 +96,14 @@ TEST_F(CheckpointTest, LayoutAndRoundTrip) {
 
   // A later step moves LATEST; the older one stays loadable by step.
   s.step = 200;
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
   EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000200\n");
-  EXPECT_EQ(LoadTrainingState(dir_.string())->step, 200);
-  EXPECT_EQ(LoadTrainingState(dir_.string(), 100)->step, 100);
+  EXPECT_EQ(internal::LoadTrainingState(dir_.string())->step, 200);
+  EXPECT_EQ(internal::LoadTrainingState(dir_.string(), 100)->step, 100);
   // Saving the same step again replaces it.
   s.metadata["data.offset"] = "18";
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
-  EXPECT_EQ(LoadTrainingState(dir_.string())->metadata.at("data.offset"), "18");
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
+  EXPECT_EQ(internal::LoadTrainingState(dir_.string())->metadata.at("data.offset"), "18");
 }
 
 // A toy training run: bf16 weights, AdamW with fp8/fp16 state; the gradient is
@@ -131,16 +135,40 @@ struct ToyRun {
   }
 };
 
+// The public functions: the value, or octet::Error with the status' message.
+TEST_F(CheckpointTest, PublicApiThrowsWhatTheStatusSays) {
+  TrainingState s;
+  s.step = 7;
+  s.model = {{"w", Full({3}, 0.5)}};
+  s.metadata = {{"data.offset", "3"}};
+  nn::SaveTrainingState(dir_.string(), s);
+  const TrainingState l = nn::LoadTrainingState(dir_.string());
+  EXPECT_EQ(l.step, 7);
+  EXPECT_EQ(l.metadata.at("data.offset"), "3");
+  EXPECT_EQ(l.model.at(0).second.ToDoubles(), (std::vector<double>{0.5, 0.5, 0.5}));
+  EXPECT_EQ(nn::LoadTrainingState(dir_.string(), 7).step, 7);
+  const CheckpointDirInfo info = nn::ScanCheckpointDir(dir_.string());
+  EXPECT_EQ(info.complete_steps, (std::vector<int64_t>{7}));
+  EXPECT_TRUE(nn::RemoveStaleCheckpointTemporaries(dir_.string()).empty());
+  const std::string missing = (dir_ / "step_00000008").string();
+  const std::string expected(internal::LoadTrainingState(dir_.string(), 8).status().message());
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(::octet::testing::ErrorOf([&] { nn::LoadTrainingState(dir_.string(), 8); }), expected);
+  EXPECT_THROW(nn::LoadTrainingState(dir_.string(), 8), Error);
+  s.step = -1;
+  EXPECT_THROW(nn::SaveTrainingState(dir_.string(), s), Error);
+}
+
 TEST_F(CheckpointTest, ResumedRunIsBitIdentical) {
   ManualSeed(1234);
   ToyRun a;
   for (int i = 0; i < 5; ++i) a.Step();
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), a.State()).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), a.State()).ok());
   for (int i = 0; i < 5; ++i) a.Step();
 
   ManualSeed(999);  // a different process state before the resume
   ToyRun r;
-  absl::StatusOr<TrainingState> l = LoadTrainingState(dir_.string());
+  absl::StatusOr<TrainingState> l = internal::LoadTrainingState(dir_.string());
   ASSERT_TRUE(l.ok()) << l.status();
   {
     NoGradGuard no_grad;
@@ -164,13 +192,13 @@ TEST_F(CheckpointTest, ResumedRunIsBitIdentical) {
 
 TEST_F(CheckpointTest, Errors) {
   // Not a checkpoint directory.
-  absl::StatusOr<TrainingState> l = LoadTrainingState((dir_ / "none").string());
+  absl::StatusOr<TrainingState> l = internal::LoadTrainingState((dir_ / "none").string());
   ASSERT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find("no complete step directory (the directory does not exist)"), std::string::npos)
       << l.status();
   fs::create_directories(dir_);
   std::ofstream(dir_ / "notes.txt") << "hello\n";
-  l = LoadTrainingState(dir_.string());
+  l = internal::LoadTrainingState(dir_.string());
   EXPECT_NE(l.status().message().find("no complete step directory (1 entry: notes.txt)"), std::string::npos)
       << l.status();
   fs::remove(dir_ / "notes.txt");
@@ -178,11 +206,11 @@ TEST_F(CheckpointTest, Errors) {
   TrainingState s;
   s.step = 7;
   s.model = {{"w", Full({4}, 1.0)}};
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
 
   // LATEST naming something else: the step directories decide.
   std::ofstream(dir_ / "LATEST") << "../../etc\n";
-  l = LoadTrainingState(dir_.string());
+  l = internal::LoadTrainingState(dir_.string());
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->step, 7);
   std::ofstream(dir_ / "LATEST") << "step_00000007\n";
@@ -190,23 +218,23 @@ TEST_F(CheckpointTest, Errors) {
   // A corrupt file inside: the safetensors error names it.
   const fs::path model = dir_ / "step_00000007" / "model.safetensors";
   fs::resize_file(model, fs::file_size(model) - 1);
-  l = LoadTrainingState(dir_.string());
+  l = internal::LoadTrainingState(dir_.string());
   ASSERT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find(model.string()), std::string::npos) << l.status();
   EXPECT_NE(l.status().message().find("truncated"), std::string::npos) << l.status();
 
   // Model and train state of different steps.
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
   s.step = 8;
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
   fs::copy_file(dir_ / "step_00000008" / "model.safetensors", model, fs::copy_options::overwrite_existing);
-  l = LoadTrainingState(dir_.string(), 7);
+  l = internal::LoadTrainingState(dir_.string(), 7);
   EXPECT_NE(l.status().message().find("model.safetensors is of step 8 but train_state.safetensors is of step 7"),
             std::string::npos)
       << l.status();
 
   // Missing step.
-  l = LoadTrainingState(dir_.string(), 9);
+  l = internal::LoadTrainingState(dir_.string(), 9);
   EXPECT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find("step_00000009"), std::string::npos) << l.status();
 }
@@ -215,10 +243,10 @@ TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
   TrainingState s;
   s.step = 1;
   s.model = {{"w", Full({4}, 1.0)}};
-  ASSERT_TRUE(SaveTrainingState(dir_.string(), s).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
   s.step = 2;
   s.model = {{"w", Full({4}, 2.0)}, {"__metadata__", Full({1}, 0.0)}};  // refused by the writer
-  const absl::Status st = SaveTrainingState(dir_.string(), s);
+  const absl::Status st = internal::SaveTrainingState(dir_.string(), s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("__metadata__"), std::string::npos) << st;
   EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000001\n");
@@ -226,7 +254,7 @@ TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
   int entries = 0;
   for (const auto& e : fs::directory_iterator(dir_)) ++entries, (void)e;
   EXPECT_EQ(entries, 2);  // the temporary directory was removed
-  EXPECT_EQ(LoadTrainingState(dir_.string())->step, 1);
+  EXPECT_EQ(internal::LoadTrainingState(dir_.string())->step, 1);
 }
 
 }  // namespace

@@ -23,7 +23,8 @@
 #include <thread>
 
 #include <octet/nn/checkpoint.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/checkpoint_internal.h>
+#include <octet/nn/file_util_internal.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {
@@ -31,6 +32,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::octet::testing::RandomValues;
+// These tests call the absl::Status forms (internal::, nn/checkpoint_internal.h),
+// which also carry the status code; the public functions throw octet::Error
+// with the same message (checkpoint_test.cc: PublicApiThrowsWhatTheStatusSays).
 
 class CheckpointVerifyTest : public ::testing::Test {
  protected:
@@ -79,15 +83,15 @@ void ExpectError(const absl::StatusOr<TrainingState>& l, const std::string& piec
 }
 
 TEST_F(CheckpointVerifyTest, FlippedDataByteNamesFileAndTensor) {
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(3)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(3)).ok());
   const fs::path model = dir_ / "step_00000003" / "model.safetensors";
   std::string bytes = ReadText(model);
   // "ln.bias" is saved last: its data ends the file.
   bytes[bytes.size() - 5] ^= 0x04;
   WriteText(model, bytes);
-  ExpectError(LoadTrainingState(Dir()), "safetensors file '" + model.string() + "': checksum mismatch in tensor 'ln.bias'");
+  ExpectError(internal::LoadTrainingState(Dir()), "safetensors file '" + model.string() + "': checksum mismatch in tensor 'ln.bias'");
   // All-zero optimizer state.
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(3)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(3)).ok());
   const fs::path state = dir_ / "step_00000003" / "train_state.safetensors";
   bytes = ReadText(state);
   const std::string m_bytes(reinterpret_cast<const char*>(MakeState(3).optimizer.tensors[0].second.raw_data()), 256);
@@ -95,7 +99,7 @@ TEST_F(CheckpointVerifyTest, FlippedDataByteNamesFileAndTensor) {
   ASSERT_NE(at, std::string::npos);
   std::fill(bytes.begin() + at, bytes.begin() + at + 256, '\0');
   WriteText(state, bytes);
-  ExpectError(LoadTrainingState(Dir()), "checksum mismatch in tensor 'optimizer/m.wte'");
+  ExpectError(internal::LoadTrainingState(Dir()), "checksum mismatch in tensor 'optimizer/m.wte'");
 }
 
 template <typename Fn>
@@ -110,25 +114,25 @@ auto WithFifoGuard(const fs::path& fifo, Fn fn) {
 }
 
 TEST_F(CheckpointVerifyTest, FifoInPlaceOfAFileOrOfLatestNeverBlocks) {
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(2)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(1)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(2)).ok());
   // LATEST as a FIFO: reported, not opened; the step directories decide.
   const fs::path latest = dir_ / "LATEST";
   fs::remove(latest);
   ASSERT_EQ(::mkfifo(latest.c_str(), 0644), 0);
-  absl::StatusOr<CheckpointDirInfo> info = WithFifoGuard(latest, [&] { return ScanCheckpointDir(Dir()); });
+  absl::StatusOr<CheckpointDirInfo> info = WithFifoGuard(latest, [&] { return internal::ScanCheckpointDir(Dir()); });
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_NE(info->latest_problem.find("not a regular file (it is a FIFO)"), std::string::npos) << info->latest_problem;
-  absl::StatusOr<TrainingState> l = WithFifoGuard(latest, [&] { return LoadTrainingState(Dir()); });
+  absl::StatusOr<TrainingState> l = WithFifoGuard(latest, [&] { return internal::LoadTrainingState(Dir()); });
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->step, 2);
   // A FIFO in place of a file of the step directory loaded by step.
   const fs::path model = dir_ / "step_00000001" / "model.safetensors";
   fs::remove(model);
   ASSERT_EQ(::mkfifo(model.c_str(), 0644), 0);
-  l = WithFifoGuard(model, [&] { return LoadTrainingState(Dir(), 1); });
+  l = WithFifoGuard(model, [&] { return internal::LoadTrainingState(Dir(), 1); });
   ExpectError(l, "safetensors file '" + model.string() + "': not a regular file (it is a FIFO)");
-  info = ScanCheckpointDir(Dir());
+  info = internal::ScanCheckpointDir(Dir());
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->complete_steps, std::vector<int64_t>{2});
   ASSERT_EQ(info->incomplete.size(), 1u);
@@ -136,50 +140,50 @@ TEST_F(CheckpointVerifyTest, FifoInPlaceOfAFileOrOfLatestNeverBlocks) {
 }
 
 TEST_F(CheckpointVerifyTest, MissingOrStaleLatestStillFindsTheNewestCompleteStep) {
-  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(step)).ok());
+  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(step)).ok());
   // An incomplete step directory (a copy cut short) is never chosen.
   fs::create_directories(dir_ / "step_00000040");
   fs::copy_file(dir_ / "step_00000030" / "model.safetensors", dir_ / "step_00000040" / "model.safetensors");
   fs::remove(dir_ / "LATEST");
-  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(Dir());
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->complete_steps, (std::vector<int64_t>{10, 20, 30}));
   EXPECT_EQ(info->incomplete, std::vector<std::string>{"step_00000040 (no train_state.safetensors)"});
   EXPECT_EQ(info->latest_problem, "no LATEST file (the newest complete checkpoint is step_00000030)");
-  absl::StatusOr<TrainingState> l = LoadTrainingState(Dir());
+  absl::StatusOr<TrainingState> l = internal::LoadTrainingState(Dir());
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->step, 30);
   // Stale: a kill between the rename of the step directory and LATEST.
   WriteText(dir_ / "LATEST", "step_00000020\n");
-  info = ScanCheckpointDir(Dir());
+  info = internal::ScanCheckpointDir(Dir());
   EXPECT_EQ(info->latest, "step_00000020");
   EXPECT_EQ(info->latest_problem, "LATEST names step_00000020 but the newest complete checkpoint is step_00000030");
-  EXPECT_EQ(LoadTrainingState(Dir())->step, 30);
+  EXPECT_EQ(internal::LoadTrainingState(Dir())->step, 30);
   // Garbage in LATEST is reported, and ignored.
   WriteText(dir_ / "LATEST", "../../etc\n");
-  info = ScanCheckpointDir(Dir());
+  info = internal::ScanCheckpointDir(Dir());
   EXPECT_NE(info->latest_problem.find("holds '../../etc', not a step directory name"), std::string::npos);
-  EXPECT_EQ(LoadTrainingState(Dir())->step, 30);
+  EXPECT_EQ(internal::LoadTrainingState(Dir())->step, 30);
 }
 
 TEST_F(CheckpointVerifyTest, SwappedStepDirectoriesAndAnotherRunsModelAreRefused) {
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(2)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(1)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(2)).ok());
   fs::rename(dir_ / "step_00000001", dir_ / "swap");
   fs::rename(dir_ / "step_00000002", dir_ / "step_00000001");
   fs::rename(dir_ / "swap", dir_ / "step_00000002");
-  ExpectError(LoadTrainingState(Dir()), "the directory is named step_00000002 but its files are of step 1");
-  ExpectError(LoadTrainingState((dir_ / "step_00000001").string()),
+  ExpectError(internal::LoadTrainingState(Dir()), "the directory is named step_00000002 but its files are of step 1");
+  ExpectError(internal::LoadTrainingState((dir_ / "step_00000001").string()),
               "the directory is named step_00000001 but its files are of step 2");
 
   // Another run with the same shapes and step: its model file does not pass.
   fs::remove_all(dir_);
   const fs::path other = dir_ / "other";
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(5, /*seed=*/1)).ok());
-  ASSERT_TRUE(SaveTrainingState(other.string(), MakeState(5, /*seed=*/99)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(5, /*seed=*/1)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(other.string(), MakeState(5, /*seed=*/99)).ok());
   fs::copy_file(other / "step_00000005" / "model.safetensors", dir_ / "step_00000005" / "model.safetensors",
                 fs::copy_options::overwrite_existing);
-  ExpectError(LoadTrainingState(Dir()), "is not the model file train_state.safetensors was saved with");
+  ExpectError(internal::LoadTrainingState(Dir()), "is not the model file train_state.safetensors was saved with");
 }
 
 TEST_F(CheckpointVerifyTest, ValuesThatCannotBeRightAreRefused) {
@@ -215,31 +219,31 @@ TEST_F(CheckpointVerifyTest, ValuesThatCannotBeRightAreRefused) {
     fs::remove_all(dir_);
     TrainingState s = MakeState(4);
     c.edit(&s);
-    ASSERT_TRUE(SaveTrainingState(Dir(), s).ok());
-    ExpectError(LoadTrainingState(Dir()), c.problem);
+    ASSERT_TRUE(internal::SaveTrainingState(Dir(), s).ok());
+    ExpectError(internal::LoadTrainingState(Dir()), c.problem);
   }
 }
 
 TEST_F(CheckpointVerifyTest, UnreadableDirectoryIsAnErrorNotEmpty) {
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(1)).ok());
   // Root ignores permissions, so the EACCES of a non-root user is injected.
   SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) {
     return op == "opendir" && p == Dir() ? EACCES : 0;
   });
   const std::string want = "directory '" + Dir() + "': cannot list: Permission denied";
-  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(Dir());
   ASSERT_FALSE(info.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(info.status())) << info.status();
   EXPECT_NE(info.status().message().find(want), std::string::npos) << info.status();
-  ExpectError(LoadTrainingState(Dir()), want);
-  const absl::Status save = SaveTrainingState(Dir(), MakeState(2));
+  ExpectError(internal::LoadTrainingState(Dir()), want);
+  const absl::Status save = internal::SaveTrainingState(Dir(), MakeState(2));
   EXPECT_NE(save.message().find(want), std::string::npos) << save;
   // An unreadable file inside.
   const std::string state = (dir_ / "step_00000001" / "train_state.safetensors").string();
   SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "open" && p == state ? EIO : 0; });
-  ExpectError(LoadTrainingState(Dir()), "safetensors file '" + state + "': cannot open: Input/output error");
+  ExpectError(internal::LoadTrainingState(Dir()), "safetensors file '" + state + "': cannot open: Input/output error");
   SetFileFaultHookForTesting(nullptr);
-  EXPECT_TRUE(LoadTrainingState(Dir()).ok());
+  EXPECT_TRUE(internal::LoadTrainingState(Dir()).ok());
 }
 
 // A pid that no process has (a child that has exited and been reaped).
@@ -251,7 +255,7 @@ pid_t DeadPid() {
 }
 
 TEST_F(CheckpointVerifyTest, NextSaveRemovesStaleTemporariesOfDeadProcessesOnly) {
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(1)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(1)).ok());
   const std::string dead = std::to_string(DeadPid()), live = std::to_string(::getppid());
   const std::vector<std::string> stale = {".tmp.step_00000002." + dead, "LATEST.tmp." + dead};
   const std::vector<std::string> kept = {".tmp.step_00000002." + live, "LATEST.tmp." + live, ".tmp.step_x.1",
@@ -261,13 +265,13 @@ TEST_F(CheckpointVerifyTest, NextSaveRemovesStaleTemporariesOfDeadProcessesOnly)
     WriteText(dir_ / n / "model.safetensors.tmp.1", std::string(1000, 'x'));
   }
   for (const std::string& n : {stale[1], kept[1], kept[3], kept[4]}) WriteText(dir_ / n, "step_00000002\n");
-  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(Dir());
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->temporaries.size(), 4u);
-  ASSERT_TRUE(SaveTrainingState(Dir(), MakeState(2)).ok());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(2)).ok());
   for (const std::string& n : stale) EXPECT_FALSE(fs::exists(dir_ / n)) << n;
   for (const std::string& n : kept) EXPECT_TRUE(fs::exists(dir_ / n)) << n;
-  EXPECT_EQ(LoadTrainingState(Dir())->step, 2);
+  EXPECT_EQ(internal::LoadTrainingState(Dir())->step, 2);
 }
 
 TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteOne) {
@@ -281,7 +285,7 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
   // Kill points spread over about three saves (fsync makes a save's time
   // depend on the machine, so it is measured).
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(SaveTrainingState((dir_ / "timing").string(), states[0]).ok());
+  ASSERT_TRUE(internal::SaveTrainingState((dir_ / "timing").string(), states[0]).ok());
   const int64_t save_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count() + 1;
   fs::remove_all(dir_ / "timing");
@@ -293,7 +297,7 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
     const pid_t pid = ::fork();
     if (pid == 0) {
       for (int64_t i = from; i < static_cast<int64_t>(states.size()); ++i)
-        if (!SaveTrainingState(Dir(), states[i]).ok()) ::_exit(1);
+        if (!internal::SaveTrainingState(Dir(), states[i]).ok()) ::_exit(1);
       ::_exit(0);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(save_us / 2 + gen() % (3 * save_us)));
@@ -301,11 +305,11 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
     int status = 0;
     ::waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) << status;
-    absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+    absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(Dir());
     ASSERT_TRUE(info.ok()) << info.status();
     leftovers += !info->temporaries.empty();
     if (info->complete_steps.empty()) continue;
-    absl::StatusOr<TrainingState> l = LoadTrainingState(Dir());
+    absl::StatusOr<TrainingState> l = internal::LoadTrainingState(Dir());
     ASSERT_TRUE(l.ok()) << "after kill " << kill << ": " << l.status();
     EXPECT_GE(l->step, last);
     EXPECT_EQ(l->model[2].second.ToDoubles()[100], static_cast<double>(l->step));
@@ -314,8 +318,8 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
   EXPECT_GT(last, 0);  // the kills did land after complete saves
   std::printf("12 kills, %d inside a save; the last resume was at step %lld\n", leftovers, static_cast<long long>(last));
   // The next save clears what the killed saves left.
-  ASSERT_TRUE(SaveTrainingState(Dir(), states[0]).ok());
-  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(Dir());
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), states[0]).ok());
+  absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(Dir());
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->temporaries.empty()) << info->Describe();
   EXPECT_TRUE(info->incomplete.empty()) << info->Describe();

@@ -22,15 +22,20 @@
 
 #include <octet/core/crc32c.h>
 #include <octet/core/scaling.h>
-#include <octet/nn/file_util.h>
+#include <octet/nn/file_util_internal.h>
 #include <octet/nn/safetensors.h>
+#include <octet/nn/safetensors_internal.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::ErrorOf;
 using ::octet::testing::RandomValues;
+// The detailed checks call the absl::Status forms (internal::,
+// nn/safetensors_internal.h), which also carry the status code;
+// PublicApiThrowsWhatTheStatusSays covers the public, throwing functions.
 
 class SafetensorsTest : public ::testing::Test {
  protected:
@@ -98,9 +103,9 @@ TEST_F(SafetensorsTest, RoundTripEveryDtype) {
   tensors.emplace_back("transposed", FromVector(RandomValues(6, 9), {2, 3}).T());  // non-contiguous
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"note", "ünïcode ✓"}};
   const std::string path = Path("all.safetensors");
-  ASSERT_TRUE(SaveSafetensors(path, tensors, meta).ok());
+  ASSERT_TRUE(internal::SaveSafetensors(path, tensors, meta).ok());
 
-  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->metadata, meta);
   ASSERT_EQ(f->tensors.size(), tensors.size());  // companions are folded back into ScaleMeta
@@ -131,7 +136,7 @@ TEST_F(SafetensorsTest, HandMadeFileByteForByte) {
   Tensor a = FromVector(std::vector<float>{1.0f, -2.0f}, {2});
   Tensor b = FromVector(std::vector<int32_t>{7, 8, 9}, {3}).To(DType::kUInt8);
   uint32_t digest = 0;
-  ASSERT_TRUE(SaveSafetensors(path, {{"a", a}, {"b", b}}, {{"format", "pt"}}, &digest).ok());
+  ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", a}, {"b", b}}, {{"format", "pt"}}, &digest).ok());
 
   const float fa[2] = {1.0f, -2.0f};
   const std::string data_a(reinterpret_cast<const char*>(fa), 8), data_b("\x07\x08\x09", 3);
@@ -153,7 +158,7 @@ TEST_F(SafetensorsTest, HandMadeFileByteForByte) {
   EXPECT_EQ(actual, expected);
   EXPECT_EQ(digest, Crc32c("octet.crc32c.__metadata__=" + crc_meta + "\noctet.crc32c.a=" + crc_a +
                            "\noctet.crc32c.b=" + crc_b + "\n"));
-  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->checksummed);
   EXPECT_EQ(f->digest, digest);
@@ -174,14 +179,14 @@ TEST_F(SafetensorsTest, ChecksumsCatchFlippedBytesZeroedDataAndEditedMetadata) {
   const std::string path = Path("w.safetensors");
   Tensor fp8 = FromVector(std::vector<double>{1, -2, 3, 4}, {4}, {.dtype = DType::kFloat8E4M3})
                    .WithScaleMeta(Scale(0.5f, 2.0f));
-  ASSERT_TRUE(SaveSafetensors(path, {{"a", Full({64}, 0.25)}, {"w", FromVector(RandomValues(32, 3), {4, 8})},
+  ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", Full({64}, 0.25)}, {"w", FromVector(RandomValues(32, 3), {4, 8})},
                                      {"q", fp8}},
                               {{"step", "100"}})
                   .ok());
   const std::string good = ReadBytes(path);
   auto expect_error = [&](const std::string& bytes, const std::string& problem) {
     WriteBytes(path, bytes);
-    absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+    absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
     ASSERT_FALSE(f.ok()) << problem;
     const std::string msg(f.status().message());
     EXPECT_TRUE(absl::IsDataLoss(f.status())) << msg;
@@ -213,12 +218,12 @@ TEST_F(SafetensorsTest, ChecksumsCatchFlippedBytesZeroedDataAndEditedMetadata) {
   expect_error(renamed, "tensor 'a' has no checksum");
 
   WriteBytes(path, good);
-  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->checksummed);
   EXPECT_EQ(f->metadata, (std::map<std::string, std::string>{{"step", "100"}}));
   // Reserved keys are refused on save.
-  const absl::Status st = SaveSafetensors(Path("x.safetensors"), {{"a", Zeros({1})}}, {{"octet.crc32c.a", "0"}});
+  const absl::Status st = internal::SaveSafetensors(Path("x.safetensors"), {{"a", Zeros({1})}}, {{"octet.crc32c.a", "0"}});
   EXPECT_NE(st.message().find("metadata key 'octet.crc32c.a' is reserved"), std::string::npos) << st;
 }
 
@@ -235,8 +240,8 @@ TEST_F(SafetensorsTest, RejectsFp8ScalesThatCannotBeRight) {
                         Case{1.0f, -3.0f, "q.amax = -3; an amax must be finite and >= 0"},
                         Case{1.0f, std::numeric_limits<float>::quiet_NaN(), "q.amax = nan"}}) {
     // Correct checksums: the values themselves are refused.
-    ASSERT_TRUE(SaveSafetensors(path, {{"q", codes.WithScaleMeta(Scale(c.scale_inv, c.amax))}}).ok());
-    absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+    ASSERT_TRUE(internal::SaveSafetensors(path, {{"q", codes.WithScaleMeta(Scale(c.scale_inv, c.amax))}}).ok());
+    absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
     ASSERT_FALSE(f.ok()) << c.problem;
     EXPECT_NE(f.status().message().find(c.problem), std::string::npos) << f.status();
   }
@@ -259,16 +264,16 @@ auto WithFifoGuard(const std::string& fifo, Fn fn) {
 TEST_F(SafetensorsTest, FifoAndUnreadableFilesAreErrorsNotHangs) {
   const std::string fifo = Path("fifo.safetensors");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  absl::StatusOr<SafetensorsFile> f = WithFifoGuard(fifo, [&] { return LoadSafetensors(fifo); });
+  absl::StatusOr<SafetensorsFile> f = WithFifoGuard(fifo, [&] { return internal::LoadSafetensors(fifo); });
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("safetensors file '" + fifo + "': not a regular file (it is a FIFO)"),
             std::string::npos)
       << f.status();
   // A read that fails (EACCES; root ignores chmod, so the failure is injected).
   const std::string path = Path("ok.safetensors");
-  ASSERT_TRUE(SaveSafetensors(path, {{"a", Zeros({2})}}).ok());
+  ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", Zeros({2})}}).ok());
   SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "open" && p == path ? EACCES : 0; });
-  f = LoadSafetensors(path);
+  f = internal::LoadSafetensors(path);
   SetFileFaultHookForTesting(nullptr);
   ASSERT_FALSE(f.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(f.status())) << f.status();
@@ -277,13 +282,13 @@ TEST_F(SafetensorsTest, FifoAndUnreadableFilesAreErrorsNotHangs) {
       << f.status();
   // A read that fails with an I/O error (a bad disk): an error, not a SIGBUS.
   SetFileFaultHookForTesting([&](std::string_view op, const std::string& p) { return op == "read" && p == path ? EIO : 0; });
-  f = LoadSafetensors(path);
+  f = internal::LoadSafetensors(path);
   SetFileFaultHookForTesting(nullptr);
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("safetensors file '" + path + "': cannot read: Input/output error"),
             std::string::npos)
       << f.status();
-  EXPECT_TRUE(LoadSafetensors(path).ok());
+  EXPECT_TRUE(internal::LoadSafetensors(path).ok());
 }
 
 TEST_F(SafetensorsTest, ReadsFilesOfOtherWriters) {
@@ -297,7 +302,7 @@ TEST_F(SafetensorsTest, ReadsFilesOfOtherWriters) {
   const uint16_t z[2] = {0x3F80, 0xC000};  // bf16 1.0, -2.0
   WriteBytes(path, RawFile(header, std::string(reinterpret_cast<const char*>(&y), 4) +
                                        std::string(reinterpret_cast<const char*>(z), 4)));
-  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   ASSERT_EQ(f->tensors.size(), 3u);
   EXPECT_EQ(f->tensors[0].first, "y");  // data order
@@ -306,7 +311,7 @@ TEST_F(SafetensorsTest, ReadsFilesOfOtherWriters) {
   EXPECT_EQ(f->Find("e")->numel(), 0);
 
   WriteBytes(path, RawFile("{}      ", ""));
-  f = LoadSafetensors(path);
+  f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->tensors.empty());
 }
@@ -368,7 +373,7 @@ TEST_F(SafetensorsTest, EveryCorruptFileGivesAnErrorNamingFileAndProblem) {
     SCOPED_TRACE(c.name);
     const std::string path = Path(std::string(c.name) + ".safetensors");
     WriteBytes(path, c.bytes);
-    absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+    absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
     ASSERT_FALSE(f.ok());
     const std::string msg(f.status().message());
     EXPECT_NE(msg.find("safetensors file '" + path + "'"), std::string::npos) << msg;
@@ -376,9 +381,25 @@ TEST_F(SafetensorsTest, EveryCorruptFileGivesAnErrorNamingFileAndProblem) {
   }
 }
 
+TEST_F(SafetensorsTest, PublicApiThrowsWhatTheStatusSays) {
+  const std::string path = Path("public.safetensors");
+  uint32_t digest = 0;
+  nn::SaveSafetensors(path, {{"a", Full({3}, 1.5)}}, {{"k", "v"}}, &digest);
+  const SafetensorsFile f = nn::LoadSafetensors(path);
+  EXPECT_EQ(f.digest, digest);
+  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"k", "v"}}));
+  ASSERT_NE(f.Find("a"), nullptr);
+  EXPECT_EQ(f.Find("a")->ToDoubles(), (std::vector<double>{1.5, 1.5, 1.5}));
+  const std::string missing = Path("missing.safetensors");
+  EXPECT_EQ(ErrorOf([&] { nn::LoadSafetensors(missing); }), std::string(internal::LoadSafetensors(missing).status().message()));
+  EXPECT_THROW(nn::LoadSafetensors(missing), Error);
+  const std::string bad = ErrorOf([&] { nn::SaveSafetensors(path, {{"", Zeros({1})}}); });
+  EXPECT_NE(bad.find("empty name"), std::string::npos) << bad;
+}
+
 TEST_F(SafetensorsTest, MissingFile) {
   const std::string path = Path("nope.safetensors");
-  absl::StatusOr<SafetensorsFile> f = LoadSafetensors(path);
+  absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_FALSE(f.ok());
   EXPECT_TRUE(absl::IsNotFound(f.status())) << f.status();
   EXPECT_NE(f.status().message().find("safetensors file '" + path + "': cannot open"), std::string::npos);
@@ -389,7 +410,7 @@ TEST_F(SafetensorsTest, SaveRejectsBadNames) {
   const std::string path = Path("bad.safetensors");
   Tensor t = Zeros({1});
   auto msg = [&](const std::vector<std::pair<std::string, Tensor>>& ts) {
-    return std::string(SaveSafetensors(path, ts).message());
+    return std::string(internal::SaveSafetensors(path, ts).message());
   };
   EXPECT_NE(msg({{"__metadata__", t}}).find("may not be named '__metadata__'"), std::string::npos);
   EXPECT_NE(msg({{"", t}}).find("empty name"), std::string::npos);
@@ -402,21 +423,21 @@ TEST_F(SafetensorsTest, SaveRejectsBadNames) {
 
 TEST_F(SafetensorsTest, FailedWriteLeavesTheOldFileIntact) {
   const std::string path = Path("model.safetensors");
-  ASSERT_TRUE(SaveSafetensors(path, {{"a", Full({4}, 1.0)}}).ok());
+  ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", Full({4}, 1.0)}}).ok());
   const std::string before = ReadBytes(path);
   // The temp file "<path>.tmp.<pid>" cannot be created: a directory is in the way.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   fs::create_directories(tmp);
-  const absl::Status st = SaveSafetensors(path, {{"a", Full({4}, 2.0)}, {"b", Full({100}, 3.0)}});
+  const absl::Status st = internal::SaveSafetensors(path, {{"a", Full({4}, 2.0)}, {"b", Full({100}, 3.0)}});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("cannot create temporary file '" + tmp + "'"), std::string::npos) << st;
   EXPECT_EQ(ReadBytes(path), before);
   fs::remove_all(tmp);
   // A directory that does not exist.
-  const absl::Status st2 = SaveSafetensors(Path("no/such/dir/x.safetensors"), {{"a", Full({1}, 1.0)}});
+  const absl::Status st2 = internal::SaveSafetensors(Path("no/such/dir/x.safetensors"), {{"a", Full({1}, 1.0)}});
   EXPECT_FALSE(st2.ok());
   // Success replaces the file and leaves no temp file behind.
-  ASSERT_TRUE(SaveSafetensors(path, {{"a", Full({4}, 2.0)}}).ok());
+  ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", Full({4}, 2.0)}}).ok());
   EXPECT_NE(ReadBytes(path), before);
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();

@@ -13,6 +13,7 @@
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
+#include <octet/ops/matmul_testing.h>
 #include <octet/ops/reduce.h>
 #include "tests/test_util.h"
 

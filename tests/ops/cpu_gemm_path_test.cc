@@ -17,6 +17,7 @@
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/ops/reduce.h>

@@ -24,6 +24,7 @@
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
+#include <octet/ops/matmul_testing.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>

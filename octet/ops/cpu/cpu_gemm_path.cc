@@ -1,6 +1,7 @@
 // The choice of NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): two
 // micro-benchmarks of the instructions themselves, on the calling thread.
 #include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 
 #include <immintrin.h>
 
@@ -12,6 +13,7 @@
 
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
+#include <octet/core/log.h>
 
 namespace octet {
 namespace {
@@ -137,12 +139,19 @@ std::atomic<int> g_path{-1};
 const char* Name(CpuGemmPath path) { return path == CpuGemmPath::kBf16Dot ? "bf16" : "fp32"; }
 
 CpuGemmPathInfo GetCpuGemmPath() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_info) {
+  CpuGemmPathInfo info;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_info) return *g_info;
     g_info = Decide();  // throws (caching nothing) on a bad OCTET_CPU_GEMM
     g_path.store(static_cast<int>(g_info->path), std::memory_order_release);
+    info = *g_info;
   }
-  return *g_info;
+  // Outside the lock: a log sink may run GEMMs itself.
+  OCTET_LOG(kDebug, "CPU BF16/FP8 GEMMs compute with ",
+            info.path == CpuGemmPath::kBf16Dot ? "BF16 dot products" : "FP32 FMAs", " (", info.reason,
+            "; one thread: FP32 FMA ", info.fp32_fma_gflops, " GFLOP/s, BF16 dot ", info.bf16_dot_gflops, " GFLOP/s)");
+  return info;
 }
 
 CpuGemmPath ActiveCpuGemmPath() {

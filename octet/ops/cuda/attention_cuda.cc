@@ -4,11 +4,9 @@
 #include <octet/ops/cuda/attention_cuda.h>
 
 #include <atomic>
-#include <cstdio>
-#include <mutex>
-#include <set>
 #include <string>
 
+#include <octet/core/log.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/attention_unfused.h>
 #include <octet/ops/cuda/attention_flash_cuda.h>
@@ -22,15 +20,10 @@ namespace {
 
 std::atomic<int64_t> g_attention_fallbacks{0};
 
-// Counts a fallback and reports each distinct reason once.
+// Counts a fallback and reports each distinct reason once (core/log.h).
 void RecordAttentionFallback(const std::string& reason) {
   g_attention_fallbacks.fetch_add(1);
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
-  std::lock_guard<std::mutex> lock(mu);
-  if (seen->insert(reason).second)
-    std::fprintf(stderr, "octet: causal attention falls back to unfused ops (cuBLASLt + CUDA kernels): %s\n",
-                 reason.c_str());
+  OCTET_LOG(kWarning, "causal attention falls back to unfused ops (cuBLASLt + CUDA kernels): ", reason);
 }
 
 }  // namespace

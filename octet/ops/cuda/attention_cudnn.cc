@@ -3,10 +3,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <atomic>
-#include <cstdio>
 #include <limits>
-#include <mutex>
-#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>

@@ -7,6 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include <octet/core/device.h>
+#include <octet/core/device_control.h>
+#include <octet/core/device_control_internal.h>
 #include <octet/core/error.h>
 #include <octet/ops/cuda/cuda_allocator.h>
 #include <octet/ops/cuda/cuda_check.h>
@@ -96,6 +99,28 @@ bool IsAvailable() { return DeviceCount() > 0; }
 const std::string& UnavailableReason() { return Detect().reason; }
 
 namespace {
+
+// octet::StreamGuard (core/device.h): what cuda::StreamGuard does, as a hook.
+void* ExchangeStream(int device, void* stream) {
+  CheckDevice(device, "octet::StreamGuard");
+  cudaStream_t& slot = Tls().streams[device];
+  void* prev = slot;
+  slot = static_cast<cudaStream_t>(stream);
+  return prev;
+}
+
+octet::MemoryStats PublicMemoryStats(int device) {
+  const CachingAllocatorStats c = DeviceAllocator(device).Stats();
+  octet::MemoryStats s;
+  s.allocated_bytes = static_cast<int64_t>(c.allocated_bytes);
+  s.reserved_bytes = static_cast<int64_t>(c.reserved_bytes);
+  s.cached_bytes = static_cast<int64_t>(c.cached_bytes);
+  s.peak_allocated_bytes = static_cast<int64_t>(c.peak_allocated_bytes);
+  s.num_allocs = static_cast<int64_t>(c.num_allocs);
+  s.num_frees = static_cast<int64_t>(c.num_frees);
+  return s;
+}
+
 // Lets core code (ParseDevice users, train_gpt --device) ask about CUDA devices.
 const bool kRegistered = (RegisterDeviceBackend(DeviceType::kCUDA,
                                                 {.count = &DeviceCount,
@@ -105,6 +130,15 @@ const bool kRegistered = (RegisterDeviceBackend(DeviceType::kCUDA,
                                                    return CurrentStream(device);
                                                  }}),
                           true);
+// octet::StreamGuard, GetMemoryStats, ... (core/device_control.h).
+const bool kControlRegistered =
+    (octet::internal::RegisterDeviceControl(
+         DeviceType::kCUDA,
+         {.exchange_stream = &ExchangeStream,
+          .memory_stats = &PublicMemoryStats,
+          .reset_peak_memory_stats = [](int device) { DeviceAllocator(device).ResetPeakStats(); },
+          .empty_cache = [](int device) { DeviceAllocator(device).EmptyCache(); }}),
+     true);
 }  // namespace
 
 void SynchronizeDevice(int device) {

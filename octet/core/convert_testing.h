@@ -1,0 +1,19 @@
+// Test and benchmark hooks of core/convert.h (not installed).
+#pragma once
+
+#include <octet/core/convert.h>
+
+namespace octet::internal {
+
+// For tests and benchmarks: use at most the features in `isa` (intersected
+// with DetectedConverterIsa(), so asking for more than the CPU has is safe;
+// OCTET_DISABLE_AVX512 does not apply).
+// Meant for single-threaded test setup: a converter call running at the same
+// time uses either the old or the new setting (each call reads it once).
+void SetConverterIsaForTesting(const ConverterIsa& isa);
+
+// true: force the scalar loops. false: back to the default choice (the
+// detected features, or scalar when OCTET_DISABLE_AVX512 is set).
+void ForceScalarConvertersForTesting(bool force_scalar);
+
+}  // namespace octet::internal

@@ -1,0 +1,27 @@
+// The absl::Status forms of nn/checkpoint.h (private: not installed). The
+// public functions throw octet::Error with the message these return; the
+// tests use these to check status codes too.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include <octet/nn/checkpoint.h>
+
+namespace octet::nn::internal {
+
+absl::Status SaveTrainingState(const std::string& dir, const TrainingState& state);
+absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,
+                               const optim::OptimizerState& optimizer, const optim::NamedTensors& extra,
+                               uint64_t rng_seed, uint64_t rng_offset,
+                               const std::map<std::string, std::string>& metadata);
+absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir);
+absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir);
+absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir);
+absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir, int64_t step);
+
+}  // namespace octet::nn::internal
