@@ -6,7 +6,7 @@
 
 #include <octet/autograd/grad_mode.h>
 #include <octet/autograd/node.h>
-#include <octet/ops/pointwise.h>
+#include <octet/autograd/grad_sum_internal.h>
 
 namespace octet::autograd {
 namespace {
@@ -76,7 +76,7 @@ void Run(const TensorList& roots, const TensorList& seeds, bool retain_graph,
     NodeTask& t = tasks[n];
     if (t.grads.empty()) t.grads.resize(n->output_meta.size());
     Tensor& slot = t.grads[input_nr];
-    slot = slot.defined() ? Add(slot, g) : std::move(g);
+    slot = slot.defined() ? internal::SumGrads(slot, g) : std::move(g);
   };
 
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;

@@ -6,8 +6,6 @@
 
 #include <octet/autograd/engine.h>
 #include <octet/autograd/grad_mode.h>
-#include <octet/ops/pointwise.h>
-#include <octet/ops/reduce.h>
 
 namespace octet {
 namespace {

@@ -5,11 +5,12 @@
 #include <octet/autograd/engine.h>
 #include <octet/autograd/function.h>
 #include <octet/autograd/grad_mode.h>
-#include <octet/ops/pointwise.h>
+#include <octet/autograd/grad_sum_internal.h>
 
 namespace octet::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
+std::atomic<internal::GradSumFn> g_grad_sum{nullptr};  // NOTE [autograd below ops]
 thread_local bool t_grad_enabled = true;
 }  // namespace
 
@@ -37,7 +38,7 @@ TensorList AccumulateGrad::Apply(TensorList&& grads) {
     // Own the gradient: it may alias a buffer of another node or an expanded view.
     meta.grad = (g.is_contiguous() && g.offset() == 0 && g.storage().use_count() == 1) ? g.detach() : g.Clone();
   } else {
-    meta.grad.CopyFrom_(Add(meta.grad, g));
+    meta.grad.CopyFrom_(internal::SumGrads(meta.grad, g));
   }
   for (const auto& hook : post_hooks) hook(leaf);
   return {};
@@ -91,6 +92,14 @@ void Ctx::Release() {
 // ---- wiring --------------------------------------------------------------------
 
 namespace internal {
+
+void SetGradSum(GradSumFn fn) { g_grad_sum.store(fn); }
+
+Tensor SumGrads(const Tensor& a, const Tensor& b) {
+  const GradSumFn sum = g_grad_sum.load();
+  OCTET_CHECK(sum != nullptr, "autograd: no gradient sum is registered (ops/pointwise.cc registers Add; is it linked?)");
+  return sum(a, b);
+}
 
 bool AnyRequiresGrad(const std::vector<const Tensor*>& inputs) {
   for (const Tensor* t : inputs)

@@ -1,6 +1,7 @@
 #include <octet/ops/pointwise.h>
 
 #include <octet/autograd/function.h>
+#include <octet/autograd/grad_sum_internal.h>
 #include <octet/ops/op_checks.h>
 #include <octet/ops/pointwise_kernels.h>
 #include <octet/ops/reduce.h>
@@ -230,6 +231,10 @@ Tensor BinaryRaw(BinaryOp op, const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor Add(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kAdd, a, b); }
+// The engine sums gradients with Add (NOTE [autograd below ops] in autograd/grad_sum_internal.h).
+namespace {
+const bool kGradSumRegistered = (autograd::internal::SetGradSum(&Add), true);
+}  // namespace
 Tensor Sub(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kSub, a, b); }
 Tensor Mul(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kMul, a, b); }
 Tensor Div(const Tensor& a, const Tensor& b) { return ApplyBinary(BinaryOp::kDiv, a, b); }
