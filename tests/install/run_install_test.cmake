@@ -3,7 +3,8 @@
 #   1. every installed header includes only headers that are installed too
 #      (no private header leaks into the public surface);
 #   2. liboctet.so exports no symbol of the backends' internal namespaces;
-#   3. the installed octet-device-info runs from the prefix with no loader path;
+#   3. the installed octet-device-info and octet-run (two ranks of sh) run from
+#      the prefix with no loader path;
 #   4. a consumer (tests/install: its own core/tensor.h, <octet/...> only)
 #      configures with find_package(octet), builds and runs.
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -69,6 +70,13 @@ endif()
 
 # 3. Installed programs start from the prefix, with no loader path set.
 run(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${prefix}/bin/octet-device-info")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${prefix}/bin/octet-run" -n 2 -- sh -c
+                        "echo rank=\$OCTET_RANK of \$OCTET_WORLD_SIZE"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\\[rank 0\\] rank=0 of 2" OR NOT out MATCHES "\\[rank 1\\] rank=1 of 2")
+  message(FATAL_ERROR "the installed octet-run did not start two ranks (${rc}):\n${out}\n${err}")
+endif()
 
 # 4. The consumer.
 run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" -DCMAKE_PREFIX_PATH=${prefix}
