@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include <octet/core/device_control_internal.h>
 #include <octet/core/error.h>
 
 namespace octet {

@@ -62,15 +62,6 @@ void Synchronize(Device device);
 // wait for; nullptr for the CPU). Throws when the device does not exist.
 void* NativeStream(Device device);
 
-// Called once by a backend's static initialiser (the CUDA backend in
-// ops/cuda/device_context.cc) so core code can ask about its devices.
-struct DeviceBackendInfo {
-  int (*count)() = nullptr;
-  std::string (*unavailable_reason)() = nullptr;
-  void (*synchronize)(int index) = nullptr;      // waits for the device's queued work
-  void* (*native_stream)(int index) = nullptr;   // this thread's current stream
-};
-void RegisterDeviceBackend(DeviceType type, DeviceBackendInfo info);
 std::ostream& operator<<(std::ostream& os, Device d);
 std::ostream& operator<<(std::ostream& os, DeviceType t);
 
