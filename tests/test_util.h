@@ -34,4 +34,20 @@ std::string ErrorOf(F&& fn) {
   return "";
 }
 
+// The message of the E (an octet::Error or a subclass) that fn throws; a test
+// failure and "" when fn throws nothing or something else.
+template <typename E, typename F>
+std::string MessageOf(F&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw another exception than expected: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "threw nothing";
+  return "";
+}
+
 }  // namespace octet::testing

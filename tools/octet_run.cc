@@ -205,8 +205,11 @@ int main(int argc, char** argv) {
   bool remove_store = false;
   std::error_code ec;
   if (!redis.empty()) {
-    auto store = octet::dist::RedisStore::Connect(redis, std::chrono::milliseconds(2000));
-    if (!store.ok()) Fail(std::string(store.status().message()));
+    try {
+      octet::dist::RedisStore::Connect(redis, std::chrono::milliseconds(2000));  // reachable?
+    } catch (const octet::Error& e) {
+      Fail(e.what());
+    }
     master = "redis://" + redis;
   } else if (!store_dir.empty()) {
     if (std::filesystem::exists(store_dir, ec) && !std::filesystem::is_empty(store_dir, ec)) {

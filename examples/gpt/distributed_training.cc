@@ -32,13 +32,20 @@ absl::StatusOr<std::unique_ptr<DistributedTraining>> DistributedTraining::Create
     return absl::InvalidArgumentError(absl::StrCat("--bucket_kb must be >= 1, got ", absl::GetFlag(FLAGS_bucket_kb)));
   }
   out->bucket_bytes_ = absl::GetFlag(FLAGS_bucket_kb) * 1024;
-  absl::StatusOr<dist::DistEnv> env = dist::ReadDistEnv();
-  if (!env.ok()) return env.status();
-  out->zero1_flag_ = absl::GetFlag(FLAGS_zero1) && env->world_size > 1;
-  if (env->world_size > 1) {
-    absl::StatusOr<dist::DistContext> ctx = dist::InitProcessGroup(*env);
-    if (!ctx.ok()) return ctx.status();
-    out->ctx_ = std::move(*ctx);
+  // The dist set-up throws octet::Error; this program reports Status values.
+  dist::DistEnv env;
+  try {
+    env = dist::ReadDistEnv();
+  } catch (const Error& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  out->zero1_flag_ = absl::GetFlag(FLAGS_zero1) && env.world_size > 1;
+  if (env.world_size > 1) {
+    try {
+      out->ctx_ = dist::InitProcessGroup(env);
+    } catch (const Error& e) {
+      return absl::UnavailableError(e.what());
+    }
     if (out->rank() != 0) std::freopen("/dev/null", "w", stdout);  // one progress log per job
   }
   return out;
@@ -117,8 +124,16 @@ optim::NamedTensors DistributedTraining::ModelState(nn::Module& model) {
 }
 
 absl::Status DistributedTraining::LoadOptimizerState(optim::AdamW& opt, const optim::OptimizerState& state) {
-  if (zero_) return zero_->LoadFullStateDict(state);
-  return opt.LoadStateDict(state);
+  try {
+    if (zero_) {
+      zero_->LoadFullStateDict(state);
+    } else {
+      opt.LoadStateDict(state);
+    }
+  } catch (const Error& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return absl::OkStatus();
 }
 
 std::string DistributedTraining::StepSummary() const {

@@ -23,21 +23,19 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   GlooStoreAdapter(dist::Store& store, std::string prefix, std::chrono::milliseconds timeout)
       : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
 
+  // The octet Store throws octet::Error (a std::runtime_error) on failure.
   void set(const std::string& key, const std::vector<char>& data) override {
-    absl::Status s = store_.Set(prefix_ + key, std::string(data.begin(), data.end()));
-    if (!s.ok()) throw std::runtime_error(s.ToString());
+    store_.Set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    absl::StatusOr<std::string> v = store_.Get(prefix_ + key, timeout_);
-    if (!v.ok()) throw std::runtime_error(v.status().ToString());
-    return std::vector<char>(v->begin(), v->end());
+    const std::string v = store_.Get(prefix_ + key, timeout_);
+    return std::vector<char>(v.begin(), v.end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     std::vector<std::string> full;
     for (const std::string& k : keys) full.push_back(prefix_ + k);
-    absl::Status s = store_.Wait(full, std::min(timeout, timeout_));
-    if (!s.ok()) throw std::runtime_error(s.ToString());
+    store_.Wait(full, std::min(timeout, timeout_));
   }
 
  private:
@@ -154,16 +152,12 @@ class GlooProcessGroup final : public ProcessGroup {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooProcessGroup(Store* store, int rank, int size,
-                                                                     const GlooOptions& options) {
-  if (size < 1 || rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat("Gloo group: rank ", rank, " is not in [0, ", size, ")"));
-  }
-  if (options.timeout.count() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Gloo group: timeout ", options.timeout.count(), " ms"));
-  }
+std::unique_ptr<ProcessGroup> CreateGlooProcessGroup(Store* store, int rank, int size, const GlooOptions& options) {
+  OCTET_CHECK(size >= 1 && rank >= 0 && rank < size, "Gloo group: rank ", rank, " is not in [0, ", size, ")");
+  OCTET_CHECK(options.timeout.count() > 0, "Gloo group: timeout ", options.timeout.count(), " ms");
   if (size == 1) return std::unique_ptr<ProcessGroup>(new GlooProcessGroup(0, 1, nullptr, nullptr, options.timeout));
-  if (store == nullptr) return absl::InvalidArgumentError("Gloo group: no store for a group of more than one rank");
+  OCTET_CHECK(store != nullptr, "Gloo group: no store for a group of more than one rank");
+  std::string failure;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
@@ -187,9 +181,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooProcessGroup(Store* stor
     group->SetPeers(std::move(peers));
     return std::unique_ptr<ProcessGroup>(std::move(group));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("Gloo group: rank ", rank, " of ", size,
-                                               " could not connect to its peers: ", e.what()));
+    failure = e.what();
   }
+  OCTET_FAIL("Gloo group: rank ", rank, " of ", size, " could not connect to its peers: ", failure);
 }
 
 }  // namespace octet::dist

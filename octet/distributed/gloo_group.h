@@ -3,13 +3,11 @@
 // shared directory, RedisStore); Gloo's own rendezvous runs through an
 // adapter under the key prefix "<prefix>/gloo/".
 //
-// Errors: setup returns a Status (a peer that never arrives is
-// DEADLINE_EXCEEDED naming the missing ranks); collectives throw
-// octet::Error through Work::Wait, naming the rank whose connection was lost
+// Errors throw octet::Error: setup names what failed (a peer that never
+// arrives is a timeout naming the missing keys); collectives throw
+// through Work::Wait, naming the rank whose connection was lost
 // when Gloo's message names its address (NOTE [lost rank]).
 #pragma once
-
-#include <absl/status/statusor.h>
 
 #include <chrono>
 #include <memory>
@@ -31,7 +29,6 @@ struct GlooOptions {
 };
 
 // `store` may be null only for a single rank (size 1), which connects to nobody.
-absl::StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooProcessGroup(Store* store, int rank, int size,
-                                                                     const GlooOptions& options = {});
+std::unique_ptr<ProcessGroup> CreateGlooProcessGroup(Store* store, int rank, int size, const GlooOptions& options = {});
 
 }  // namespace octet::dist

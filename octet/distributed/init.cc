@@ -24,16 +24,15 @@ const char* GetEnv(const char* name) {
   return (v != nullptr && v[0] != '\0') ? v : nullptr;
 }
 
-absl::Status ParseIntVar(const char* name, const char* text, int64_t* out) {
+void ParseIntVar(const char* name, const char* text, int64_t* out) {
   if (!absl::SimpleAtoi(text, out)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "='", text, "' is not an integer"));
+    OCTET_FAIL(absl::StrCat(name, "='", text, "' is not an integer"));
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<DistEnv> ReadDistEnv() {
+DistEnv ReadDistEnv() {
   DistEnv env;
   int64_t rank = 0, size = 1;
   const char* rank_name = "OCTET_RANK";
@@ -49,17 +48,17 @@ absl::StatusOr<DistEnv> ReadDistEnv() {
   }
   if (env.source != "default") {
     if (GetEnv(rank_name) == nullptr || GetEnv(size_name) == nullptr) {
-      return absl::InvalidArgumentError(
+      OCTET_FAIL(
           absl::StrCat("set both ", rank_name, " and ", size_name, " (only one of them is set)"));
     }
-    if (absl::Status s = ParseIntVar(rank_name, GetEnv(rank_name), &rank); !s.ok()) return s;
-    if (absl::Status s = ParseIntVar(size_name, GetEnv(size_name), &size); !s.ok()) return s;
+    ParseIntVar(rank_name, GetEnv(rank_name), &rank);
+    ParseIntVar(size_name, GetEnv(size_name), &size);
   }
   if (size < 1 || size > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(size_name, "=", size, " is not a world size in [1, 4096]"));
+    OCTET_FAIL(absl::StrCat(size_name, "=", size, " is not a world size in [1, 4096]"));
   }
   if (rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(
+    OCTET_FAIL(
         absl::StrCat(rank_name, "=", rank, " is not a rank of a world of ", size, " (", size_name, ")"));
   }
   env.rank = static_cast<int>(rank);
@@ -69,22 +68,22 @@ absl::StatusOr<DistEnv> ReadDistEnv() {
   if (const char* h = GetEnv("OCTET_HOSTNAME")) env.hostname = h;
   if (const char* b = GetEnv("OCTET_BACKEND")) env.backend = b;
   if (env.backend != "gloo" && env.backend != "nccl") {
-    return absl::InvalidArgumentError(absl::StrCat("OCTET_BACKEND='", env.backend, "' (expected gloo or nccl)"));
+    OCTET_FAIL(absl::StrCat("OCTET_BACKEND='", env.backend, "' (expected gloo or nccl)"));
   }
   env.local_rank = env.rank;
   if (const char* lr = GetEnv("OCTET_LOCAL_RANK")) {
     int64_t v = 0;
-    if (absl::Status s = ParseIntVar("OCTET_LOCAL_RANK", lr, &v); !s.ok()) return s;
+    ParseIntVar("OCTET_LOCAL_RANK", lr, &v);
     env.local_rank = static_cast<int>(v);
   }
   if (const char* t = GetEnv("OCTET_TIMEOUT_MS")) {
     int64_t ms = 0;
-    if (absl::Status s = ParseIntVar("OCTET_TIMEOUT_MS", t, &ms); !s.ok()) return s;
-    if (ms <= 0) return absl::InvalidArgumentError(absl::StrCat("OCTET_TIMEOUT_MS=", ms, " must be positive"));
+    ParseIntVar("OCTET_TIMEOUT_MS", t, &ms);
+    if (ms <= 0) OCTET_FAIL(absl::StrCat("OCTET_TIMEOUT_MS=", ms, " must be positive"));
     env.timeout = std::chrono::milliseconds(ms);
   }
   if (env.world_size > 1 && env.master.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    OCTET_FAIL(absl::StrCat(
         "world size ", env.world_size, " (", size_name,
         ") but OCTET_MASTER is not set: name the rendezvous store, redis://HOST:PORT or a shared directory "
         "(octet-run sets it)"));
@@ -92,29 +91,23 @@ absl::StatusOr<DistEnv> ReadDistEnv() {
   return env;
 }
 
-absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& master) {
+std::unique_ptr<Store> OpenStore(const std::string& master) {
   if (absl::StartsWith(master, "redis://") || absl::StartsWith(master, "redis:")) {
     const std::string rest = master.substr(absl::StartsWith(master, "redis://") ? 8 : 6);
-    absl::StatusOr<std::unique_ptr<RedisStore>> r = RedisStore::Connect(rest);
-    if (!r.ok()) return r.status();
-    return std::unique_ptr<Store>(std::move(*r));
+    return RedisStore::Connect(rest);
   }
   std::string dir = master;
   if (absl::StartsWith(dir, "file://")) dir = dir.substr(7);
-  if (dir.empty()) return absl::InvalidArgumentError("OCTET_MASTER: empty store directory");
-  absl::StatusOr<std::unique_ptr<FileStore>> f = FileStore::Open(dir);
-  if (!f.ok()) return f.status();
-  return std::unique_ptr<Store>(std::move(*f));
+  if (dir.empty()) OCTET_FAIL("OCTET_MASTER: empty store directory");
+  return FileStore::Open(dir);
 }
 
-absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int world_size,
-                          std::chrono::milliseconds timeout, std::vector<int>* local_pids) {
+void RegisterRank(Store& store, const std::string& run_id, int rank, int world_size, std::chrono::milliseconds timeout,
+                  std::vector<int>* local_pids) {
   if (local_pids != nullptr) local_pids->assign(world_size, 0);
   const std::string mine = absl::StrCat(run_id, "/rank/", rank);
-  absl::StatusOr<bool> exists = store.Check({mine});
-  if (!exists.ok()) return exists.status();
-  if (*exists) {
-    return absl::FailedPreconditionError(absl::StrCat(
+  if (store.Check({mine})) {
+    OCTET_FAIL(absl::StrCat(
         "rank ", rank, ": key '", mine,
         "' is already in the store: a stale store from an earlier run with run id '", run_id,
         "', or two ranks started with the same rank. Use a fresh store directory (or a new OCTET_RUN_ID)"));
@@ -123,26 +116,33 @@ absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int
   // the group name a local peer that died (ProcessGroup::SetLocalPeerPids).
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
-  if (absl::Status s = store.Set(mine, absl::StrCat(world_size, " ", host, " ", ::getpid())); !s.ok()) return s;
+  store.Set(mine, absl::StrCat(world_size, " ", host, " ", ::getpid()));
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(absl::StrCat(run_id, "/rank/", r));
-  if (absl::Status s = store.Wait(keys, timeout); !s.ok()) {
+  std::string wait_error;
+  try {
+    store.Wait(keys, timeout);
+  } catch (const Error& e) {
+    wait_error = e.what();
+  }
+  if (!wait_error.empty()) {
     std::vector<std::string> missing;
     for (int r = 0; r < world_size; ++r) {
-      absl::StatusOr<bool> one = store.Check({keys[r]});
-      if (one.ok() && !*one) missing.push_back(std::to_string(r));
+      try {
+        if (!store.Check({keys[r]})) missing.push_back(std::to_string(r));
+      } catch (const Error&) {
+      }
     }
-    return absl::DeadlineExceededError(absl::StrCat(
+    throw StoreTimeoutError(absl::StrCat(
         "rank ", rank, " of ", world_size, ": rank", missing.size() == 1 ? " " : "s ", absl::StrJoin(missing, ", "),
         " never joined within ", timeout.count(), " ms (not started, crashed, or a different world size or run id): ",
-        s.message()));
+        wait_error));
   }
   for (int r = 0; r < world_size; ++r) {
-    absl::StatusOr<std::string> v = store.Get(keys[r], timeout);
-    if (!v.ok()) return v.status();
-    const std::vector<std::string> parts = absl::StrSplit(*v, ' ');
+    const std::string v = store.Get(keys[r], timeout);
+    const std::vector<std::string> parts = absl::StrSplit(v, ' ');
     if (parts[0] != std::to_string(world_size)) {
-      return absl::InvalidArgumentError(absl::StrCat("wrong world size: rank ", r, " was started with world size ",
+      OCTET_FAIL(absl::StrCat("wrong world size: rank ", r, " was started with world size ",
                                                      parts[0], " but rank ", rank, " with ", world_size));
     }
     int pid = 0;
@@ -150,48 +150,38 @@ absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int
       (*local_pids)[r] = pid;
     }
   }
-  return absl::OkStatus();
 }
 
-absl::StatusOr<DistContext> InitProcessGroup(const DistEnv& env) {
+DistContext InitProcessGroup(const DistEnv& env) {
   DistContext out;
   out.env = env;
   GlooOptions options{.timeout = env.timeout, .hostname = env.hostname, .prefix = env.run_id};
   if (env.master.empty()) {
-    if (env.world_size != 1) return absl::InvalidArgumentError("InitProcessGroup: no store (OCTET_MASTER)");
-    absl::StatusOr<std::unique_ptr<ProcessGroup>> g = CreateGlooProcessGroup(nullptr, 0, 1, options);
-    if (!g.ok()) return g.status();
-    out.group = std::move(*g);
+    if (env.world_size != 1) OCTET_FAIL("InitProcessGroup: no store (OCTET_MASTER)");
+    out.group = CreateGlooProcessGroup(nullptr, 0, 1, options);
     return out;
   }
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(env.master);
-  if (!store.ok()) return store.status();
-  out.store = std::move(*store);
+  out.store = OpenStore(env.master);
   std::vector<int> pids;
-  if (absl::Status s = RegisterRank(*out.store, env.run_id, env.rank, env.world_size, env.timeout, &pids); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> g = absl::InternalError("no backend");
+  RegisterRank(*out.store, env.run_id, env.rank, env.world_size, env.timeout, &pids);
   if (env.backend == "nccl") {
 #if OCTET_WITH_NCCL
-    g = CreateNcclProcessGroup(*out.store, env.rank, env.world_size,
-                               {.device = env.local_rank, .timeout = env.timeout, .key = env.run_id + "/nccl/unique_id"});
+    // The NCCL group (private, distributed/cuda) reports a Status.
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> g = CreateNcclProcessGroup(
+        *out.store, env.rank, env.world_size,
+        {.device = env.local_rank, .timeout = env.timeout, .key = env.run_id + "/nccl/unique_id"});
+    if (!g.ok()) OCTET_FAIL(g.status().message());
+    out.group = std::move(*g);
 #else
-    return absl::FailedPreconditionError("OCTET_BACKEND=nccl: this octet was built without NCCL (a CUDA build with OCTET_NCCL and NCCL found)");
+    OCTET_FAIL("OCTET_BACKEND=nccl: this octet was built without NCCL (a CUDA build with OCTET_NCCL and NCCL found)");
 #endif
   } else {
-    g = CreateGlooProcessGroup(out.store.get(), env.rank, env.world_size, options);
+    out.group = CreateGlooProcessGroup(out.store.get(), env.rank, env.world_size, options);
   }
-  if (!g.ok()) return g.status();
-  out.group = std::move(*g);
   out.group->SetLocalPeerPids(std::move(pids));
   return out;
 }
 
-absl::StatusOr<DistContext> InitFromEnvironment() {
-  absl::StatusOr<DistEnv> env = ReadDistEnv();
-  if (!env.ok()) return env.status();
-  return InitProcessGroup(*env);
-}
+DistContext InitFromEnvironment() { return InitProcessGroup(ReadDistEnv()); }
 
 }  // namespace octet::dist

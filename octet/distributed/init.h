@@ -1,8 +1,7 @@
 // Setting up a job's process group from the environment (DESIGN.md §6).
 //
-//   absl::StatusOr<dist::DistContext> dist = dist::InitFromEnvironment();
-//   if (!dist.ok()) { std::cerr << dist.status() << "\n"; return 1; }
-//   dist::ProcessGroup& pg = *dist->group;
+//   dist::DistContext dist = dist::InitFromEnvironment();  // throws octet::Error
+//   dist::ProcessGroup& pg = *dist.group;
 //
 // Variables (octet-run sets them; tools/octet_run.cc):
 //   OCTET_RANK, OCTET_WORLD_SIZE   this rank and the number of ranks; when
@@ -25,12 +24,12 @@
 // NOTE [rank registration]: before Gloo connects, each rank registers under
 // "<run id>/rank/<r>" with its world size and waits for all the others. A key
 // that is already there is a stale store (an earlier run with the same run id,
-// or two ranks given the same OCTET_RANK): FAILED_PRECONDITION saying so. A
-// rank that registered a different world size is INVALID_ARGUMENT naming both
-// sizes; a rank that never registers is DEADLINE_EXCEEDED naming it.
+// or two ranks given the same OCTET_RANK): an error saying so. A rank that
+// registered a different world size is an error naming both sizes; a rank
+// that never registers is a StoreTimeoutError naming it.
+//
+// Every function here throws octet::Error with a message naming what is wrong.
 #pragma once
-
-#include <absl/status/statusor.h>
 
 #include <chrono>
 #include <memory>
@@ -54,19 +53,19 @@ struct DistEnv {
   std::string source;  // "OCTET_*", "SLURM_*" or "default" (for messages)
 };
 
-// Reads the variables above; INVALID_ARGUMENT naming the variable for a value
-// that is not a number, a rank outside [0, world size), or a missing
+// Reads the variables above; throws octet::Error naming the variable for a
+// value that is not a number, a rank outside [0, world size), or a missing
 // OCTET_MASTER with more than one rank.
-absl::StatusOr<DistEnv> ReadDistEnv();
+DistEnv ReadDistEnv();
 
 // Opens the store an OCTET_MASTER value names.
-absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& master);
+std::unique_ptr<Store> OpenStore(const std::string& master);
 
 // NOTE [rank registration].
 // On success, `local_pids` (when given) holds the pid of every rank on this
 // host (0 for the others).
-absl::Status RegisterRank(Store& store, const std::string& run_id, int rank, int world_size,
-                          std::chrono::milliseconds timeout, std::vector<int>* local_pids = nullptr);
+void RegisterRank(Store& store, const std::string& run_id, int rank, int world_size, std::chrono::milliseconds timeout,
+                  std::vector<int>* local_pids = nullptr);
 
 struct DistContext {
   DistEnv env;
@@ -75,8 +74,8 @@ struct DistContext {
 };
 
 // Store + registration + Gloo group for `env`.
-absl::StatusOr<DistContext> InitProcessGroup(const DistEnv& env);
+DistContext InitProcessGroup(const DistEnv& env);
 // ReadDistEnv + InitProcessGroup.
-absl::StatusOr<DistContext> InitFromEnvironment();
+DistContext InitFromEnvironment();
 
 }  // namespace octet::dist

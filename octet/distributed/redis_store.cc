@@ -30,39 +30,39 @@ timeval ToTimeval(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(const std::string& host, int port,
-                                                                std::chrono::milliseconds connect_timeout) {
+std::unique_ptr<RedisStore> RedisStore::Connect(const std::string& host, int port,
+                                                std::chrono::milliseconds connect_timeout) {
   const std::string address = absl::StrCat(host, ":", port);
   if (host.empty() || port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("RedisStore: bad address '", address, "'"));
+    OCTET_FAIL(absl::StrCat("RedisStore: bad address '", address, "'"));
   }
   redisContext* ctx = redisConnectWithTimeout(host.c_str(), port, ToTimeval(connect_timeout));
-  if (ctx == nullptr) return absl::ResourceExhaustedError("RedisStore: cannot allocate a hiredis context");
+  if (ctx == nullptr) OCTET_FAIL("RedisStore: cannot allocate a hiredis context");
   if (ctx->err != 0) {
     const std::string why = ctx->errstr;
     redisFree(ctx);
-    return absl::UnavailableError(absl::StrCat("RedisStore: cannot reach Redis at ", address, ": ", why));
+    OCTET_FAIL(absl::StrCat("RedisStore: cannot reach Redis at ", address, ": ", why));
   }
   // Commands wait at most this long for a reply too (a stuck server is an error, not a hang).
   redisSetTimeout(ctx, ToTimeval(std::max(connect_timeout, std::chrono::milliseconds(5000))));
   std::unique_ptr<RedisStore> store(new RedisStore(ctx, address));
   Reply pong(static_cast<redisReply*>(redisCommand(ctx, "PING")));
   if (!pong || pong->type == REDIS_REPLY_ERROR) {
-    return absl::UnavailableError(absl::StrCat("RedisStore: Redis at ", address, " does not answer PING: ",
-                                               pong ? pong->str : ctx->errstr));
+    OCTET_FAIL(
+        absl::StrCat("RedisStore: Redis at ", address, " does not answer PING: ", pong ? pong->str : ctx->errstr));
   }
   return store;
 }
 
-absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(const std::string& host_port,
-                                                                std::chrono::milliseconds connect_timeout) {
+std::unique_ptr<RedisStore> RedisStore::Connect(const std::string& host_port,
+                                                std::chrono::milliseconds connect_timeout) {
   const size_t colon = host_port.rfind(':');
   int port = 6379;
   std::string host = host_port;
   if (colon != std::string::npos) {
     host = host_port.substr(0, colon);
     if (!absl::SimpleAtoi(host_port.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError(absl::StrCat("RedisStore: bad port in '", host_port, "' (want HOST:PORT)"));
+      OCTET_FAIL(absl::StrCat("RedisStore: bad port in '", host_port, "' (want HOST:PORT)"));
     }
   }
   return Connect(host, port, connect_timeout);
@@ -72,48 +72,45 @@ RedisStore::~RedisStore() {
   if (ctx_ != nullptr) redisFree(ctx_);
 }
 
-#define OCTET_REDIS_CALL(reply, ...)                                                                   \
-  Reply reply(static_cast<redisReply*>(redisCommand(ctx_, __VA_ARGS__)));                             \
-  if (!reply) {                                                                                        \
-    return absl::UnavailableError(absl::StrCat("RedisStore ", address_, ": connection lost: ", ctx_->errstr)); \
-  }                                                                                                    \
-  if (reply->type == REDIS_REPLY_ERROR) {                                                              \
-    return absl::InternalError(absl::StrCat("RedisStore ", address_, ": ", reply->str));              \
+#define OCTET_REDIS_CALL(reply, ...)                                                        \
+  Reply reply(static_cast<redisReply*>(redisCommand(ctx_, __VA_ARGS__)));                   \
+  if (!reply) {                                                                             \
+    OCTET_FAIL(absl::StrCat("RedisStore ", address_, ": connection lost: ", ctx_->errstr)); \
+  }                                                                                         \
+  if (reply->type == REDIS_REPLY_ERROR) {                                                   \
+    OCTET_FAIL(absl::StrCat("RedisStore ", address_, ": ", reply->str));                    \
   }
 
-absl::Status RedisStore::Set(const std::string& key, const std::string& value) {
+void RedisStore::Set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   OCTET_REDIS_CALL(r, "SET %b %b", key.data(), key.size(), value.data(), value.size());
-  return absl::OkStatus();
 }
 
-absl::StatusOr<bool> RedisStore::TryGet(const std::string& key, std::string* value) {
+bool RedisStore::TryGet(const std::string& key, std::string* value) {
   std::lock_guard<std::mutex> lock(mu_);
   OCTET_REDIS_CALL(r, "GET %b", key.data(), key.size());
   if (r->type == REDIS_REPLY_NIL) return false;
   if (r->type != REDIS_REPLY_STRING) {
-    return absl::InternalError(absl::StrCat("RedisStore ", address_, ": GET ", key, " gave reply type ", r->type));
+    OCTET_FAIL(absl::StrCat("RedisStore ", address_, ": GET ", key, " gave reply type ", r->type));
   }
   value->assign(r->str, r->len);
   return true;
 }
 
-absl::StatusOr<std::string> RedisStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+std::string RedisStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
   std::string value;
   while (true) {
-    absl::StatusOr<bool> found = TryGet(key, &value);
-    if (!found.ok()) return found.status();
-    if (*found) return value;
+    if (TryGet(key, &value)) return value;
     if (Clock::now() - start >= timeout) {
-      return absl::DeadlineExceededError(absl::StrCat("RedisStore ", address_, ": timed out waiting for key '", key,
-                                                      "' (timeout ", timeout.count(), " ms)"));
+      throw StoreTimeoutError(absl::StrCat("RedisStore ", address_, ": timed out waiting for key '", key,
+                                           "' (timeout ", timeout.count(), " ms)"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
-absl::StatusOr<bool> RedisStore::Check(const std::vector<std::string>& keys) {
+bool RedisStore::Check(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
     std::lock_guard<std::mutex> lock(mu_);
     OCTET_REDIS_CALL(r, "EXISTS %b", key.data(), key.size());
@@ -122,36 +119,37 @@ absl::StatusOr<bool> RedisStore::Check(const std::vector<std::string>& keys) {
   return true;
 }
 
-absl::Status RedisStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+void RedisStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
   while (true) {
-    absl::StatusOr<bool> all = Check(keys);
-    if (!all.ok()) return all.status();
-    if (*all) return absl::OkStatus();
+    if (Check(keys)) return;
     if (Clock::now() - start >= timeout) {
       std::vector<std::string> missing;
       for (const std::string& key : keys) {
-        absl::StatusOr<bool> one = Check({key});
-        if (!one.ok() || !*one) missing.push_back("'" + key + "'");
+        bool present = false;
+        try {
+          present = Check({key});
+        } catch (const Error&) {
+        }
+        if (!present) missing.push_back("'" + key + "'");
       }
-      return absl::DeadlineExceededError(absl::StrCat("RedisStore ", address_, ": timed out waiting for key",
-                                                      missing.size() == 1 ? " " : "s ", absl::StrJoin(missing, ", "),
-                                                      " (timeout ", timeout.count(), " ms)"));
+      throw StoreTimeoutError(absl::StrCat("RedisStore ", address_, ": timed out waiting for key",
+                                           missing.size() == 1 ? " " : "s ", absl::StrJoin(missing, ", "),
+                                           " (timeout ", timeout.count(), " ms)"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
-absl::StatusOr<int64_t> RedisStore::Add(const std::string& key, int64_t delta) {
+int64_t RedisStore::Add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mu_);
   OCTET_REDIS_CALL(r, "INCRBY %b %lld", key.data(), key.size(), static_cast<long long>(delta));
   return static_cast<int64_t>(r->integer);
 }
 
-absl::Status RedisStore::Delete(const std::string& key) {
+void RedisStore::Delete(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   OCTET_REDIS_CALL(r, "DEL %b", key.data(), key.size());
-  return absl::OkStatus();
 }
 
 #undef OCTET_REDIS_CALL

@@ -2,13 +2,11 @@
 // ranks share no filesystem. Keys are plain Redis keys (use a per-run prefix:
 // the process group does); Set overwrites, Add is INCRBY, Get and Wait poll.
 //
-// Errors are Status values: an unreachable server is UNAVAILABLE naming
-// host:port and the reason; a timed-out Get/Wait is DEADLINE_EXCEEDED naming
-// the missing keys; a server error reply is INTERNAL with Redis's text.
+// Errors throw octet::Error: an unreachable server names host:port and the
+// reason; a timed-out Get/Wait is a StoreTimeoutError naming the missing
+// keys; a server error reply carries Redis's text.
 // One connection per store, guarded by a mutex (safe to share between threads).
 #pragma once
-
-#include <absl/status/statusor.h>
 
 #include <chrono>
 #include <memory>
@@ -25,26 +23,27 @@ namespace octet::dist {
 class RedisStore : public Store {
  public:
   // Connects (with `connect_timeout`) and PINGs the server.
-  static absl::StatusOr<std::unique_ptr<RedisStore>> Connect(
+  static std::unique_ptr<RedisStore> Connect(
       const std::string& host, int port, std::chrono::milliseconds connect_timeout = std::chrono::seconds(2));
   // "host:port" form (port defaults to 6379).
-  static absl::StatusOr<std::unique_ptr<RedisStore>> Connect(
+  static std::unique_ptr<RedisStore> Connect(
       const std::string& host_port, std::chrono::milliseconds connect_timeout = std::chrono::seconds(2));
   ~RedisStore() override;
 
-  absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
-  absl::Status Delete(const std::string& key) override;
+  void Set(const std::string& key, const std::string& value) override;
+  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool Check(const std::vector<std::string>& keys) override;
+  int64_t Add(const std::string& key, int64_t delta) override;
+  void Delete(const std::string& key) override;
 
   const std::string& address() const { return address_; }
 
  private:
   RedisStore(redisContext* ctx, std::string address) : ctx_(ctx), address_(std::move(address)) {}
-  // GET: OK + true with the value, OK + false when the key is absent.
-  absl::StatusOr<bool> TryGet(const std::string& key, std::string* value);
+  // GET: true with the value, false when the key is absent; throws
+  // octet::Error when the server fails.
+  bool TryGet(const std::string& key, std::string* value);
 
   std::mutex mu_;
   redisContext* ctx_;

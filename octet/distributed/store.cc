@@ -44,25 +44,25 @@ std::string EscapeKey(const std::string& key) {
   return out;
 }
 
-absl::Status CheckKey(const std::string& key) {
-  if (key.empty()) return absl::InvalidArgumentError("FileStore: empty key");
+void CheckKey(const std::string& key) {
+  if (key.empty()) OCTET_FAIL("FileStore: empty key");
   if (key.size() > 200) {
-    return absl::InvalidArgumentError(absl::StrCat("FileStore: key of ", key.size(), " bytes is longer than 200"));
+    OCTET_FAIL(absl::StrCat("FileStore: key of ", key.size(), " bytes is longer than 200"));
   }
-  return absl::OkStatus();
 }
 
-absl::Status WriteAll(int fd, const std::string& data, const std::string& path) {
+// Empty on success, else what failed (the caller cleans up, then throws).
+std::string WriteAll(int fd, const std::string& data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::InternalError(absl::StrCat("FileStore: writing ", path, " failed: ", ErrnoText(errno)));
+      return absl::StrCat("FileStore: writing ", path, " failed: ", ErrnoText(errno));
     }
     done += static_cast<size_t>(n);
   }
-  return absl::OkStatus();
+  return "";
 }
 
 uint64_t UniqueSuffix() {
@@ -72,14 +72,13 @@ uint64_t UniqueSuffix() {
 }
 
 // Polls `ready` until it returns true or the timeout passes; backs off from
-// 1 ms to 20 ms between polls.
+// 1 ms to 20 ms between polls. Errors of `ready` propagate.
 template <typename Ready>
-absl::StatusOr<bool> PollUntil(std::chrono::milliseconds timeout, Ready&& ready) {
+bool PollUntil(std::chrono::milliseconds timeout, Ready&& ready) {
   const auto deadline = Clock::now() + timeout;
   auto sleep = std::chrono::microseconds(1000);
   while (true) {
-    absl::StatusOr<bool> r = ready();
-    if (!r.ok() || *r) return r;
+    if (ready()) return true;
     if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(sleep);
     sleep = std::min<std::chrono::microseconds>(sleep * 2, std::chrono::microseconds(20000));
@@ -92,47 +91,49 @@ int64_t MillisSince(Clock::time_point start) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(const std::string& directory) {
-  if (directory.empty()) return absl::InvalidArgumentError("FileStore: empty directory path");
+std::unique_ptr<FileStore> FileStore::Open(const std::string& directory) {
+  if (directory.empty()) OCTET_FAIL("FileStore: empty directory path");
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("FileStore: cannot create directory ", directory, ": ", ec.message()));
+    OCTET_FAIL(absl::StrCat("FileStore: cannot create directory ", directory, ": ", ec.message()));
   }
   if (!std::filesystem::is_directory(directory, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat("FileStore: ", directory, " is not a directory"));
+    OCTET_FAIL(absl::StrCat("FileStore: ", directory, " is not a directory"));
   }
   return std::unique_ptr<FileStore>(new FileStore(directory));
 }
 
 std::string FileStore::PathOf(const std::string& key) const { return directory_ + "/" + EscapeKey(key); }
 
-absl::Status FileStore::Set(const std::string& key, const std::string& value) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+void FileStore::Set(const std::string& key, const std::string& value) {
+  CheckKey(key);
   const std::string path = PathOf(key);
   const std::string tmp = absl::StrCat(directory_, "/.tmp.", EscapeKey(key), ".", ::getpid(), ".", UniqueSuffix());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("FileStore: cannot create ", tmp, ": ", ErrnoText(errno)));
-  absl::Status s = WriteAll(fd, value, tmp);
-  if (s.ok() && ::fsync(fd) != 0) {
-    s = absl::InternalError(absl::StrCat("FileStore: fsync of ", tmp, " failed: ", ErrnoText(errno)));
+  if (fd < 0) OCTET_FAIL(absl::StrCat("FileStore: cannot create ", tmp, ": ", ErrnoText(errno)));
+  std::string error = WriteAll(fd, value, tmp);
+  if (error.empty() && ::fsync(fd) != 0) {
+    error = absl::StrCat("FileStore: fsync of ", tmp, " failed: ", ErrnoText(errno));
   }
-  if (::close(fd) != 0 && s.ok()) {
-    s = absl::InternalError(absl::StrCat("FileStore: closing ", tmp, " failed: ", ErrnoText(errno)));
+  if (::close(fd) != 0 && error.empty()) {
+    error = absl::StrCat("FileStore: closing ", tmp, " failed: ", ErrnoText(errno));
   }
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = absl::InternalError(absl::StrCat("FileStore: renaming ", tmp, " to ", path, " failed: ", ErrnoText(errno)));
+  if (error.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = absl::StrCat("FileStore: renaming ", tmp, " to ", path, " failed: ", ErrnoText(errno));
   }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  if (!error.empty()) {
+    ::unlink(tmp.c_str());
+    OCTET_FAIL(error);
+  }
 }
 
-absl::StatusOr<bool> FileStore::TryRead(const std::string& key, std::string* value) const {
+bool FileStore::TryRead(const std::string& key, std::string* value) const {
   const std::string path = PathOf(key);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return false;
-    return absl::InternalError(absl::StrCat("FileStore: cannot open ", path, ": ", ErrnoText(errno)));
+    OCTET_FAIL(absl::StrCat("FileStore: cannot open ", path, ": ", ErrnoText(errno)));
   }
   std::string out;
   char buf[4096];
@@ -142,7 +143,7 @@ absl::StatusOr<bool> FileStore::TryRead(const std::string& key, std::string* val
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      return absl::InternalError(absl::StrCat("FileStore: reading ", path, " failed: ", ErrnoText(err)));
+      OCTET_FAIL(absl::StrCat("FileStore: reading ", path, " failed: ", ErrnoText(err)));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -152,87 +153,88 @@ absl::StatusOr<bool> FileStore::TryRead(const std::string& key, std::string* val
   return true;
 }
 
-absl::StatusOr<std::string> FileStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+std::string FileStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  CheckKey(key);
   const auto start = Clock::now();
   std::string value;
-  absl::StatusOr<bool> found = PollUntil(timeout, [&]() { return TryRead(key, &value); });
-  if (!found.ok()) return found.status();
-  if (!*found) {
-    return absl::DeadlineExceededError(absl::StrCat("FileStore ", directory_, ": timed out waiting for key '", key,
-                                                    "' (timeout ", timeout.count(), " ms, waited ", MillisSince(start),
-                                                    " ms)"));
+  if (!PollUntil(timeout, [&]() { return TryRead(key, &value); })) {
+    throw StoreTimeoutError(absl::StrCat("FileStore ", directory_, ": timed out waiting for key '", key, "' (timeout ",
+                                         timeout.count(), " ms, waited ", MillisSince(start), " ms)"));
   }
   return value;
 }
 
-absl::StatusOr<bool> FileStore::Check(const std::vector<std::string>& keys) {
+bool FileStore::Check(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    if (absl::Status s = CheckKey(key); !s.ok()) return s;
+    CheckKey(key);
     struct stat st;
     if (::stat(PathOf(key).c_str(), &st) != 0) {
       if (errno == ENOENT) return false;
-      return absl::InternalError(absl::StrCat("FileStore: stat of ", PathOf(key), " failed: ", ErrnoText(errno)));
+      OCTET_FAIL(absl::StrCat("FileStore: stat of ", PathOf(key), " failed: ", ErrnoText(errno)));
     }
   }
   return true;
 }
 
-absl::Status FileStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+void FileStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
-  absl::StatusOr<bool> all = PollUntil(timeout, [&]() { return Check(keys); });
-  if (!all.ok()) return all.status();
-  if (*all) return absl::OkStatus();
+  if (PollUntil(timeout, [&]() { return Check(keys); })) return;
   std::vector<std::string> missing;
   for (const std::string& key : keys) {
-    absl::StatusOr<bool> one = Check({key});
-    if (!one.ok() || !*one) missing.push_back("'" + key + "'");
+    bool present = false;
+    try {
+      present = Check({key});
+    } catch (const Error&) {
+    }
+    if (!present) missing.push_back("'" + key + "'");
   }
-  return absl::DeadlineExceededError(absl::StrCat(
+  throw StoreTimeoutError(absl::StrCat(
       "FileStore ", directory_, ": timed out waiting for key", missing.size() == 1 ? " " : "s ",
       absl::StrJoin(missing, ", "), " (timeout ", timeout.count(), " ms, waited ", MillisSince(start), " ms)"));
 }
 
-absl::StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+int64_t FileStore::Add(const std::string& key, int64_t delta) {
+  CheckKey(key);
   // flock on a per-key lock file serialises concurrent adders (processes and threads).
   const std::string lock_path = directory_ + "/.lock." + EscapeKey(key);
   const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd < 0) {
-    return absl::InternalError(absl::StrCat("FileStore: cannot open lock file ", lock_path, ": ", ErrnoText(errno)));
+    OCTET_FAIL(absl::StrCat("FileStore: cannot open lock file ", lock_path, ": ", ErrnoText(errno)));
   }
   while (::flock(lock_fd, LOCK_EX) != 0) {
     if (errno != EINTR) {
       const int err = errno;
       ::close(lock_fd);
-      return absl::InternalError(absl::StrCat("FileStore: flock of ", lock_path, " failed: ", ErrnoText(err)));
+      OCTET_FAIL(absl::StrCat("FileStore: flock of ", lock_path, " failed: ", ErrnoText(err)));
     }
   }
-  absl::StatusOr<int64_t> result = [&]() -> absl::StatusOr<int64_t> {
+  const auto unlock = [lock_fd]() {
+    ::flock(lock_fd, LOCK_UN);
+    ::close(lock_fd);
+  };
+  try {
     std::string text;
-    absl::StatusOr<bool> found = TryRead(key, &text);
-    if (!found.ok()) return found.status();
+    const bool found = TryRead(key, &text);
     int64_t value = 0;
-    if (*found && !absl::SimpleAtoi(text, &value)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("FileStore: key '", key, "' holds '", text.substr(0, 40), "', not an integer"));
+    if (found && !absl::SimpleAtoi(text, &value)) {
+      OCTET_FAIL(absl::StrCat("FileStore: key '", key, "' holds '", text.substr(0, 40), "', not an integer"));
     }
     value += delta;
-    if (absl::Status s = Set(key, std::to_string(value)); !s.ok()) return s;
+    Set(key, std::to_string(value));
+    unlock();
     return value;
-  }();
-  ::flock(lock_fd, LOCK_UN);
-  ::close(lock_fd);
-  return result;
+  } catch (...) {
+    unlock();
+    throw;
+  }
 }
 
-absl::Status FileStore::Delete(const std::string& key) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+void FileStore::Delete(const std::string& key) {
+  CheckKey(key);
   const std::string path = PathOf(key);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return absl::InternalError(absl::StrCat("FileStore: deleting ", path, " failed: ", ErrnoText(errno)));
+    OCTET_FAIL(absl::StrCat("FileStore: deleting ", path, " failed: ", ErrnoText(errno)));
   }
-  return absl::OkStatus();
 }
 
 }  // namespace octet::dist

@@ -6,14 +6,11 @@
 // it is written to a temporary file in the same directory and renamed into
 // place, so a reader sees either no key or the whole value, never a part.
 //
-// Errors are returned, never thrown (setup code decides what to do):
-// a Get or Wait that outlives its timeout returns DEADLINE_EXCEEDED naming the
-// key(s) still missing, the directory and how long it waited; I/O failures
-// return the errno text with the path.
+// Errors throw octet::Error: a Get or Wait that outlives its timeout throws
+// StoreTimeoutError (an octet::Error) naming the key(s) still missing, the
+// directory and how long it waited; I/O failures name the path and the errno
+// text; a bad key (empty, longer than 200 bytes) is named too.
 #pragma once
-
-#include <absl/status/status.h>
-#include <absl/status/statusor.h>
 
 #include <chrono>
 #include <cstdint>
@@ -21,38 +18,50 @@
 #include <string>
 #include <vector>
 
+#include <octet/core/error.h>
+
 namespace octet::dist {
 
+// What Get and Wait throw when their timeout passes (catch octet::Error for
+// every store error, this one to tell a missing peer from a broken store).
+class StoreTimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Every method throws octet::Error on failure.
 class Store {
  public:
   virtual ~Store() = default;
 
   // Publishes `value` under `key` (replacing an older value).
-  virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
-  // The value of `key`, waiting up to `timeout` for it to appear.
-  virtual absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
-  // Waits until every key exists.
-  virtual absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  virtual void Set(const std::string& key, const std::string& value) = 0;
+  // The value of `key`, waiting up to `timeout` for it to appear
+  // (StoreTimeoutError when it does not).
+  virtual std::string Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Waits until every key exists (StoreTimeoutError naming the missing ones
+  // when they do not within `timeout`).
+  virtual void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   // True when every key exists now (no waiting).
-  virtual absl::StatusOr<bool> Check(const std::vector<std::string>& keys) = 0;
+  virtual bool Check(const std::vector<std::string>& keys) = 0;
   // Atomically adds `delta` to the integer stored under `key` (absent = 0) and
   // returns the new value. Barriers are built from it.
-  virtual absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
-  // Removes `key`; OK when it does not exist.
-  virtual absl::Status Delete(const std::string& key) = 0;
+  virtual int64_t Add(const std::string& key, int64_t delta) = 0;
+  // Removes `key`; nothing happens when it does not exist.
+  virtual void Delete(const std::string& key) = 0;
 };
 
 class FileStore : public Store {
  public:
   // Opens (creating it and its parents when missing) the store directory.
-  static absl::StatusOr<std::unique_ptr<FileStore>> Open(const std::string& directory);
+  static std::unique_ptr<FileStore> Open(const std::string& directory);
 
-  absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
-  absl::Status Delete(const std::string& key) override;
+  void Set(const std::string& key, const std::string& value) override;
+  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool Check(const std::vector<std::string>& keys) override;
+  int64_t Add(const std::string& key, int64_t delta) override;
+  void Delete(const std::string& key) override;
 
   const std::string& directory() const { return directory_; }
   // The file that holds `key` (keys may contain any bytes; they are escaped).
@@ -60,8 +69,9 @@ class FileStore : public Store {
 
  private:
   explicit FileStore(std::string directory) : directory_(std::move(directory)) {}
-  // Reads the value if the key exists: OK + true, OK + false when absent.
-  absl::StatusOr<bool> TryRead(const std::string& key, std::string* value) const;
+  // Reads the value if the key exists: true, or false when it is absent;
+  // throws octet::Error when the file exists but cannot be read.
+  bool TryRead(const std::string& key, std::string* value) const;
 
   std::string directory_;
 };

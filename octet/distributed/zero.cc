@@ -215,7 +215,7 @@ optim::OptimizerState ZeroAdamW::FullStateDict() {
   return full;
 }
 
-absl::Status ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
+void ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
   optim::OptimizerState shard;
   shard.scalars = state.scalars;
   for (const Piece& piece : pieces_) {
@@ -224,10 +224,10 @@ absl::Status ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
       const std::string want = absl::StrCat("adamw.", slot, ".", pname);
       auto it = std::find_if(state.tensors.begin(), state.tensors.end(), [&](const auto& e) { return e.first == want; });
       if (it == state.tensors.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("ZeroAdamW: the optimizer state has no '", want, "'"));
+        OCTET_FAIL(absl::StrCat("ZeroAdamW: the optimizer state has no '", want, "'"));
       }
       if (it->second.numel() != params_[piece.param].second.numel()) {
-        return absl::InvalidArgumentError(absl::StrCat("ZeroAdamW: '", want, "' is ", Describe(it->second),
+        OCTET_FAIL(absl::StrCat("ZeroAdamW: '", want, "' is ", Describe(it->second),
                                                        " but the parameter has ",
                                                        params_[piece.param].second.numel(), " elements"));
       }
@@ -235,8 +235,8 @@ absl::Status ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
                                  it->second.Contiguous().View({-1}).Narrow(0, piece.begin, piece.length).Contiguous());
     }
   }
-  if (absl::Status s = opt_->LoadStateDict(shard); !s.ok()) return s;
-  if (zero_.gather_dtype == DType::kFloat32) return absl::OkStatus();  // the pieces are views of the parameters
+  opt_->LoadStateDict(shard);
+  if (zero_.gather_dtype == DType::kFloat32) return;  // the pieces are views of the parameters
   // The masters follow the model's (already loaded, FP32: MasterWeights())
   // parameters, which then hold the rounded weights as after a Step. The
   // parameters are identical on every rank, so this is rank-local until the
@@ -247,7 +247,6 @@ absl::Status ZeroAdamW::LoadFullStateDict(const optim::OptimizerState& state) {
     piece.master.storage()->BumpVersion();
   }
   GatherWeights();
-  return absl::OkStatus();
 }
 
 ZeroAdamW::NamedTensors ZeroAdamW::MasterWeights() {

@@ -31,8 +31,6 @@
 // collectives (call them on every rank). state_dtype must be fp32.
 #pragma once
 
-#include <absl/status/status.h>
-
 #include <memory>
 #include <string>
 #include <utility>
@@ -73,8 +71,9 @@ class ZeroAdamW {
   optim::OptimizerState FullStateDict();
   // Loads m and v of this rank's pieces; the FP32 masters are taken from the
   // parameters (load the model first), which are then re-gathered in
-  // gather_dtype (bf16/fp8: rounded, as after a Step).
-  absl::Status LoadFullStateDict(const optim::OptimizerState& state);
+  // gather_dtype (bf16/fp8: rounded, as after a Step). Throws octet::Error
+  // (naming the entry) on a state that does not fit.
+  void LoadFullStateDict(const optim::OptimizerState& state);
   // The FP32 weights by parameter name (fresh tensors shaped like the
   // parameters): the owners' masters, all-gathered. Equal to the parameters
   // with an fp32 gather; with bf16/fp8 the parameters are these rounded.

@@ -166,14 +166,13 @@ void AdamW::SaveScalars(std::map<std::string, std::string>* scalars) const {
   (*scalars)["state_dtype"] = Name(options_.state_dtype);
 }
 
-absl::Status AdamW::CheckScalars(const std::map<std::string, std::string>& scalars) const {
+void AdamW::CheckScalars(const std::map<std::string, std::string>& scalars) const {
   auto it = scalars.find("state_dtype");
   if (it != scalars.end() && it->second != Name(options_.state_dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("adamw optimizer LoadStateDict: the state was saved with state_dtype ",
+    OCTET_FAIL(absl::StrCat("adamw optimizer LoadStateDict: the state was saved with state_dtype ",
                                                    it->second, " but this optimizer uses ",
                                                    Name(options_.state_dtype)));
   }
-  return absl::OkStatus();
 }
 
 void AdamW::AfterLoad() {

@@ -99,7 +99,7 @@ class AdamW : public Optimizer {
 
  protected:
   void SaveScalars(std::map<std::string, std::string>* scalars) const override;
-  absl::Status CheckScalars(const std::map<std::string, std::string>& scalars) const override;
+  void CheckScalars(const std::map<std::string, std::string>& scalars) const override;
   void AfterLoad() override;
 
  private:

@@ -59,7 +59,7 @@ std::map<std::string, std::string> DynamicLossScaler::StateDict() const {
           {"loss_scaler.skipped_steps", std::to_string(skipped_steps_)}};
 }
 
-absl::Status DynamicLossScaler::LoadStateDict(const std::map<std::string, std::string>& scalars) {
+void DynamicLossScaler::LoadStateDict(const std::map<std::string, std::string>& scalars) {
   auto get = [&](const char* key) -> const std::string* {
     auto it = scalars.find(key);
     return it == scalars.end() ? nullptr : &it->second;
@@ -68,22 +68,21 @@ absl::Status DynamicLossScaler::LoadStateDict(const std::map<std::string, std::s
   int64_t tracker = 0, skipped = 0;
   const std::string* s = get("loss_scaler.scale");
   if (s == nullptr || !ParseDouble(*s, &scale) || !(scale > 0.0) || !std::isfinite(scale)) {
-    return absl::InvalidArgumentError("loss scaler LoadStateDict: 'loss_scaler.scale' is missing or not a positive number");
+    OCTET_FAIL("loss scaler LoadStateDict: 'loss_scaler.scale' is missing or not a positive number");
   }
   s = get("loss_scaler.growth_tracker");
   if (s == nullptr || !ParseInt64(*s, &tracker) || tracker < 0) {
-    return absl::InvalidArgumentError(
+    OCTET_FAIL(
         "loss scaler LoadStateDict: 'loss_scaler.growth_tracker' is missing or not a non-negative integer");
   }
   s = get("loss_scaler.skipped_steps");
   if (s == nullptr || !ParseInt64(*s, &skipped) || skipped < 0) {
-    return absl::InvalidArgumentError(
+    OCTET_FAIL(
         "loss scaler LoadStateDict: 'loss_scaler.skipped_steps' is missing or not a non-negative integer");
   }
   scale_ = scale;
   growth_tracker_ = tracker;
   skipped_steps_ = skipped;
-  return absl::OkStatus();
 }
 
 }  // namespace octet::optim

@@ -17,7 +17,6 @@
 #include <map>
 #include <string>
 
-#include "absl/status/status.h"
 #include <octet/core/tensor.h>
 #include <octet/optim/optimizer.h>
 
@@ -51,9 +50,9 @@ class DynamicLossScaler {
 
   // Scalars "loss_scaler.scale", "loss_scaler.growth_tracker", "loss_scaler.skipped_steps".
   std::map<std::string, std::string> StateDict() const;
-  // Reads the keys above (other keys are ignored); an error names a missing or
-  // malformed key and leaves the scaler unchanged.
-  absl::Status LoadStateDict(const std::map<std::string, std::string>& scalars);
+  // Reads the keys above (other keys are ignored); throws octet::Error naming
+  // a missing or malformed key and leaves the scaler unchanged.
+  void LoadStateDict(const std::map<std::string, std::string>& scalars);
 
  private:
   Options options_;

@@ -65,26 +65,26 @@ std::string ListNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
-absl::Status Optimizer::LoadStateDict(const OptimizerState& state) {
+void Optimizer::LoadStateDict(const OptimizerState& state) {
   const std::string where = kind_ + " optimizer LoadStateDict";
   // ---- validate everything first ------------------------------------------
   auto type = state.scalars.find("type");
-  if (type == state.scalars.end()) return absl::InvalidArgumentError(where + ": scalar 'type' is missing");
+  if (type == state.scalars.end()) OCTET_FAIL(where + ": scalar 'type' is missing");
   if (type->second != kind_) {
-    return absl::InvalidArgumentError(
+    OCTET_FAIL(
         absl::StrCat(where, ": the state is of a '", type->second, "' optimizer, not '", kind_, "'"));
   }
   int64_t step = 0;
   auto step_it = state.scalars.find("step");
   if (step_it == state.scalars.end() || !ParseInt64(step_it->second, &step) || step < 0) {
-    return absl::InvalidArgumentError(where + ": scalar 'step' is missing or not a non-negative integer");
+    OCTET_FAIL(where + ": scalar 'step' is missing or not a non-negative integer");
   }
   double lr = lr_;
   auto lr_it = state.scalars.find("lr");
   if (lr_it != state.scalars.end() && !ParseDouble(lr_it->second, &lr)) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": scalar 'lr' is not a number: '", lr_it->second, "'"));
+    OCTET_FAIL(absl::StrCat(where, ": scalar 'lr' is not a number: '", lr_it->second, "'"));
   }
-  if (absl::Status s = CheckScalars(state.scalars); !s.ok()) return s;
+  CheckScalars(state.scalars);
 
   std::map<std::string, const Tensor*> given;
   std::vector<std::string> duplicates;
@@ -92,7 +92,7 @@ absl::Status Optimizer::LoadStateDict(const OptimizerState& state) {
     if (!given.emplace(name, &t).second) duplicates.push_back(name);
   }
   if (!duplicates.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": duplicate entries ", ListNames(duplicates)));
+    OCTET_FAIL(absl::StrCat(where, ": duplicate entries ", ListNames(duplicates)));
   }
   std::vector<std::string> missing, unexpected;
   std::set<std::string> expected;
@@ -108,19 +108,19 @@ absl::Status Optimizer::LoadStateDict(const OptimizerState& state) {
     if (!missing.empty()) absl::StrAppend(&msg, " missing entries ", ListNames(missing), ";");
     if (!unexpected.empty()) absl::StrAppend(&msg, " unexpected entries ", ListNames(unexpected), ";");
     msg.pop_back();
-    return absl::InvalidArgumentError(msg);
+    OCTET_FAIL(msg);
   }
   for (const auto& [name, dst] : state_) {
     const Tensor& src = *given.at(name);
-    if (!src.defined()) return absl::InvalidArgumentError(absl::StrCat(where, ": entry '", name, "' is undefined"));
+    if (!src.defined()) OCTET_FAIL(absl::StrCat(where, ": entry '", name, "' is undefined"));
     if (src.dtype() != dst->dtype() || src.shape() != dst->shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": entry '", name, "' is ", Describe(src),
+      OCTET_FAIL(absl::StrCat(where, ": entry '", name, "' is ", Describe(src),
                                                      " but the optimizer holds ", Describe(*dst)));
     }
     if (IsFp8(dst->dtype()) && dst->scale_meta() != nullptr) {
       const ScaleMeta* m = src.scale_meta();
       if (m == nullptr || m->granularity != ScaleGranularity::kPerTensor) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": entry '", name, "' (", Describe(src),
+        OCTET_FAIL(absl::StrCat(where, ": entry '", name, "' (", Describe(src),
                                                        ") has no per-tensor scale metadata (scale_inv)"));
       }
     }
@@ -150,7 +150,6 @@ absl::Status Optimizer::LoadStateDict(const OptimizerState& state) {
   lr_ = lr;
   LoadScalars(state.scalars);
   AfterLoad();
-  return absl::OkStatus();
 }
 
 bool ParseInt64(const std::string& text, int64_t* out) {

@@ -31,7 +31,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
 #include <octet/core/tensor.h>
 
 namespace octet::optim {
@@ -67,21 +66,19 @@ class Optimizer {
   const NamedTensors& params() const { return params_; }
   const std::string& kind() const { return kind_; }
 
-  // See NOTE [optimizer state dict].
+  // See NOTE [optimizer state dict]; LoadStateDict throws octet::Error.
   OptimizerState StateDict() const;
-  absl::Status LoadStateDict(const OptimizerState& state);
+  void LoadStateDict(const OptimizerState& state);
 
  protected:
   // A state tensor of the subclass, registered under "<kind>.<slot>.<param>"
   // (or any name the subclass chooses). Registered once, in the constructor.
   void RegisterState(const std::string& name, Tensor* tensor);
   // Extra string scalars (beyond type/step/lr) for StateDict, and the hook
-  // that validates/applies them on load (return an error to refuse; must not
-  // change anything when it returns an error).
+  // that validates/applies them on load (throws octet::Error to refuse; must
+  // not change anything before it throws).
   virtual void SaveScalars(std::map<std::string, std::string>* scalars) const {}
-  virtual absl::Status CheckScalars(const std::map<std::string, std::string>& scalars) const {
-    return absl::OkStatus();
-  }
+  virtual void CheckScalars(const std::map<std::string, std::string>& scalars) const {}
   virtual void LoadScalars(const std::map<std::string, std::string>& scalars) {}
   // Called after the state tensors were copied in (e.g. to re-derive caches).
   virtual void AfterLoad() {}

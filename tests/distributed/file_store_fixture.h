@@ -20,9 +20,7 @@ class FileStoreFixture : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("octet_file_store_" + std::to_string(::getpid()) + "_" +
                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
-    auto store = FileStore::Open(dir_.string());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
+    ASSERT_NO_THROW(store_ = FileStore::Open(dir_.string()));
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

@@ -12,10 +12,12 @@
 #include <octet/distributed/init.h>
 #include <octet/distributed/process_group.h>
 #include "tests/distributed/multiprocess.h"
+#include "tests/test_util.h"
 
 namespace octet::dist {
 namespace {
 
+using octet::testing::MessageOf;
 using testing::Describe;
 using testing::FreshDir;
 using testing::IsWorker;
@@ -30,9 +32,9 @@ std::string EnvOr(const char* name, const char* fallback) {
 // answering for a while; every other rank must get an error naming
 // OCTET_TEST_EXPECT, then exits 0.
 TEST(FailureWorker, DISABLED_LosePeer) {
-  absl::StatusOr<DistContext> dist = InitFromEnvironment();
-  ASSERT_TRUE(dist.ok()) << dist.status();
-  ProcessGroup& pg = *dist->group;
+  DistContext dist;
+  ASSERT_NO_THROW(dist = InitFromEnvironment());
+  ProcessGroup& pg = *dist.group;
   pg.Barrier()->Wait();
   const int victim = std::atoi(EnvOr("OCTET_TEST_VICTIM", "1").c_str());
   if (pg.rank() == victim) {
@@ -58,12 +60,11 @@ TEST(FailureWorker, DISABLED_LosePeer) {
   }
 }
 
-// Initialisation must fail with a status containing OCTET_TEST_EXPECT.
+// Initialisation must fail with an octet::Error containing OCTET_TEST_EXPECT.
 TEST(FailureWorker, DISABLED_InitFails) {
-  absl::StatusOr<DistContext> dist = InitFromEnvironment();
-  ASSERT_FALSE(dist.ok());
-  std::printf("rank error: %s\n", dist.status().ToString().c_str());
-  EXPECT_NE(dist.status().ToString().find(EnvOr("OCTET_TEST_EXPECT", "?")), std::string::npos) << dist.status();
+  const std::string msg = MessageOf<Error>([] { InitFromEnvironment(); });
+  std::printf("rank error: %s\n", msg.c_str());
+  EXPECT_NE(msg.find(EnvOr("OCTET_TEST_EXPECT", "?")), std::string::npos) << msg;
 }
 
 void ExpectEveryOtherRankSawIt(const std::vector<testing::RankResult>& results, int victim) {
@@ -106,9 +107,8 @@ TEST(GlooFailure, StaleStoreDirectoryIsRefused) {
   if (IsWorker()) GTEST_SKIP();
   const std::string dir = FreshDir("stale");
   {
-    auto store = FileStore::Open(dir + "/store");
-    ASSERT_TRUE(store.ok());
-    for (int r = 0; r < 2; ++r) ASSERT_TRUE((*store)->Set("octet/rank/" + std::to_string(r), "2").ok());
+    std::unique_ptr<FileStore> store = FileStore::Open(dir + "/store");
+    for (int r = 0; r < 2; ++r) store->Set("octet/rank/" + std::to_string(r), "2");
   }
   auto results = RunRanks(2, "FailureWorker.DISABLED_InitFails",
                           {{"OCTET_MASTER", dir + "/store"},
@@ -159,21 +159,21 @@ class EnvTest : public ::testing::Test {
 };
 
 TEST_F(EnvTest, DefaultsToASingleRank) {
-  absl::StatusOr<DistEnv> env = ReadDistEnv();
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->rank, 0);
-  EXPECT_EQ(env->world_size, 1);
+  DistEnv env;
+  ASSERT_NO_THROW(env = ReadDistEnv());
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.world_size, 1);
 }
 
 TEST_F(EnvTest, ReadsSlurmVariables) {
   ::setenv("SLURM_PROCID", "3", 1);
   ::setenv("SLURM_NTASKS", "4", 1);
   ::setenv("OCTET_MASTER", "/tmp/x", 1);
-  absl::StatusOr<DistEnv> env = ReadDistEnv();
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->rank, 3);
-  EXPECT_EQ(env->world_size, 4);
-  EXPECT_EQ(env->source, "SLURM_*");
+  DistEnv env;
+  ASSERT_NO_THROW(env = ReadDistEnv());
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.source, "SLURM_*");
 }
 
 TEST_F(EnvTest, OctetVariablesWinOverSlurm) {
@@ -182,45 +182,38 @@ TEST_F(EnvTest, OctetVariablesWinOverSlurm) {
   ::setenv("OCTET_RANK", "1", 1);
   ::setenv("OCTET_WORLD_SIZE", "2", 1);
   ::setenv("OCTET_MASTER", "/tmp/x", 1);
-  absl::StatusOr<DistEnv> env = ReadDistEnv();
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->rank, 1);
-  EXPECT_EQ(env->world_size, 2);
+  DistEnv env;
+  ASSERT_NO_THROW(env = ReadDistEnv());
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.world_size, 2);
 }
 
 TEST_F(EnvTest, BackendIsGlooOrNccl) {
   ::setenv("OCTET_BACKEND", "mpi", 1);
-  absl::StatusOr<DistEnv> env = ReadDistEnv();
-  ASSERT_FALSE(env.ok());
-  EXPECT_NE(env.status().message().find("OCTET_BACKEND='mpi'"), std::string::npos) << env.status();
+  const std::string msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("OCTET_BACKEND='mpi'"), std::string::npos) << msg;
   ::setenv("OCTET_BACKEND", "nccl", 1);
-  env = ReadDistEnv();
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->backend, "nccl");
+  DistEnv env;
+  ASSERT_NO_THROW(env = ReadDistEnv());
+  EXPECT_EQ(env.backend, "nccl");
 }
 
 TEST_F(EnvTest, BadValuesNameTheVariable) {
   ::setenv("OCTET_RANK", "2", 1);
   ::setenv("OCTET_WORLD_SIZE", "2", 1);
   ::setenv("OCTET_MASTER", "/tmp/x", 1);
-  absl::StatusOr<DistEnv> env = ReadDistEnv();
-  ASSERT_FALSE(env.ok());
-  EXPECT_NE(env.status().message().find("OCTET_RANK=2 is not a rank of a world of 2"), std::string::npos)
-      << env.status();
+  std::string msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("OCTET_RANK=2 is not a rank of a world of 2"), std::string::npos) << msg;
   ::setenv("OCTET_RANK", "x", 1);
-  env = ReadDistEnv();
-  ASSERT_FALSE(env.ok());
-  EXPECT_NE(env.status().message().find("OCTET_RANK='x' is not an integer"), std::string::npos) << env.status();
+  msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("OCTET_RANK='x' is not an integer"), std::string::npos) << msg;
   ::setenv("OCTET_RANK", "0", 1);
   ::unsetenv("OCTET_MASTER");
-  env = ReadDistEnv();
-  ASSERT_FALSE(env.ok());
-  EXPECT_NE(env.status().message().find("OCTET_MASTER is not set"), std::string::npos) << env.status();
+  msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("OCTET_MASTER is not set"), std::string::npos) << msg;
   ::unsetenv("OCTET_WORLD_SIZE");
-  env = ReadDistEnv();
-  ASSERT_FALSE(env.ok());
-  EXPECT_NE(env.status().message().find("set both OCTET_RANK and OCTET_WORLD_SIZE"), std::string::npos)
-      << env.status();
+  msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("set both OCTET_RANK and OCTET_WORLD_SIZE"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -79,9 +79,9 @@ void ExpectClose(const std::vector<std::pair<std::string, Tensor>>& got,
 }
 
 TEST(ZeroWorker, DISABLED_MatchesPlainAdamW) {
-  absl::StatusOr<DistContext> dist = InitFromEnvironment();
-  ASSERT_TRUE(dist.ok()) << dist.status();
-  ProcessGroup& pg = *dist->group;
+  DistContext dist;
+  ASSERT_NO_THROW(dist = InitFromEnvironment());
+  ProcessGroup& pg = *dist.group;
   const int world = pg.size(), rank = pg.rank();
   const int64_t local = kBatch / world;
   const bool bf16 = std::getenv("OCTET_TEST_BF16") != nullptr;
@@ -131,13 +131,13 @@ TEST(ZeroWorker, DISABLED_MatchesPlainAdamW) {
   ExpectClose(full.tensors, plain.tensors, 2e-5, "gathered AdamW state");
   Mlp single;
   optim::AdamW single_opt(single.Params(), kAdamW);
-  ASSERT_TRUE(single_opt.LoadStateDict(full).ok());
+  ASSERT_NO_THROW(single_opt.LoadStateDict(full));
 
   // 1 -> 2: plain AdamW's state loads into the shards; both continue alike.
   for (size_t i = 0; i < model.Params().size(); ++i) {
     model.Params()[i].second.detach().CopyFrom_(ref.Params()[i].second);
   }
-  ASSERT_TRUE(opt.LoadFullStateDict(ref_opt.StateDict()).ok());
+  ASSERT_NO_THROW(opt.LoadFullStateDict(ref_opt.StateDict()));
   for (int step = 3; step < 5; ++step) {
     ref_step(step);
     zero_step(step);

@@ -3,15 +3,22 @@
 //   - a two-layer model trains on the CPU (the loss falls by 10x);
 //   - autograd and an FP8 round trip give closed-form numbers;
 //   - an own log sink receives the library's messages; bad input is an octet::Error;
+//   - a FileStore round trip, and a Get timeout is a dist::StoreTimeoutError
+//     naming the key (the distributed API needs no Abseil either);
 //   - octet::Synchronize works for the CPU, and for CUDA when a device is there.
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/tensor.h"  // the consumer's own (tests/install/core/tensor.h)
 
+#include <octet/distributed/store.h>
 #include <octet/octet.h>
 
 namespace {
@@ -85,6 +92,34 @@ bool WrongShapeIsAnOctetError() {
   return false;
 }
 
+// The rendezvous store: values round-trip, a missing key times out with an
+// exception of the store's own type that names the key.
+bool FileStoreRoundTripAndTimeout() {
+  using namespace octet;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("octet_consumer_store_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  bool ok = false;
+  try {
+    std::unique_ptr<dist::FileStore> store = dist::FileStore::Open(dir.string());
+    store->Set("greeting", "hello");
+    ok = store->Get("greeting", std::chrono::milliseconds(0)) == "hello" && store->Add("n", 3) == 3 &&
+         store->Check({"greeting", "n"});
+    try {
+      store->Get("absent", std::chrono::milliseconds(10));
+      ok = false;
+    } catch (const dist::StoreTimeoutError& e) {
+      std::printf("consumer: dist::StoreTimeoutError: %s\n", e.what());
+      ok = ok && std::string(e.what()).find("'absent'") != std::string::npos;
+    }
+  } catch (const Error& e) {
+    std::printf("consumer: unexpected octet::Error: %s\n", e.what());
+    ok = false;
+  }
+  std::filesystem::remove_all(dir);
+  return ok;
+}
+
 }  // namespace
 
 int main() {
@@ -103,6 +138,7 @@ int main() {
   Expect(TrainTwoLayerModel() < 0.1, "two-layer model trains (loss / 10)");
   Expect(LogSinkReceivesLibraryMessages(), "own log sink receives octet's messages");
   Expect(WrongShapeIsAnOctetError(), "a wrong shape is an octet::Error naming it");
+  Expect(FileStoreRoundTripAndTimeout(), "FileStore round trip; a timeout names the key");
   Expect(GetMemoryStats(kCPU).peak_allocated_bytes > 0, "CPU memory statistics");
 
   Synchronize(kCPU);

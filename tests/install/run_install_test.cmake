@@ -1,7 +1,8 @@
 # Installs the build tree into a scratch prefix, then checks what a user of the
 # installed package sees:
 #   1. every installed header includes only headers that are installed too
-#      (no private header leaks into the public surface);
+#      (no private header leaks into the public surface), and none includes
+#      or names Abseil (the public API reports errors as octet::Error);
 #   2. liboctet.so exports no symbol of the backends' internal namespaces;
 #   3. the installed octet-device-info and octet-run (two ranks of sh) run from
 #      the prefix with no loader path;
@@ -42,6 +43,31 @@ if(problems)
   message(FATAL_ERROR "installed headers reach outside the public surface:\n${problems}")
 endif()
 message("install test: ${n_headers} installed headers include only installed headers")
+
+# No Abseil in the public surface: no #include of it, no absl:: anywhere
+# (comments included: they document the API).
+foreach(h ${headers})
+  # One list element per line (empty lines kept, for the line numbers):
+  # the characters CMake's lists treat specially are replaced first.
+  file(READ "${prefix}/include/${h}" text)
+  string(REPLACE "\\" "/" text "${text}")
+  string(REPLACE ";" "," text "${text}")
+  string(REPLACE "[" "(" text "${text}")
+  string(REPLACE "]" ")" text "${text}")
+  string(REPLACE "\n" ";" lines "${text}")
+  set(line_no 0)
+  foreach(line IN LISTS lines)
+    math(EXPR line_no "${line_no} + 1")
+    if(line MATCHES "#[ \t]*include[ \t]*[<\"]absl/" OR line MATCHES "absl::")
+      string(STRIP "${line}" line)
+      string(APPEND problems "  ${h}:${line_no}: ${line}\n")
+    endif()
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "installed headers use Abseil (the public API must not):\n${problems}")
+endif()
+message("install test: no installed header uses Abseil")
 
 # 2. Hidden internals.
 file(GLOB libs "${prefix}/lib*/liboctet.so")

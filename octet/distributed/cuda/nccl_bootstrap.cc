@@ -18,6 +18,14 @@ std::string NcclText(ncclResult_t r, ncclComm_t comm) {
   return s;
 }
 
+// The Store throws octet::Error; this file reports Status values (a timeout
+// stays DEADLINE_EXCEEDED).
+absl::Status StoreErrorStatus(const Error& e, const std::string& context) {
+  const std::string text = absl::StrCat(context, e.what());
+  if (dynamic_cast<const StoreTimeoutError*>(&e) != nullptr) return absl::DeadlineExceededError(text);
+  return absl::InternalError(text);
+}
+
 }  // namespace
 
 absl::StatusOr<ncclUniqueId> ExchangeNcclUniqueId(Store& store, int rank, const std::string& key,
@@ -30,24 +38,25 @@ absl::StatusOr<ncclUniqueId> ExchangeNcclUniqueId(Store& store, int rank, const 
       return absl::InternalError(
           absl::StrCat("NCCL bootstrap: ncclGetUniqueId on rank 0 failed: ", NcclText(r, nullptr)));
     }
-    absl::Status s = store.Set(key, std::string(id.internal, sizeof(id.internal)));
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("NCCL bootstrap: rank 0 could not publish the unique id under '", key,
-                                                 "': ", s.message()));
+    try {
+      store.Set(key, std::string(id.internal, sizeof(id.internal)));
+    } catch (const Error& e) {
+      return StoreErrorStatus(
+          e, absl::StrCat("NCCL bootstrap: rank 0 could not publish the unique id under '", key, "': "));
     }
     return id;
   }
-  absl::StatusOr<std::string> value = store.Get(key, timeout);
-  if (!value.ok()) {
-    return absl::Status(value.status().code(),
-                        absl::StrCat("NCCL bootstrap: rank ", rank,
-                                     " did not get the unique id from rank 0: ", value.status().message()));
+  std::string value;
+  try {
+    value = store.Get(key, timeout);
+  } catch (const Error& e) {
+    return StoreErrorStatus(e, absl::StrCat("NCCL bootstrap: rank ", rank, " did not get the unique id from rank 0: "));
   }
-  if (value->size() != sizeof(id.internal)) {
-    return absl::DataLossError(absl::StrCat("NCCL bootstrap: key '", key, "' holds ", value->size(),
+  if (value.size() != sizeof(id.internal)) {
+    return absl::DataLossError(absl::StrCat("NCCL bootstrap: key '", key, "' holds ", value.size(),
                                             " bytes, expected a ", sizeof(id.internal), "-byte ncclUniqueId"));
   }
-  std::memcpy(id.internal, value->data(), sizeof(id.internal));
+  std::memcpy(id.internal, value.data(), sizeof(id.internal));
   return id;
 }
 

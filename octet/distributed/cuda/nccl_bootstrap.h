@@ -9,7 +9,9 @@
 // deadline: a peer that never arrives becomes a DEADLINE_EXCEEDED status on
 // every rank that did (the half-built communicator is ncclCommAbort-ed, never
 // ncclCommDestroy-ed, which can hang), not a hang (CUDA_NOTES §3).
-// Everything here returns absl::Status / StatusOr: setup code decides.
+// Everything here returns absl::Status / StatusOr (this header is private;
+// init.cc turns a failure into octet::Error): the Store's StoreTimeoutError
+// becomes DEADLINE_EXCEEDED, its other errors INTERNAL.
 #pragma once
 
 #include <absl/status/status.h>
