@@ -1,7 +1,8 @@
 // Memory-bound row ops at GPT-2-small sizes: LayerNorm and the fused residual
 // add + LayerNorm forward+backward on (B*T, C) = (4096, 768), and the fused
 // softmax + cross-entropy forward+backward on (2048, V = 4096) logits
-// (V = 50304 would take ~400 MB of logits per run, too big for CI). Each
+// (V = 50304 would take ~400 MB of logits per run, too big for CI), and
+// LayerNorm writing FP8 (LayerNormFp8) vs LayerNorm then Quantize. Each
 // fused op runs next to the same computation done by unfused ops through
 // autograd (the "peer"), so the output reads as a ratio. bytes_per_second
 // counts the compulsory traffic of the fused op (every input read once, every
@@ -18,6 +19,7 @@
 
 #include <octet/autograd/engine.h>
 #include <octet/core/tensor.h>
+#include <octet/ops/cast.h>
 #include <octet/ops/norm.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
@@ -127,6 +129,26 @@ void AddLayerNormFwdCase(benchmark::State& state, bool fused) {
 void BM_AddLayerNormFwd(benchmark::State& state) { AddLayerNormFwdCase(state, true); }
 void BM_AddLayerNormFwdUnfused(benchmark::State& state) { AddLayerNormFwdCase(state, false); }
 
+// LayerNorm writing the FP8 input of the next Linear (LayerNormFp8, NOTE
+// [layer norm to fp8]) vs LayerNorm then Quantize, forward only (the
+// backward is LayerNorm's either way). Reads x, writes the FP8 output.
+void LayerNormFp8FwdCase(benchmark::State& state, bool fused) {
+  const DType d = DTypeArg(state);
+  const Tensor x = Random({kRows, kC}, d, 1), w = Random({kC}, d, 2), b = Random({kC}, d, 3);
+  const Tensor scale = Full({1}, 64.0, {.dtype = DType::kFloat32});
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(LayerNormFp8(x, w, b, DType::kFloat8E4M3, scale));
+    } else {
+      benchmark::DoNotOptimize(Quantize(LayerNorm(x, w, b), DType::kFloat8E4M3, scale));
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kRows * kC * (SizeOf(d) + 1));
+  state.SetLabel(Name(d));
+}
+void BM_LayerNormFp8Fwd(benchmark::State& state) { LayerNormFp8FwdCase(state, true); }
+void BM_LayerNormFp8FwdUnfused(benchmark::State& state) { LayerNormFp8FwdCase(state, false); }
+
 // Reads the logits twice (forward, backward), writes dlogits.
 void SetCrossEntropyBytes(benchmark::State& state, DType d) {
   state.SetBytesProcessed(state.iterations() * 3 * kCeRows * kVocab * SizeOf(d));
@@ -169,6 +191,8 @@ void DTypes(benchmark::internal::Benchmark* b) { b->Arg(0)->Arg(1)->Unit(benchma
 BENCHMARK(BM_LayerNormFwd)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFwdBwd)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFwdBwdComposite)->Apply(DTypes);
+BENCHMARK(BM_LayerNormFp8Fwd)->Apply(DTypes);
+BENCHMARK(BM_LayerNormFp8FwdUnfused)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwd)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdUnfused)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdBwd)->Apply(DTypes);

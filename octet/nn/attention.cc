@@ -50,11 +50,23 @@ CausalSelfAttention::CausalSelfAttention(const Options& o)
       proj_(RegisterModule<Linear>("proj", {.in = o.n_embd, .out = o.n_embd, .bias = o.bias, .gen = o.gen})),
       resid_dropout_(RegisterModule<Dropout>("resid_dropout", {.p = o.dropout, .gen = o.gen})) {}
 
-Tensor CausalSelfAttention::Forward(const Tensor& x) {
+void CausalSelfAttention::CheckInput(const Tensor& x) const {
   OCTET_CHECK(x.dim() == 3 && x.size(2) == options_.n_embd, "nn::CausalSelfAttention: expected x of shape (B,T,",
               options_.n_embd, "), got ", Describe(x));
-  const int64_t B = x.size(0), T = x.size(1), C = options_.n_embd, H = options_.n_head;
-  const Tensor qkv = qkv_(x);                                             // (B,T,3C)
+}
+
+Tensor CausalSelfAttention::Forward(const Tensor& x) {
+  CheckInput(x);
+  return Attend(qkv_(x));
+}
+
+Tensor CausalSelfAttention::ForwardLayerNorm(LayerNorm& ln, const Tensor& x) {
+  CheckInput(x);
+  return Attend(qkv_.ForwardLayerNorm(ln, x));
+}
+
+Tensor CausalSelfAttention::Attend(const Tensor& qkv) {  // qkv (B,T,3C)
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = options_.n_embd, H = options_.n_head;
   const TensorList qkv_heads = SplitHeadsOp::Apply(qkv, H);                // 3 x (B,H,T,D), strided views
   const Tensor y = CausalAttention(qkv_heads[0], qkv_heads[1], qkv_heads[2]);  // (B,H,T,D)
   const Tensor merged = y.Permute({0, 2, 1, 3}).Reshape({B, T, C});     // (B,T,C)

@@ -13,6 +13,7 @@
 #include <octet/core/random.h>
 #include <octet/core/tensor.h>
 #include <octet/nn/activation.h>
+#include <octet/nn/layer_norm.h>
 #include <octet/nn/linear.h>
 #include <octet/nn/module.h>
 
@@ -31,10 +32,16 @@ class CausalSelfAttention : public Module {
   // x: (B,T,C) -> (B,T,C).
   Tensor Forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return Forward(x); }
+  // Forward(ln(x)) with ln fused into the qkv Linear's FP8 input where
+  // Linear::FusesLayerNorm decides so (NOTE [layer norm fused into the fp8
+  // linear] in nn/linear.h). x: (B,T,C), ln's input.
+  Tensor ForwardLayerNorm(LayerNorm& ln, const Tensor& x);
   Linear& qkv() { return qkv_; }
   Linear& proj() { return proj_; }
 
  private:
+  void CheckInput(const Tensor& x) const;
+  Tensor Attend(const Tensor& qkv);  // qkv (B,T,3C) -> (B,T,C)
   Options options_;
   Linear& qkv_;
   Linear& proj_;

@@ -112,12 +112,37 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
   return q;
 }
 
+Tensor Fp8LinearState::UsePrequantized(Fp8Slot& slot, const Tensor& q, bool record, bool columnwise,
+                                       const Tensor& clip_source) {
+  OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
+  const ScaleMeta* m = q.scale_meta();
+  OCTET_CHECK(m != nullptr && m->granularity == ScaleGranularity::kPerTensor && m->amax.defined() &&
+                  m->scale.defined(),
+              "fp8_linear: a pre-quantized ", slot.name(), " ", Describe(q),
+              " needs per-tensor scale metadata with its amax (LayerNormFp8 or Quantize make it)");
+  OCTET_CHECK(q.dtype() == slot.dtype(), "fp8_linear: the pre-quantized ", slot.name(), " is ", Describe(q),
+              " but the slot quantizes to ", Name(slot.dtype()));
+  OCTET_CHECK(q.device() == slot.device(), "fp8_linear: ", Describe(q), " is on ", q.device(), " but the ",
+              slot.name(), " scaling state is on ", slot.device());
+  // NOTE [fp8 linear layouts]: the column-wise copy is a byte transpose here.
+  const Tensor out = columnwise ? WithColumnwiseForGemm(q) : q;
+  const ScaleMeta& meta = *out.scale_meta();
+  if (record) slot.Record(meta.amax);
+  ClipCounts clip;
+  const bool counts = telemetry_ && clip_source.defined();
+  if (counts) clip = CountFp8Clipping(clip_source, static_cast<float>(meta.scale.Item()), slot.dtype());
+  slot.Observe(meta.amax, meta.scale, q.numel(), counts ? &clip : nullptr);
+  return out;
+}
+
 // ---- the op ------------------------------------------------------------------------------
 
 Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                             const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype,
-                            bool gelu) {
-  CheckUnscaledFloat(kName, x, "x");
+                            bool gelu, const Fp8LinearInputStats& stats) {
+  // NOTE [pre-quantized fp8 linear input]: x may already be FP8 (LayerNormFp8).
+  const bool prequantized = IsFp8(x.dtype());
+  if (!prequantized) CheckUnscaledFloat(kName, x, "x");
   CheckUnscaledFloat(kName, w, "weight");
   OCTET_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), kName, ": x ", Describe(x),
               " and weight ", Describe(w), " do not match (expected x (..., K) and weight (N, K))");
@@ -130,7 +155,9 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   out_shape.back() = N;
   const Tensor x2 = x.Reshape({M, K}).Contiguous();  // (M,K)
   // NOTE [fp8 linear layouts]: X is read again transposed by wgrad, W by dgrad.
-  const Tensor x_fp8 = state->Quantize(state->input(), x2, record, /*columnwise=*/true);  // (M,K) E4M3
+  const Tensor x_fp8 =
+      prequantized ? state->UsePrequantized(state->input(), x2, record, /*columnwise=*/true, stats.clip_source)
+                   : state->Quantize(state->input(), x2, record, /*columnwise=*/true);  // (M,K) E4M3
   const Tensor w_fp8 = state->QuantizedWeight(w);                                         // (N,K) E4M3
   // NOTE [fp8 linear bias]: the epilogue adds a bfloat16 bias for a bfloat16
   // output (cast once per step); otherwise f32 (or bf16) as given.
@@ -147,7 +174,9 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   if (gelu) ctx.Save(pre);
   ctx.state = state;
   ctx.shapes = {x.shape()};
-  ctx.dtypes = {x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
+  // dX of an FP8 x is carried in the Linear's compute dtype (NOTE
+  // [straight-through FP8 casts] in ops/cast.h): the output's dtype.
+  ctx.dtypes = {prequantized ? out_dtype : x.dtype(), w.dtype(), b.defined() ? b.dtype() : w.dtype()};
   ctx.ints = {M, N};
   return y.Reshape(out_shape);
 }
@@ -192,8 +221,8 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
 }
 
 Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
-                 bool record, DType out_dtype, bool gelu) {
-  return Fp8LinearOp::Apply(x, w, b, state, record, out_dtype, gelu);
+                 bool record, DType out_dtype, bool gelu, const Fp8LinearInputStats& stats) {
+  return Fp8LinearOp::Apply(x, w, b, state, record, out_dtype, gelu, stats);
 }
 
 }  // namespace octet::nn::amp

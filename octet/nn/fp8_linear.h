@@ -113,6 +113,17 @@ class Fp8LinearState {
   // column-wise copy is made, else reset to undefined (QuantizeForGemm).
   Tensor Quantize(Fp8Slot& slot, const Tensor& x, bool record, bool columnwise = false, Tensor* dbias = nullptr);
 
+  // For an x that is already FP8 (NOTE [pre-quantized fp8 linear input]):
+  // q itself (with its column-wise copy, a byte transpose, when `columnwise`
+  // and the GEMM wants one: WithColumnwiseForGemm in ops/matmul.h); records
+  // q's amax when `record` and fills the slot's observation as Quantize does.
+  // Clip counts (telemetry on) need the unquantized values q was made from:
+  // `clip_source` (q's shape, float), or none are counted when undefined.
+  // Errors: q without per-tensor scale metadata, of another FP8 dtype than
+  // the slot's, or on another device.
+  Tensor UsePrequantized(Fp8Slot& slot, const Tensor& q, bool record, bool columnwise,
+                         const Tensor& clip_source = Tensor());
+
   // Called by the owner's destructor: a graph that outlives its Linear then
   // fails with a clear error in backward instead of touching freed buffers.
   void Orphan() { orphaned_ = true; }
@@ -145,17 +156,37 @@ class Fp8LinearState {
   int64_t bias_casts_ = 0;
 };
 
+// NOTE [pre-quantized fp8 linear input]: x may arrive already in FP8 with
+// per-tensor ScaleMeta — LayerNormFp8 (ops/norm.h) quantized it with the
+// input slot's scale, fused into the LayerNorm before this Linear (NOTE
+// [layer norm fused into the fp8 linear] in nn/linear.h). Then no input
+// quantize runs: the bytes are used as they are, the column-wise copy (where
+// the GEMM wants it) is a byte transpose of them, and the slot records and
+// observes the amax that came with them (Fp8LinearState::UsePrequantized).
+// x must have the input slot's FP8 dtype. Its gradient dX is returned in
+// out_dtype (the compute dtype; never FP8: NOTE [straight-through FP8 casts]
+// in ops/cast.h) and flows to whatever produced x.
+
+// Telemetry for a pre-quantized x: the unquantized values it was made from
+// (x's shape, float), for the saturation / underflow counts. Undefined: none.
+struct Fp8LinearInputStats {
+  Tensor clip_source;
+};
+
 // y = x·wᵀ + b in FP8 (NOTE [fp8 linear]).
-//   x: (..., K) float32 or bfloat16; w: (N, K) float32/bfloat16 master weight;
+//   x: (..., K) float32 or bfloat16, or FP8 with scale metadata (NOTE
+//   [pre-quantized fp8 linear input]); w: (N, K) float32/bfloat16 master weight;
 //   b: (N) or undefined. Returns (..., N) in out_dtype.
 // record: update the input / output-gradient amax histories (training).
-// Errors: shape mismatches, FP8 or integer inputs (octet::Error naming
-// fp8_linear and the shapes).
+// Errors: shape mismatches, integer inputs, an FP8 weight, an FP8 x without
+// scale metadata or of another FP8 dtype than the input slot's (octet::Error
+// naming fp8_linear and the shapes).
 // gelu: return Gelu(y) instead, the GELU in the fprop GEMM (NOTE [gelu
 // epilogue] in ops/matmul_kernels.h); the pre-activation (out_dtype) is
 // saved for backward, which multiplies dy by gelu'(pre) before quantizing.
 Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
-                 bool record, DType out_dtype = DType::kBFloat16, bool gelu = false);
+                 bool record, DType out_dtype = DType::kBFloat16, bool gelu = false,
+                 const Fp8LinearInputStats& stats = {});
 
 // The autograd op behind Fp8Linear (public so tests can inspect what a node
 // saved: ctx.Saved(0) is the FP8 input X (M,K), possibly stored column-wise,
@@ -163,7 +194,8 @@ Tensor Fp8Linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
 struct Fp8LinearOp : autograd::Op<Fp8LinearOp> {
   static constexpr const char* kName = "fp8_linear";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                        const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype, bool gelu);
+                        const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype, bool gelu,
+                        const Fp8LinearInputStats& stats = {});
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy);
 };
 

@@ -1,14 +1,20 @@
 #include <octet/nn/linear.h>
+#include <octet/nn/linear_testing.h>
 
+#include <atomic>
 #include <cmath>
 
 #include <octet/autograd/grad_mode.h>
 #include <octet/nn/layer_norm.h>
 #include <octet/ops/matmul.h>
+#include <octet/ops/norm.h>
 #include <octet/ops/pointwise.h>
 
 namespace octet::nn {
 namespace {
+
+// SetLayerNormFusionForTesting: false turns the fusion off.
+std::atomic<bool> layer_norm_fusion_enabled{true};
 
 Tensor UniformInit(const Shape& shape, double bound, DType dtype, Generator* gen) {
   Tensor t = Empty(shape, {.dtype = dtype});
@@ -75,6 +81,46 @@ Tensor Linear::Run(const Tensor& x, bool gelu) {
     fp8_->SetRecipe(amp_recipe());  // an Autocast scope may carry another recipe
   return AmpLinear(x, weight_, bias_, level, amp_recipe(), &fp8_, *this, "", "", record, gelu);
 }
+
+void SetLayerNormFusionForTesting(std::optional<bool> enabled) {
+  layer_norm_fusion_enabled.store(enabled.value_or(true), std::memory_order_relaxed);
+}
+
+bool Linear::FusesLayerNorm(const LayerNorm& ln, const Tensor& x) {
+  // NOTE [layer norm fused into the fp8 linear]: each condition, in order.
+  if (!layer_norm_fusion_enabled.load(std::memory_order_relaxed)) return false;
+  if (amp_level() != amp::Level::kO1 || ln.amp_level() != amp::Level::kO1 || !fp8_) return false;
+  if (amp::ActiveAutocast() != nullptr) fp8_->SetRecipe(amp_recipe());
+  const amp::Fp8Slot& slot = fp8_->input();
+  return !slot.NeedsAmaxFirst(fp8_->recipe()) && x.defined() && x.device() == slot.device();
+}
+
+Tensor Linear::RunLayerNorm(LayerNorm& ln, const Tensor& x, bool gelu) {
+  if (!FusesLayerNorm(ln, x)) return Run(ln(x), gelu);
+  const amp::Level level = amp_level();
+  const bool record = is_training() && autograd::GradMode::IsEnabled();
+  const Tensor xc = ToComputeDType(x, level);
+  const Tensor lw = CastParam(ln.weight(), level), lb = CastParam(ln.bias(), level);
+  amp::Fp8Slot& slot = fp8_->input();
+  const Tensor q = octet::LayerNormFp8(xc, lw, lb, slot.dtype(), slot.scale_tensor(), ln.options().eps);
+  amp::Fp8LinearInputStats stats;
+  if (fp8_->telemetry()) {
+    // The float32 values the kernel quantized, for the clip counts only.
+    NoGradGuard no_grad;
+    const DType f32 = DType::kFloat32;
+    stats.clip_source = octet::LayerNorm(xc.detach().To(f32), lw.defined() ? lw.detach().To(f32) : Tensor(),
+                                         lb.defined() ? lb.detach().To(f32) : Tensor(), ln.options().eps);
+  }
+  ++layer_norm_fusions_;
+  // NOTE [fused gelu at O1], as AmpLinear decides it.
+  const bool fuse_gelu = gelu && bias_ != nullptr && GemmEpilogueRunsGelu(x.device());
+  const Tensor y = amp::Fp8Linear(q, weight_, bias_ ? *bias_ : Tensor(), fp8_, record, amp::ComputeDType(level),
+                                  fuse_gelu, stats);
+  return gelu && !fuse_gelu ? octet::Gelu(y) : y;
+}
+
+Tensor Linear::ForwardLayerNorm(LayerNorm& ln, const Tensor& x) { return RunLayerNorm(ln, x, /*gelu=*/false); }
+Tensor Linear::ForwardLayerNormGelu(LayerNorm& ln, const Tensor& x) { return RunLayerNorm(ln, x, /*gelu=*/true); }
 
 Tensor Linear::Forward(const Tensor& x) { return Run(x, /*gelu=*/false); }
 Tensor Linear::ForwardGelu(const Tensor& x) { return Run(x, /*gelu=*/true); }

@@ -11,6 +11,34 @@
 //       Autocast scope) and holds six non-persistent buffers
 //       fp8_{input,weight,grad_output}_{amax_history,scale}. Amax histories are
 //       updated only in training mode with grad mode on.
+//
+// NOTE [layer norm fused into the fp8 linear]: a pre-LN block feeds a
+// LayerNorm's output straight into a Linear (GPT's ln_1 -> attn.qkv,
+// ln_2 -> mlp.fc). ForwardLayerNorm then fuses the two at O1 the way
+// Transformer Engine's LayerNormLinear does: LayerNormFp8 (ops/norm.h)
+// writes the FP8 input of the Linear with the input slot's scale and its
+// amax in one pass, and the FP8 Linear takes it as it is (NOTE
+// [pre-quantized fp8 linear input] in nn/fp8_linear.h), instead of the
+// LayerNorm writing bfloat16 and the Linear reading it back to quantize it
+// (one pass and one bfloat16 (M, K) activation less per fused pair). The
+// values differ from the unfused path only by rounding once (float32 -> FP8)
+// instead of twice (float32 -> bfloat16 -> FP8). It fuses when all hold:
+//   - this Linear and the LayerNorm are both at O1 (O0 and O2 have no FP8
+//     input; an opt-out on either side keeps the two modules' own levels);
+//   - the recipe scales by delayed scaling and the input slot has already
+//     been initialised by an update (NOTE [initialised on the host] in
+//     nn/fp8_scaling.h): the scale is known before the LayerNorm runs.
+//     Current scaling, and the first step of delayed scaling, derive the
+//     scale from this tensor's own amax, which exists only after the
+//     normalised values do, so they run unfused (LayerNorm, then Quantize
+//     with that amax);
+//   - x is on the slot's device (otherwise the unfused path reports it).
+// Training and eval, with or without recording, fuse alike (the model is
+// one function in both). A LayerNorm without weight or bias fuses too (the
+// kernel takes them undefined, as LayerNorm does); so does a Linear without
+// bias. With telemetry on (log steps), the float32 LayerNorm is computed once
+// more, without grad, only to count saturation and underflow: it is exactly
+// the values the fused kernel quantized.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +47,7 @@
 #include <octet/core/random.h>
 #include <octet/core/tensor.h>
 #include <octet/nn/fp8_linear.h>
+#include <octet/nn/layer_norm.h>
 #include <octet/nn/module.h>
 
 namespace octet::nn {
@@ -49,6 +78,17 @@ class Linear : public Module {
   // backward (measured: +6 MB peak live, +21 MB peak RSS on the CPU for the
   // default GPT), so the GELU is a separate op.
   Tensor ForwardGelu(const Tensor& x);
+  // Forward(ln(x)) and ForwardGelu(ln(x)), with the LayerNorm fused into
+  // this Linear's FP8 input where FusesLayerNorm says so (NOTE [layer norm
+  // fused into the fp8 linear]); otherwise exactly ln(x) followed by
+  // Forward / ForwardGelu. x: (..., in), the LayerNorm's input.
+  Tensor ForwardLayerNorm(LayerNorm& ln, const Tensor& x);
+  Tensor ForwardLayerNormGelu(LayerNorm& ln, const Tensor& x);
+  // Whether ForwardLayerNorm(ln, x) fuses now (NOTE [layer norm fused into
+  // the fp8 linear]).
+  bool FusesLayerNorm(const LayerNorm& ln, const Tensor& x);
+  // How many forwards took the fused path (telemetry and tests).
+  int64_t layer_norm_fusions() const { return layer_norm_fusions_; }
 
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
@@ -62,7 +102,9 @@ class Linear : public Module {
 
  private:
   Tensor Run(const Tensor& x, bool gelu);
+  Tensor RunLayerNorm(LayerNorm& ln, const Tensor& x, bool gelu);
   Options options_;
+  int64_t layer_norm_fusions_ = 0;
   Tensor& weight_;
   Tensor* bias_ = nullptr;
   std::shared_ptr<amp::Fp8LinearState> fp8_;

@@ -15,5 +15,8 @@ MLP::MLP(const Options& o)
       dropout_(RegisterModule<Dropout>("dropout", {.p = o.dropout, .gen = o.gen})) {}
 
 Tensor MLP::Forward(const Tensor& x) { return dropout_(proj_(fc_.ForwardGelu(x))); }
+Tensor MLP::ForwardLayerNorm(LayerNorm& ln, const Tensor& x) {
+  return dropout_(proj_(fc_.ForwardLayerNormGelu(ln, x)));
+}
 
 }  // namespace octet::nn

@@ -9,6 +9,7 @@
 #include <octet/core/random.h>
 #include <octet/core/tensor.h>
 #include <octet/nn/activation.h>
+#include <octet/nn/layer_norm.h>
 #include <octet/nn/linear.h>
 #include <octet/nn/module.h>
 
@@ -27,6 +28,10 @@ class MLP : public Module {
   // x: (..., C) -> (..., C).
   Tensor Forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return Forward(x); }
+  // Forward(ln(x)) with ln fused into fc's FP8 input where
+  // Linear::FusesLayerNorm decides so (NOTE [layer norm fused into the fp8
+  // linear] in nn/linear.h). x: (..., C), ln's input.
+  Tensor ForwardLayerNorm(LayerNorm& ln, const Tensor& x);
   Linear& fc() { return fc_; }
   Linear& proj() { return proj_; }
 

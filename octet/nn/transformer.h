@@ -1,6 +1,9 @@
 // Pre-LN transformer block (GPT-2):
 //   x = x + attn(ln_1(x))
 //   x = x + mlp(ln_2(x))
+// At O1 with delayed scaling ln_1 / ln_2 write the FP8 input of attn.qkv /
+// mlp.fc directly (NOTE [layer norm fused into the fp8 linear] in
+// nn/linear.h).
 // The residual stream keeps x's dtype (float32 at O0, bfloat16 at O1/O2); a
 // branch output of another dtype is converted to it before the add.
 #pragma once
@@ -32,6 +35,8 @@ class TransformerBlock : public Module {
   Tensor operator()(const Tensor& x) { return Forward(x); }
   CausalSelfAttention& attn() { return attn_; }
   MLP& mlp() { return mlp_; }
+  LayerNorm& ln_1() { return ln_1_; }
+  LayerNorm& ln_2() { return ln_2_; }
 
  private:
   LayerNorm& ln_1_;

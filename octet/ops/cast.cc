@@ -13,6 +13,7 @@ namespace octet {
 OCTET_DEFINE_KERNEL(quantize_kernel, QuantizeKernelFn);
 OCTET_DEFINE_KERNEL(dequantize_kernel, DequantizeKernelFn);
 OCTET_DEFINE_KERNEL(amax_kernel, AmaxKernelFn);
+OCTET_DEFINE_KERNEL(fp8_transpose_kernel, Fp8TransposeKernelFn);
 
 namespace {
 
@@ -144,6 +145,25 @@ std::pair<Tensor, Tensor> CastTranspose(const Tensor& x, DType fp8, const Tensor
   CheckDefined("cast_transpose", x, "x");
   TensorList out = CastTransposeOp::Apply(x, scale, fp8, sat);
   return {out[0], out[1]};
+}
+
+Tensor TransposeFp8(const Tensor& q) {
+  constexpr const char* kName = "transpose_fp8";
+  CheckDefined(kName, q, "q");
+  OCTET_CHECK(IsFp8(q.dtype()), kName, ": expects an FP8 tensor, got ", Describe(q));
+  CheckRank(kName, q, "q", 2);
+  const ScaleMeta* meta = q.scale_meta();
+  OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, kName, ": ", Describe(q),
+              " has ", Name(meta->granularity), " scaling; only per-tensor scales are supported");
+  Tensor qt = Empty({q.size(1), q.size(0)}, {.dtype = q.dtype(), .device = q.device()});
+  if (q.numel() > 0) fp8_transpose_kernel(q.device())(q.detach().Contiguous(), qt);
+  if (meta == nullptr) return qt;
+  // The same scale; the copy's metadata has no column-wise entry of its own.
+  auto copy = std::make_shared<ScaleMeta>(*meta);
+  copy->columnwise = Tensor();
+  copy->rowwise_storage = nullptr;
+  copy->rowwise_offset = 0;
+  return qt.WithScaleMeta(std::move(copy));
 }
 
 CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {

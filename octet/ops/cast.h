@@ -68,6 +68,16 @@ Tensor Amax(const Tensor& x);
 std::pair<Tensor, Tensor> CastTranspose(const Tensor& x, DType fp8, const Tensor& scale,
                                         Fp8Saturation sat = Fp8Saturation::kSatFinite);
 
+// The transpose of an FP8 matrix as a contiguous copy, byte for byte (no
+// rounding): qt (C, R) = q.T(), carrying q's scale metadata (the same scale,
+// scale_inv and amax tensors; no column-wise entry). This is the column-wise
+// copy of a tensor that is already FP8 (WithColumnwiseForGemm in
+// ops/matmul.h), e.g. LayerNormFp8's output.
+//   q: (R, C) FP8 with per-tensor or no scale metadata, any strides.
+// Not differentiable (the result does not require grad). Errors: q not FP8,
+// not 2-D, or with another scale granularity.
+Tensor TransposeFp8(const Tensor& q);
+
 // CastTranspose plus the bias gradient of a Linear whose output gradient is
 // x, from the same pass over x: dbias[c] = sum over rows r of x[r, c], as
 // float32 (bf16/f16 widen exactly, f64 is rounded to f32 first) summed in

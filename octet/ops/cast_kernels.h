@@ -34,7 +34,13 @@ using DequantizeKernelFn = void(const Tensor& x, const Tensor& scale_inv, const 
 //   x: any shape, f32/f64/bf16/f16; amax: f32 [1].
 using AmaxKernelFn = void(const Tensor& x, const Tensor& amax);
 
+// yt = x transposed, byte for byte (an FP8 matrix's column-wise copy, NOTE
+// [fp8 column-wise data] in core/scaling.h; no conversion, no scale).
+//   x: (R, C) FP8, contiguous; yt: (C, R), x's dtype, contiguous.
+using Fp8TransposeKernelFn = void(const Tensor& x, const Tensor& yt);
+
 OCTET_DECLARE_KERNEL(quantize_kernel, QuantizeKernelFn);
+OCTET_DECLARE_KERNEL(fp8_transpose_kernel, Fp8TransposeKernelFn);
 OCTET_DECLARE_KERNEL(dequantize_kernel, DequantizeKernelFn);
 OCTET_DECLARE_KERNEL(amax_kernel, AmaxKernelFn);
 

@@ -293,6 +293,23 @@ Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool col
   return q;
 }
 
+Tensor WithColumnwiseForGemm(const Tensor& q) {
+  constexpr const char* kName = "with_columnwise_for_gemm";
+  CheckDefined(kName, q, "q");
+  OCTET_CHECK(IsFp8(q.dtype()) && q.scale_meta() != nullptr, kName,
+              ": expects an FP8 tensor with scale metadata (a Quantize or LayerNormFp8 result), got ", Describe(q));
+  CheckRank(kName, q, "q", 2);
+  if (!Fp8GemmWantsTransposedCopies(q.device()) || ColumnwiseRelation(q) == 1) return q;
+  const Tensor rowwise = q.detach().Contiguous();
+  // NOTE [fp8 column-wise data]: a fresh tensor over the row-wise bytes with
+  // the copy in its metadata (q's own metadata is left alone).
+  auto meta = std::make_shared<ScaleMeta>(*rowwise.scale_meta());
+  meta->columnwise = TransposeFp8(rowwise);
+  meta->rowwise_storage = rowwise.storage().get();
+  meta->rowwise_offset = rowwise.offset();
+  return rowwise.WithScaleMeta(std::move(meta));
+}
+
 Tensor ForTransposedUse(const Tensor& q) {
   CheckDefined("for_transposed_use", q, "q");
   if (ColumnwiseRelation(q) != 1) return q;

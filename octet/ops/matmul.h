@@ -105,6 +105,16 @@ bool GemmEpilogueRunsGelu(Device device);
 // otherwise *dbias is reset to undefined and the caller sums x itself.
 Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise,
                        Fp8Saturation sat = Fp8Saturation::kSatFinite, Tensor* dbias = nullptr);
+// QuantizeForGemm(..., columnwise = true) for a matrix that is already FP8
+// (LayerNormFp8's output, NOTE [layer norm to fp8] in ops/norm.cc): where
+// FP8 GEMMs want it (Fp8GemmWantsTransposedCopies), q's bytes with the
+// column-wise copy made by TransposeFp8 (ops/cast.h: a byte transpose, the
+// same scale) in their metadata; elsewhere, or when q already carries its
+// copy, q itself. q's own metadata is not modified. The result does not
+// require grad (a forward-pass helper of the FP8 Linear).
+//   q: (R, C) FP8 with per-tensor scale metadata. Errors: q not FP8, without
+//   scale metadata, or not 2-D.
+Tensor WithColumnwiseForGemm(const Tensor& q);
 // The same logical matrix as q, stored as the transposed use wants it: the
 // column-wise copy viewed as (R, C) (strides (1, R)) when q carries one,
 // else q. Lets a caller keep only the bytes a later GEMM on q.T() reads

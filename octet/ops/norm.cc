@@ -1,6 +1,7 @@
 #include <octet/ops/norm.h>
 
 #include <octet/autograd/function.h>
+#include <octet/core/scaling.h>
 #include <octet/ops/norm_kernels.h>
 #include <octet/ops/op_checks.h>
 
@@ -8,6 +9,7 @@ namespace octet {
 
 OCTET_DEFINE_KERNEL(layer_norm_fwd, LayerNormFwdFn);
 OCTET_DEFINE_KERNEL(layer_norm_bwd, LayerNormBwdFn);
+OCTET_DEFINE_KERNEL(layer_norm_fp8_fwd, LayerNormFp8FwdFn);
 OCTET_DEFINE_KERNEL(rms_norm_fwd, RmsNormFwdFn);
 OCTET_DEFINE_KERNEL(rms_norm_bwd, RmsNormBwdFn);
 
@@ -45,6 +47,26 @@ void CheckNormArgs(const char* op, const Tensor& x, const Tensor& weight, const 
   CheckParam(op, x, bias, "bias");
 }
 
+// LayerNorm's backward from what its forward saved: x (N,C), the weight (C)
+// or undefined, mean (N), rstd (N). dy: (..., C) in x's dtype. Shared by
+// LayerNormOp and LayerNormFp8Op (NOTE [layer norm to fp8]).
+TensorList LayerNormBackward(autograd::Ctx& ctx, const Tensor& dy) {
+  const Tensor x = ctx.Saved(0), w = ctx.Saved(1), mean = ctx.Saved(2), rstd = ctx.Saved(3);
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  Tensor dx = ctx.NeedsInputGrad(0) ? Empty(dy.shape(), opts) : Tensor();
+  Tensor dweight = ctx.NeedsInputGrad(1) ? Empty({c}, opts) : Tensor();
+  Tensor dbias = ctx.NeedsInputGrad(2) ? Empty({c}, opts) : Tensor();
+  if (n == 0) {
+    if (dweight.defined()) dweight.Fill_(0.0);
+    if (dbias.defined()) dbias.Fill_(0.0);
+  } else {
+    layer_norm_bwd(x.device())(dy.Contiguous().View({n, c}), x, w, mean, rstd, Tensor(),
+                               dx.defined() ? dx.View({n, c}) : dx, dweight, dbias);
+  }
+  return {dx, dweight, dbias};
+}
+
 struct LayerNormOp : autograd::Op<LayerNormOp> {
   static constexpr const char* kName = "layer_norm";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -65,21 +87,64 @@ struct LayerNormOp : autograd::Op<LayerNormOp> {
     ctx.Save(rstd);
     return y;
   }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return LayerNormBackward(ctx, dy); }
+};
+
+// NOTE [layer norm to fp8]: LayerNormFp8 is the LayerNorm of an FP8 Linear's
+// input written straight in FP8 (Transformer Engine's LayerNormLinear): the
+// kernel computes each normalised value in float32 exactly as LayerNorm does
+// (the same template on the CPU), multiplies it by the scale and rounds once
+// to FP8, and takes amax of the float32 values in the same pass. LayerNorm
+// followed by Quantize rounds twice (to x's dtype, bfloat16 at O1, then to
+// FP8) and reads and writes the activation once more; the two differ only
+// where the bfloat16 rounding moves a value across an FP8 rounding boundary.
+// The result carries ScaleMeta as a Quantize result does (a copy of the
+// scale, scale_inv, amax), so ScaledMatmul and the FP8 Linear take it as it
+// is. Backward saves and uses what LayerNorm saves (x, weight, mean, rstd:
+// NOTE [norm statistics]) and runs LayerNorm's backward kernel: the gradient
+// reaching the FP8 output is a float tensor (NOTE [straight-through FP8
+// casts] in ops/cast.h: the cast is the identity for gradients), converted
+// to x's dtype first.
+struct LayerNormFp8Op : autograd::Op<LayerNormFp8Op> {
+  static constexpr const char* kName = "layer_norm_fp8";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const Tensor& scale, double eps, DType fp8, Fp8Saturation sat) {
+    CheckNormArgs(kName, x, weight, bias, eps);
+    OCTET_CHECK(IsFp8(fp8), kName, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); x ",
+                Describe(x));
+    CheckDefined(kName, scale, "scale");
+    OCTET_CHECK(scale.dtype() == DType::kFloat32 && scale.numel() == 1, kName,
+                ": scale must be a float32 tensor with one element, got ", Describe(scale));
+    CheckSameDevice(kName, x, scale);
+    const int64_t c = x.shape().back(), n = x.numel() / c;
+    const Tensor xc = x.Contiguous().View({n, c});  // (N,C)
+    const Tensor w = ContiguousOrUndefined(weight);
+    // As Quantize's metadata: the scale is copied, so a later in-place update
+    // of the caller's scale (delayed scaling) leaves these bytes' meaning alone.
+    auto meta = std::make_shared<ScaleMeta>();
+    meta->granularity = ScaleGranularity::kPerTensor;
+    meta->scale = scale.detach().Reshape({1}).Clone();
+    meta->scale_inv = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+    meta->amax = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+    Tensor q = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
+    Tensor mean = Empty({n}, {.dtype = StatDType(x.dtype()), .device = x.device()});
+    Tensor rstd = Empty({n}, {.dtype = StatDType(x.dtype()), .device = x.device()});
+    // Also for n == 0: the kernel writes scale_inv and amax (0).
+    layer_norm_fp8_fwd(x.device())(xc, w, ContiguousOrUndefined(bias), eps, meta->scale, sat, q.View({n, c}),
+                                   meta->scale_inv, meta->amax, mean, rstd);
+    ctx.Save(xc);
+    ctx.Save(w);
+    ctx.Save(mean);
+    ctx.Save(rstd);
+    return q.WithScaleMeta(std::move(meta));
+  }
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
-    const Tensor x = ctx.Saved(0), w = ctx.Saved(1), mean = ctx.Saved(2), rstd = ctx.Saved(3);
-    const int64_t n = x.shape()[0], c = x.shape()[1];
-    const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
-    Tensor dx = ctx.NeedsInputGrad(0) ? Empty(dy.shape(), opts) : Tensor();
-    Tensor dweight = ctx.NeedsInputGrad(1) ? Empty({c}, opts) : Tensor();
-    Tensor dbias = ctx.NeedsInputGrad(2) ? Empty({c}, opts) : Tensor();
-    if (n == 0) {
-      if (dweight.defined()) dweight.Fill_(0.0);
-      if (dbias.defined()) dbias.Fill_(0.0);
-    } else {
-      layer_norm_bwd(x.device())(dy.Contiguous().View({n, c}), x, w, mean, rstd, Tensor(),
-                                 dx.defined() ? dx.View({n, c}) : dx, dweight, dbias);
-    }
-    return {dx, dweight, dbias};
+    // A gradient the engine made up for an unused output is FP8 zeros
+    // (unscaled); To() turns it into float zeros.
+    const DType xdt = ctx.Saved(0).dtype();
+    TensorList grads = LayerNormBackward(ctx, dy.dtype() == xdt ? dy : dy.To(xdt));
+    grads.push_back(Tensor());  // the scale is not differentiable
+    return grads;
   }
 };
 
@@ -167,6 +232,12 @@ struct RmsNormOp : autograd::Op<RmsNormOp> {
 
 Tensor LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   return LayerNormOp::Apply(x, weight, bias, eps);
+}
+
+Tensor LayerNormFp8(const Tensor& x, const Tensor& weight, const Tensor& bias, DType fp8, const Tensor& scale,
+                    double eps, Fp8Saturation sat) {
+  CheckDefined(LayerNormFp8Op::kName, x, "x");
+  return LayerNormFp8Op::Apply(x, weight, bias, scale, eps, fp8, sat);
 }
 
 AddLayerNormResult AddLayerNorm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,

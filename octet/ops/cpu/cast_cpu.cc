@@ -183,6 +183,22 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
   }
 }
 
+// Bands of 64 rows, each transposed with TransposeBytes (16x16 register tiles).
+void Fp8TransposeCpu(const Tensor& x, const Tensor& yt) {
+  const int64_t R = x.size(0), C = x.size(1);
+  constexpr int64_t kBand = 64;
+  const int64_t bands = (R + kBand - 1) / kBand;
+  const uint8_t* xp = static_cast<const uint8_t*>(x.raw_data());
+  uint8_t* ytp = static_cast<uint8_t*>(yt.raw_data());
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C * kBand, 1));
+  ParallelFor(bands, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kBand, r1 = std::min(R, r0 + kBand);
+      TransposeBytes(xp + r0 * C, R, C, ytp, r0, r1);
+    }
+  });
+}
+
 void DequantizeCpu(const Tensor& x, const Tensor& scale_inv, const Tensor& y) {
   const float si = *scale_inv.data<float>();
   const uint8_t* xp = static_cast<const uint8_t*>(x.raw_data());
@@ -246,6 +262,7 @@ void AmaxCpu(const Tensor& x, const Tensor& amax) {
 
 OCTET_REGISTER_KERNEL(quantize_kernel, DeviceType::kCPU, &QuantizeCpu);
 OCTET_REGISTER_KERNEL(dequantize_kernel, DeviceType::kCPU, &DequantizeCpu);
+OCTET_REGISTER_KERNEL(fp8_transpose_kernel, DeviceType::kCPU, &Fp8TransposeCpu);
 OCTET_REGISTER_KERNEL(amax_kernel, DeviceType::kCPU, &AmaxCpu);
 
 }  // namespace octet::cpu

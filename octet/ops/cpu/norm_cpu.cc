@@ -3,6 +3,7 @@
 // and split across OpenMP threads; each row is widened to the compute type
 // once and stays in cache for the passes over it.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include <octet/core/dtype_traits.h>
@@ -32,6 +33,18 @@ std::vector<A> ParamOrFill(const Tensor& p, int64_t c, A fill) {
   return v;
 }
 
+// The FP8 output of LayerNormFp8 (NOTE [layer norm to fp8] in ops/norm.cc):
+// each row, computed in the compute type, is rounded to f32 once and
+// quantized with QuantizeRow (the row converter of Quantize's CPU kernel).
+struct Fp8RowOut {
+  uint8_t* q = nullptr;       // (N,C) FP8 bytes
+  float scale = 1.0f;
+  DType dtype = DType::kFloat8E4M3;
+  Fp8Saturation sat = Fp8Saturation::kSatFinite;
+  float* row_amax = nullptr;  // (N): max |y| of each row
+};
+
+// y (or, with fp8 non-null, fp8->q) = the normalised rows of x.
 template <bool kCenter, typename T>
 void NormFwd(const Tensor& x,         // (N,C)
              const Tensor& residual,  // (N,C) or undefined
@@ -39,9 +52,10 @@ void NormFwd(const Tensor& x,         // (N,C)
              const Tensor& bias,      // (C) or undefined
              double eps,
              const Tensor& sum,   // (N,C) or undefined (with residual)
-             const Tensor& y,     // (N,C)
+             const Tensor& y,     // (N,C), or undefined with fp8
              const Tensor& mean,  // (N), kCenter only
-             const Tensor& rstd) {  // (N)
+             const Tensor& rstd,  // (N)
+             const Fp8RowOut* fp8 = nullptr) {
   using A = AccType<T>;
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const std::vector<A> w = ParamOrFill<T>(weight, c, A(1));
@@ -49,13 +63,14 @@ void NormFwd(const Tensor& x,         // (N,C)
   const T* xp = x.data<T>();
   const T* rsp = residual.defined() ? residual.data<T>() : nullptr;
   T* hp = sum.defined() ? sum.data<T>() : nullptr;
-  T* yp = y.data<T>();
+  T* yp = fp8 == nullptr ? y.data<T>() : nullptr;
   A* mp = kCenter ? mean.data<A>() : nullptr;
   A* rp = rstd.data<A>();
   const A eps_a = static_cast<A>(eps);
   const A inv_c = A(1) / static_cast<A>(c);
   ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
+    std::vector<float> fbuf(fp8 != nullptr && !std::is_same_v<A, float> ? c : 0);
     for (int64_t r = r0; r < r1; ++r) {
       const A* xr = LoadRow(xp + r * c, c, xbuf.data());
       if (rsp != nullptr) {
@@ -71,9 +86,20 @@ void NormFwd(const Tensor& x,         // (N,C)
       if constexpr (kCenter) mu = LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * inv_c;
       const A var = LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * inv_c;
       const A rs = A(1) / std::sqrt(var + eps_a);
-      A* yr = RowOut(yp + r * c, ybuf.data());
+      A* yr = fp8 != nullptr ? ybuf.data() : RowOut(yp + r * c, ybuf.data());
       for (int64_t i = 0; i < c; ++i) yr[i] = (xr[i] - mu) * rs * w[i] + b[i];
-      StoreRow(yr, yp + r * c, c);
+      if (fp8 != nullptr) {
+        const float* yf = nullptr;
+        if constexpr (std::is_same_v<A, float>) {
+          yf = yr;
+        } else {  // f64 x: the value is rounded to f32 before the multiply, as Quantize does
+          for (int64_t i = 0; i < c; ++i) fbuf[i] = static_cast<float>(yr[i]);
+          yf = fbuf.data();
+        }
+        fp8->row_amax[r] = QuantizeRow(yf, fp8->scale, fp8->dtype, fp8->sat, fp8->q + r * c, c);
+      } else {
+        StoreRow(yr, yp + r * c, c);
+      }
       if constexpr (kCenter) mp[r] = mu;
       rp[r] = rs;
     }
@@ -181,6 +207,26 @@ void LayerNormFwdCpu(const Tensor& x, const Tensor& residual, const Tensor& weig
   });
 }
 
+void LayerNormFp8FwdCpu(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& scale,
+                        Fp8Saturation sat, const Tensor& q, const Tensor& scale_inv, const Tensor& amax,
+                        const Tensor& mean, const Tensor& rstd) {
+  const int64_t n = x.shape()[0];
+  std::vector<float> row_amax(n, 0.0f);
+  Fp8RowOut out{.q = static_cast<uint8_t*>(q.raw_data()),
+                .scale = *scale.data<float>(),
+                .dtype = q.dtype(),
+                .sat = sat,
+                .row_amax = row_amax.data()};
+  DispatchFloat(x.dtype(), "layer_norm_fp8", [&]<typename T>() {
+    NormFwd<true, T>(x, Tensor(), weight, bias, eps, Tensor(), Tensor(), mean, rstd, &out);
+  });
+  // NaN wins wherever it appears (NOTE [amax combine order] in ops/cpu/cast_cpu.cc).
+  float m = 0.0f;
+  for (float a : row_amax) m = (a > m || a != a) ? a : m;
+  *amax.data<float>() = m;
+  *scale_inv.data<float>() = 1.0f / out.scale;
+}
+
 void LayerNormBwdCpu(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                      const Tensor& rstd, const Tensor& dsum, const Tensor& dx, const Tensor& dweight,
                      const Tensor& dbias) {
@@ -206,6 +252,7 @@ void RmsNormBwdCpu(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
 
 OCTET_REGISTER_KERNEL(layer_norm_fwd, DeviceType::kCPU, &LayerNormFwdCpu);
 OCTET_REGISTER_KERNEL(layer_norm_bwd, DeviceType::kCPU, &LayerNormBwdCpu);
+OCTET_REGISTER_KERNEL(layer_norm_fp8_fwd, DeviceType::kCPU, &LayerNormFp8FwdCpu);
 OCTET_REGISTER_KERNEL(rms_norm_fwd, DeviceType::kCPU, &RmsNormFwdCpu);
 OCTET_REGISTER_KERNEL(rms_norm_bwd, DeviceType::kCPU, &RmsNormBwdCpu);
 

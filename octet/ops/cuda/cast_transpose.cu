@@ -2,6 +2,9 @@
 // yt = y transposed (C, R), amax = max|x|, and optionally the column sums
 // dbias (C) of x in float32, in one pass over x (ops/cast_kernels.h).
 //
+// Also the byte transpose of an FP8 matrix (fp8_transpose_kernel,
+// ops/cast_kernels.h; TransposeFp8 in ops/cast.h) on the same tiles.
+//
 // Two kernels: the vectorised one (NOTE [fast cast-transpose] in
 // ops/cuda/cast_transpose_tile.h) for R, C multiples of 16 and 16-byte
 // aligned pointers, and a generic 32x32-tile kernel for every other shape.
@@ -21,6 +24,7 @@
 #include <type_traits>
 
 #include <octet/core/float8.h>
+#include <octet/ops/cast_kernels.h>
 #include <octet/ops/cuda/cast_cuda.h>
 #include <octet/ops/cuda/cast_device.cuh>
 #include <octet/ops/cuda/cast_transpose_tile.h>
@@ -30,6 +34,34 @@ namespace octet::cuda {
 namespace {
 
 // ---- the vectorised kernel ----------------------------------------------------------------
+
+// Phase 2 of NOTE [fast cast-transpose]: thread tid reads 16 rows x 4 columns
+// of the shared byte tile (swizzled), transposes them in registers and
+// writes four 16-byte vectors of yt (C, R). R, C multiples of 16.
+__device__ __forceinline__ void CtStoreTransposedTile(const uint32_t* tile, uint8_t* __restrict__ yt, int64_t R,
+                                                      int64_t C, int64_t r0, int64_t c0, int tid) {
+  const int rc = CtTransposeRowChunk(tid), cg = CtTransposeColGroup(tid);
+  const int64_t rbase = r0 + rc * kCtChunkRows, cbase = c0 + cg * 4;
+  if (rbase >= R || cbase >= C) return;  // R, C multiples of 16: the block is all in or all out
+  uint32_t w[kCtChunkRows];
+#pragma unroll
+  for (int i = 0; i < kCtChunkRows; ++i) {
+    const int lr = rc * kCtChunkRows + i;
+    w[i] = tile[lr * kCtRowWords + (cg ^ CtSwizzle(lr))];
+  }
+  uint32_t o[4][4];  // o[column j][word m]: rows 4m..4m+3 of column j
+#pragma unroll
+  for (int mm = 0; mm < 4; ++mm) {
+    const uint32_t in[4] = {w[4 * mm], w[4 * mm + 1], w[4 * mm + 2], w[4 * mm + 3]};
+    uint32_t out[4];
+    CtTranspose4x4(in, out);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) o[j][mm] = out[j];
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    *reinterpret_cast<uint4*>(yt + (cbase + j) * R + rbase) = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
+}
 
 // One tile of kCtTileRows x kCtTileCols per block (NOTE [fast cast-transpose]).
 //   x (R, C) T; y (R, C) FP8 bytes or null; yt (C, R) FP8 bytes;
@@ -110,30 +142,7 @@ __global__ void __launch_bounds__(kCtThreads)
   __syncthreads();
 
   // Phase 2: 16 rows x 4 columns per thread, transposed in registers.
-  {
-    const int rc = CtTransposeRowChunk(tid), cg = CtTransposeColGroup(tid);
-    const int64_t rbase = r0 + rc * kCtChunkRows, cbase = c0 + cg * 4;
-    if (rbase < R && cbase < C) {  // R, C multiples of 16: the block is all in or all out
-      uint32_t w[kCtChunkRows];
-#pragma unroll
-      for (int i = 0; i < kCtChunkRows; ++i) {
-        const int lr = rc * kCtChunkRows + i;
-        w[i] = tile[lr * kCtRowWords + (cg ^ CtSwizzle(lr))];
-      }
-      uint32_t o[4][4];  // o[column j][word m]: rows 4m..4m+3 of column j
-#pragma unroll
-      for (int mm = 0; mm < 4; ++mm) {
-        const uint32_t in[4] = {w[4 * mm], w[4 * mm + 1], w[4 * mm + 2], w[4 * mm + 3]};
-        uint32_t out[4];
-        CtTranspose4x4(in, out);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) o[j][mm] = out[j];
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        *reinterpret_cast<uint4*>(yt + (cbase + j) * R + rbase) = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
-    }
-  }
+  CtStoreTransposedTile(tile, yt, R, C, r0, c0, tid);
 
   // Phase 3: the row-wise copy, 16 bytes per store.
   if (y != nullptr) {
@@ -227,7 +236,77 @@ __global__ void ColumnSumKernel(const float* __restrict__ partial, int64_t P, in
   }
 }
 
+// ---- byte transpose (fp8_transpose_kernel) -------------------------------------------------
+
+// yt (C, R) = x (R, C) transposed, byte for byte: the tile of NOTE [fast
+// cast-transpose] loaded with 16-byte vectors (no conversion), then phase 2.
+// R, C multiples of 16, x and yt 16-byte aligned.
+__global__ void __launch_bounds__(kCtThreads)
+    TransposeBytesVecKernel(const uint8_t* __restrict__ x, uint8_t* __restrict__ yt, int64_t R, int64_t C) {
+  using L = CtLoad<16>;
+  __shared__ __align__(16) uint32_t tile[kCtTileRows * kCtRowWords];
+  uint8_t* const tile_bytes = reinterpret_cast<uint8_t*>(tile);
+  const int tid = threadIdx.x;
+  const int64_t tiles_c = (C + kCtTileCols - 1) / kCtTileCols;
+  const int64_t r0 = (blockIdx.x / tiles_c) * kCtTileRows, c0 = (blockIdx.x % tiles_c) * kCtTileCols;
+  const int col = L::Col(tid);
+#pragma unroll
+  for (int k = 0; k < L::kIters; ++k) {
+    const int lr = L::Row(tid, k);
+    if (c0 + col < C && r0 + lr < R)
+      *reinterpret_cast<uint4*>(tile_bytes + CtSmemByte(lr, col)) =
+          *reinterpret_cast<const uint4*>(x + (r0 + lr) * C + c0 + col);
+  }
+  __syncthreads();
+  CtStoreTransposedTile(tile, yt, R, C, r0, c0, tid);
+}
+
+// Any R, C: 32x32 byte tiles through shared memory (coalesced reads of x and
+// writes of yt). Block (32, 8).
+__global__ void TransposeBytesKernel(const uint8_t* __restrict__ x, uint8_t* __restrict__ yt, int64_t R, int64_t C) {
+  __shared__ uint8_t tile[kGenTile][kGenTile + 1];
+  const int64_t tiles_c = (C + kGenTile - 1) / kGenTile;
+  const int64_t tiles = ((R + kGenTile - 1) / kGenTile) * tiles_c;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tiles_c) * kGenTile, c0 = (t % tiles_c) * kGenTile;
+#pragma unroll
+    for (int i = ty; i < kGenTile; i += kGenTileRows) {
+      if (r0 + i < R && c0 + tx < C) tile[i][tx] = x[(r0 + i) * C + c0 + tx];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = ty; i < kGenTile; i += kGenTileRows) {
+      if (c0 + i < C && r0 + tx < R) yt[(c0 + i) * R + r0 + tx] = tile[tx][i];
+    }
+    __syncthreads();
+  }
+}
+
+void Fp8TransposeCuda(const Tensor& x, const Tensor& yt) {
+  const int64_t R = x.size(0), C = x.size(1);
+  if (R == 0 || C == 0) return;
+  KernelContext ctx(x.device());
+  const uint8_t* xp = static_cast<const uint8_t*>(x.raw_data());
+  uint8_t* ytp = static_cast<uint8_t*>(yt.raw_data());
+  if (CtFastPathApplies(R, C, Addr(x), Addr(yt), Addr(yt))) {
+    const int64_t tiles = CtPartialRows(R, kCtTileRows) * ((C + kCtTileCols - 1) / kCtTileCols);
+    OCTET_CHECK(tiles <= static_cast<int64_t>(std::numeric_limits<int32_t>::max()), "transpose_fp8 (CUDA): ",
+                Describe(x), " has too many tiles for one launch");
+    TransposeBytesVecKernel<<<static_cast<unsigned>(tiles), kCtThreads, 0, ctx.stream()>>>(xp, ytp, R, C);
+    OCTET_CUDA_LAUNCH_CHECK("TransposeBytesVecKernel");
+  } else {
+    const int64_t tiles = ((R + kGenTile - 1) / kGenTile) * ((C + kGenTile - 1) / kGenTile);
+    const unsigned grid = static_cast<unsigned>(
+        std::max<int64_t>(1, std::min<int64_t>(tiles, static_cast<int64_t>(ctx.sm_count()) * kBlocksPerSm)));
+    TransposeBytesKernel<<<grid, dim3(kGenTile, kGenTileRows), 0, ctx.stream()>>>(xp, ytp, R, C);
+    OCTET_CUDA_LAUNCH_CHECK("TransposeBytesKernel");
+  }
+}
+
 }  // namespace
+
+OCTET_REGISTER_KERNEL(fp8_transpose_kernel, DeviceType::kCUDA, &Fp8TransposeCuda);
 
 void CastTransposeCuda(const Tensor& x, const float* scale, Fp8Saturation sat, const Tensor& y, const Tensor& yt,
                        float* scale_inv, float* amax, const Tensor& dbias) {

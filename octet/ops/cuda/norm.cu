@@ -9,10 +9,18 @@
 // after the first pass and the fused residual sum a thread wrote is the one it
 // reads back.
 //
+// LayerNormFp8 (NOTE [layer norm to fp8] in ops/norm.cc) is the forward
+// kernel with the output quantized in the same pass: each normalised value
+// is rounded to float32 once, its |.| goes into the block's amax (one atomic
+// per block, NOTE [amax on the device] in ops/cuda/cast_device.cuh) and it
+// is converted as Quantize's kernels convert (the hardware cvt for kSatFinite,
+// NOTE [hardware fp8 conversion]; core/float8.h's function otherwise).
+//
 // Parameter gradients (dweight, dbias) are sums over all N rows: rows are cut
 // into ParamGradSplits(N) blocks (a function of N only), each block sums its
 // rows for 32 columns at a time, and a second kernel adds the partials in block
 // order. Deterministic, no atomics.
+#include <octet/ops/cuda/cast_device.cuh>
 #include <octet/ops/cuda/kernel_utils.cuh>
 #include <octet/ops/norm_kernels.h>
 
@@ -96,6 +104,63 @@ __global__ void NormFwdKernel(const T* __restrict__ x, const T* __restrict__ res
       rstd[row] = rs;
     }
   }
+}
+
+// One row per block (grid-stride over rows); the statistics as
+// NormFwdKernel<true, T> computes them without a residual.
+//   x (n, c) T; weight, bias (c) T or null; q (n, c) FP8 bytes;
+//   scale, scale_inv, amax: [1] f32 (amax zeroed by the launcher);
+//   mean, rstd (n) AccType<T>. `pairs`: c is even, so each thread converts
+//   two neighbours with one instruction and stores them as one 16-bit word.
+template <typename T, typename F8>
+__global__ void LayerNormFp8FwdKernel(const T* __restrict__ x, const T* __restrict__ weight,
+                                      const T* __restrict__ bias, AccType<T> eps, const float* __restrict__ scale_ptr,
+                                      Fp8Saturation sat, bool pairs, uint8_t* __restrict__ q, float* scale_inv,
+                                      float* amax, AccType<T>* __restrict__ mean, AccType<T>* __restrict__ rstd,
+                                      int64_t n, int64_t c) {
+  using A = AccType<T>;
+  __shared__ A shared[32];
+  const A inv_c = A(1) / static_cast<A>(c);
+  const float scale = *scale_ptr;
+  float m = 0.0f;
+  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+    const T* xr = x + row * c;
+    A s = A(0);
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) s += Load(xr, i);
+    const A mu = BlockAllReduce(s, SumOp{}, A(0), shared) * inv_c;
+    A ss = A(0);
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+      const A d = Load(xr, i) - mu;
+      ss += d * d;
+    }
+    const A var = BlockAllReduce(ss, SumOp{}, A(0), shared) * inv_c;
+    const A rs = A(1) / sqrt(var + eps);
+    auto value = [&](int64_t i) {  // the normalised value, rounded to f32 once
+      const A w = weight != nullptr ? Load(weight, i) : A(1);
+      const A b = bias != nullptr ? Load(bias, i) : A(0);
+      return static_cast<float>((Load(xr, i) - mu) * rs * w + b);
+    };
+    uint8_t* qr = q + row * c;
+    if (pairs) {
+      for (int64_t i = 2 * static_cast<int64_t>(threadIdx.x); i < c; i += 2 * static_cast<int64_t>(blockDim.x)) {
+        const float v0 = value(i), v1 = value(i + 1);
+        m = AbsMaxMerge(AbsMaxMerge(m, v0), v1);
+        *reinterpret_cast<uint16_t*>(qr + i) = Fp8x2SatFinite<F8>(v0 * scale, v1 * scale);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+        const float v = value(i);
+        m = AbsMaxMerge(m, v);
+        qr[i] = ToFp8Bits<F8>(v * scale, sat);
+      }
+    }
+    if (threadIdx.x == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+  BlockAmaxToGlobal(m, amax);
+  if (scale_inv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / scale;
 }
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (+ dsum), g = dy * w;
@@ -249,6 +314,28 @@ void LayerNormFwdCuda(const Tensor& x, const Tensor& residual, const Tensor& wei
   });
 }
 
+void LayerNormFp8FwdCuda(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& scale,
+                         Fp8Saturation sat, const Tensor& q, const Tensor& scale_inv, const Tensor& amax,
+                         const Tensor& mean, const Tensor& rstd) {
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  KernelContext ctx(x.device());
+  ZeroAmax(amax.data<float>(), ctx.stream());
+  // NOTE [hardware fp8 conversion]: pairs of bytes; q's rows start at even
+  // offsets when c is even (a fresh allocation is aligned).
+  const bool pairs = kCtHardwareCvt && sat == Fp8Saturation::kSatFinite && c % 2 == 0 && Addr(q) % 2 == 0;
+  DispatchFloat(x.dtype(), "layer_norm_fp8", [&]<typename T>() {
+    using A = AccType<T>;
+    DispatchFp8(q.dtype(), "layer_norm_fp8", [&]<typename F8>() {
+      // At least one block, so scale_inv and amax are written for n == 0 too.
+      LayerNormFp8FwdKernel<T, F8><<<RowGrid(std::max<int64_t>(n, 1)), RowThreads(c), 0, ctx.stream()>>>(
+          x.data<T>(), PtrOrNull<T>(weight), PtrOrNull<T>(bias), static_cast<A>(eps), scale.data<float>(), sat,
+          pairs, static_cast<uint8_t*>(q.raw_data()), scale_inv.data<float>(), amax.data<float>(), mean.data<A>(),
+          rstd.data<A>(), n, c);
+      OCTET_CUDA_LAUNCH_CHECK("layer_norm_fp8 forward");
+    });
+  });
+}
+
 void LayerNormBwdCuda(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                       const Tensor& rstd, const Tensor& dsum, const Tensor& dx, const Tensor& dweight,
                       const Tensor& dbias) {
@@ -274,6 +361,7 @@ void RmsNormBwdCuda(const Tensor& dy, const Tensor& x, const Tensor& weight, con
 
 OCTET_REGISTER_KERNEL(layer_norm_fwd, DeviceType::kCUDA, &LayerNormFwdCuda);
 OCTET_REGISTER_KERNEL(layer_norm_bwd, DeviceType::kCUDA, &LayerNormBwdCuda);
+OCTET_REGISTER_KERNEL(layer_norm_fp8_fwd, DeviceType::kCUDA, &LayerNormFp8FwdCuda);
 OCTET_REGISTER_KERNEL(rms_norm_fwd, DeviceType::kCUDA, &RmsNormFwdCuda);
 OCTET_REGISTER_KERNEL(rms_norm_bwd, DeviceType::kCUDA, &RmsNormBwdCuda);
 
