@@ -22,6 +22,7 @@
 #include <octet/core/float8.h>
 #include <octet/core/scaling_math.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/adamw_dispatch_internal.h>
 #include <octet/ops/optim_kernels.h>
 
 namespace octet::cpu {
@@ -269,50 +270,13 @@ void AdamWTensorF64(const AdamWHyper& h, const AdamWTensorArgs& a) {
 
 // ---- dispatch --------------------------------------------------------------------------
 
-template <typename P, typename G>
-void DispatchState(const AdamWHyper& h, const AdamWTensorArgs& a) {
-  auto run = [&]<typename M, typename V>() {
-    if constexpr (std::is_same_v<P, double>) {
-      AdamWTensorF64<G, M, V>(h, a);
-    } else if constexpr (std::is_same_v<M, double> || std::is_same_v<V, double>) {
-      OCTET_FAIL("adamw: float64 state is only used with float64 parameters, got ", Describe(a.param));
-    } else if (a.master.defined()) {
-      if constexpr (std::is_same_v<P, bfloat16> || std::is_same_v<P, float16>) {
-        AdamWTensorF32<P, G, M, V, true>(h, a);
-      } else {
-        OCTET_FAIL("adamw: a master copy is only kept for bfloat16/float16 parameters, got ", Describe(a.param));
-      }
-    } else {
-      AdamWTensorF32<P, G, M, V, false>(h, a);
-    }
-  };
-  const DType md = a.m.dtype(), vd = a.v.dtype();
-  if (md == DType::kFloat32 && vd == DType::kFloat32) {
-    run.template operator()<float, float>();
-  } else if (md == DType::kFloat64 && vd == DType::kFloat64) {
-    run.template operator()<double, double>();
-  } else if (md == DType::kBFloat16 && vd == DType::kBFloat16) {
-    run.template operator()<bfloat16, bfloat16>();
-  } else if (md == DType::kFloat8E4M3 && vd == DType::kFloat16) {
-    OCTET_CHECK(a.m_scale.defined() && a.m_scale_inv.defined() && a.m_amax.defined() && a.v_scale.defined() &&
-                    a.v_scale_inv.defined() && a.v_amax.defined(),
-                "adamw: scaled state (fp8_e4m3 m, float16 v) needs its scale tensors");
-    run.template operator()<float8_e4m3, float16>();
-  } else {
-    OCTET_FAIL("adamw: unsupported state dtypes m ", Name(md), ", v ", Name(vd),
-               " (expected float32/float32, float64/float64, bfloat16/bfloat16 or fp8_e4m3/float16)");
-  }
-}
-
 void AdamWCpu(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors) {
   for (const AdamWTensorArgs& a : tensors) {
-    DispatchFloat(a.param.dtype(), "adamw", [&]<typename P>() {
-      if (a.grad.dtype() == a.param.dtype()) {
-        DispatchState<P, P>(h, a);
-      } else if (a.grad.dtype() == DType::kFloat32) {
-        if constexpr (!std::is_same_v<P, float>) DispatchState<P, float>(h, a);
+    DispatchAdamW(a, HasAdamWScales(a), [&]<typename P, typename G, typename M, typename V, bool kMaster>() {
+      if constexpr (std::is_same_v<P, double>) {
+        AdamWTensorF64<G, M, V>(h, a);
       } else {
-        OCTET_FAIL("adamw: gradient ", Describe(a.grad), " does not match parameter ", Describe(a.param));
+        AdamWTensorF32<P, G, M, V, kMaster>(h, a);
       }
     });
   }

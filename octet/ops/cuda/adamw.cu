@@ -50,6 +50,7 @@
 #include <octet/ops/cuda/cuda_check.h>
 #include <octet/ops/cuda/device_context.h>
 #include <octet/ops/cuda/kernel_utils.cuh>
+#include <octet/ops/adamw_dispatch_internal.h>
 #include <octet/ops/optim_kernels.h>
 
 namespace octet::cuda {
@@ -394,47 +395,6 @@ void CheckDevice(const AdamWTensorArgs& a, const Tensor& t, const char* what) {
   OCTET_CHECK(t.is_contiguous(), "adamw: ", what, " ", Describe(t), " must be contiguous");
 }
 
-// Dispatch of one tensor's dtype combination to RunGroup (the same checks
-// and messages as the CPU kernel's DispatchState).
-template <typename P, typename G>
-void DispatchState(const AdamWHyper& h, const std::vector<const AdamWTensorArgs*>& group, cudaStream_t stream,
-                   Device device) {
-  const AdamWTensorArgs& a = *group.front();
-  auto run = [&]<typename M, typename V>() {
-    if constexpr (std::is_same_v<P, double>) {
-      RunGroup<P, G, M, V, false>(h, group, stream, device);
-    } else if constexpr (std::is_same_v<M, double> || std::is_same_v<V, double>) {
-      OCTET_FAIL("adamw: float64 state is only used with float64 parameters, got ", Describe(a.param));
-    } else if (a.master.defined()) {
-      if constexpr (std::is_same_v<P, bfloat16> || std::is_same_v<P, float16>) {
-        RunGroup<P, G, M, V, true>(h, group, stream, device);
-      } else {
-        OCTET_FAIL("adamw: a master copy is only kept for bfloat16/float16 parameters, got ", Describe(a.param));
-      }
-    } else {
-      RunGroup<P, G, M, V, false>(h, group, stream, device);
-    }
-  };
-  const DType md = a.m.dtype(), vd = a.v.dtype();
-  if (md == DType::kFloat32 && vd == DType::kFloat32) {
-    run.template operator()<float, float>();
-  } else if (md == DType::kFloat64 && vd == DType::kFloat64) {
-    run.template operator()<double, double>();
-  } else if (md == DType::kBFloat16 && vd == DType::kBFloat16) {
-    run.template operator()<bfloat16, bfloat16>();
-  } else if (md == DType::kFloat8E4M3 && vd == DType::kFloat16) {
-    for (const AdamWTensorArgs* p : group) {
-      OCTET_CHECK(p->m_scale.defined() && p->m_scale_inv.defined() && p->m_amax.defined() &&
-                      p->v_scale.defined() && p->v_scale_inv.defined() && p->v_amax.defined(),
-                  "adamw: scaled state (fp8_e4m3 m, float16 v) needs its scale tensors");
-    }
-    run.template operator()<float8_e4m3, float16>();
-  } else {
-    OCTET_FAIL("adamw: unsupported state dtypes m ", Name(md), ", v ", Name(vd),
-               " (expected float32/float32, float64/float64, bfloat16/bfloat16 or fp8_e4m3/float16)");
-  }
-}
-
 void AdamWCuda(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors) {
   if (tensors.empty()) return;
   const Device device = tensors.front().param.device();
@@ -457,15 +417,11 @@ void AdamWCuda(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors)
   cuda::KernelContext ctx(device);
   for (const Key& key : order) {
     const std::vector<const AdamWTensorArgs*>& group = groups[key];
-    const AdamWTensorArgs& a = *group.front();
-    DispatchFloat(a.param.dtype(), "adamw", [&]<typename P>() {
-      if (a.grad.dtype() == a.param.dtype()) {
-        DispatchState<P, P>(h, group, ctx.stream(), device);
-      } else if (a.grad.dtype() == DType::kFloat32) {
-        if constexpr (!std::is_same_v<P, float>) DispatchState<P, float>(h, group, ctx.stream(), device);
-      } else {
-        OCTET_FAIL("adamw: gradient ", Describe(a.grad), " does not match parameter ", Describe(a.param));
-      }
+    // The group shares its dtypes; the scale tensors must be in every member.
+    const bool scales =
+        std::all_of(group.begin(), group.end(), [](const AdamWTensorArgs* p) { return HasAdamWScales(*p); });
+    DispatchAdamW(*group.front(), scales, [&]<typename P, typename G, typename M, typename V, bool kMaster>() {
+      RunGroup<P, G, M, V, kMaster>(h, group, ctx.stream(), device);
     });
   }
 }
