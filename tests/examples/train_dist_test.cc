@@ -14,18 +14,14 @@
 #include <string>
 
 #include "examples/gpt/data.h"
+#include "tests/examples/programs.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-#ifdef OCTET_TRAIN_GPT
-const char* kTrainGpt = OCTET_TRAIN_GPT;
-const char* kOctetRun = OCTET_RUN;
-#else
-const char* kTrainGpt = OCTET_BINARY_DIR "/examples/gpt/train_gpt";
-const char* kOctetRun = OCTET_BINARY_DIR "/octet-run";
-#endif
+using ::octet::testing::kOctetRun;
+using ::octet::testing::kTrainGpt;
 
 // A short run: 2 layers, width 64, 40 steps of 8 × 64 tokens per rank.
 const char* kSmall =

@@ -20,17 +20,14 @@
 #include <vector>
 
 #include "examples/gpt/data.h"
+#include "tests/examples/programs.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-#ifdef OCTET_TRAIN_GPT
-const char* kTrainGpt = OCTET_TRAIN_GPT;
-#else
-const char* kTrainGpt = OCTET_BINARY_DIR "/examples/gpt/train_gpt";
-#endif
+using ::octet::testing::kTrainGpt;
 
 struct RunResult {
   int exit_code = -1;

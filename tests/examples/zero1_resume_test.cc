@@ -50,17 +50,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/examples/programs.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-#ifdef OCTET_TRAIN_GPT
-const char* kTrainGpt = OCTET_TRAIN_GPT;
-const char* kOctetRun = OCTET_RUN;
-#else
-const char* kTrainGpt = OCTET_BINARY_DIR "/examples/gpt/train_gpt";
-const char* kOctetRun = OCTET_BINARY_DIR "/octet-run";
-#endif
+using ::octet::testing::kOctetRun;
+using ::octet::testing::kTrainGpt;
 
 constexpr int kSteps = 8, kStop = 4;
 constexpr double kRelTol = 1e-6;  // see the top of this file
