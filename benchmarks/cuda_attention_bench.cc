@@ -23,6 +23,8 @@
 // machine without a GPU.
 #include <benchmark/benchmark.h>
 
+#include "benchmarks/cuda_bench_util.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -44,29 +46,14 @@
 namespace octet {
 namespace {
 
+using bench::EnvInt;
+using bench::Median;
+using bench::OnCpuForChecking;
+
 constexpr std::array<std::array<int64_t, 4>, 3> kShapes = {{{8, 12, 1024, 64}, {8, 16, 1024, 64}, {8, 16, 1024, 128}}};
 constexpr int kWarmupSamples = 3;
 constexpr int kSamples = 20;
 constexpr int kReps = 10;
-
-bool OnCpuForChecking() {
-  const char* v = std::getenv("OCTET_BENCH_DEVICE");
-  return v != nullptr && std::string(v) == "cpu";
-}
-
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  return (end != v && *end == '\0' && x > 0) ? static_cast<int64_t>(x) : fallback;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int64_t Fallbacks() {
 #if OCTET_WITH_CUDA

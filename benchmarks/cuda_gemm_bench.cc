@@ -29,6 +29,8 @@
 //   OCTET_BENCH_DEVICE=cpu OCTET_BENCH_SAMPLES=1 octet_cuda_gemm_bench --benchmark_filter=/8192/768/768
 #include <benchmark/benchmark.h>
 
+#include "benchmarks/cuda_bench_util.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -49,6 +51,10 @@
 namespace octet {
 namespace {
 
+using bench::EnvInt;
+using bench::Median;
+using bench::OnCpuForChecking;
+
 enum class Kind { kF32 = 0, kBf16, kFp8Tn, kFp8BRowMajor, kFp8E5m2Tn };
 constexpr const char* kKindNames[] = {"f32", "bf16", "fp8_tn", "fp8_brow", "fp8_e5m2_tn"};
 // Rough H100 rates (FLOP/s), only to size a sample.
@@ -61,25 +67,6 @@ constexpr std::array<std::array<int64_t, 3>, 6> kShapes = {{{8192, 768, 768},
                                                             {8192, 8192, 8192}}};
 constexpr int kWarmupSamples = 3;
 constexpr int kSamples = 30;
-
-bool OnCpuForChecking() {
-  const char* v = std::getenv("OCTET_BENCH_DEVICE");
-  return v != nullptr && std::string(v) == "cpu";
-}
-
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  return (end != v && *end == '\0' && x > 0) ? static_cast<int64_t>(x) : fallback;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void RunGemm(benchmark::State& state, Kind kind, int64_t M, int64_t N, int64_t K, Device gpu) {
   ManualSeed(7);

@@ -50,6 +50,8 @@
 // (scripts/gpu_session.sh).
 #include <benchmark/benchmark.h>
 
+#include "benchmarks/cuda_bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -82,6 +84,10 @@
 namespace octet {
 namespace {
 
+using bench::EnvInt;
+using bench::Median;
+using bench::OnCpuForChecking;
+
 struct StepConfig {
   const char* name;
   int64_t n_layer, n_embd, n_head, T, B;
@@ -96,14 +102,6 @@ constexpr int64_t kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 constexpr int64_t kVocab = 256;
 constexpr int kWarmupSteps = 3;
 
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  return (end != v && *end == '\0' && x > 0) ? static_cast<int64_t>(x) : fallback;
-}
-
 // Uniform byte tokens (B,T) int64 from a fixed LCG: the step's cost does not
 // depend on the values.
 Tensor RandomTokens(int64_t B, int64_t T, uint64_t seed) {
@@ -116,21 +114,7 @@ Tensor RandomTokens(int64_t B, int64_t T, uint64_t seed) {
   return FromVector(v, {B, T});
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 constexpr double kMiB = 1024.0 * 1024.0;
-
-// OCTET_BENCH_DEVICE=cpu runs the same steps on the CPU: a check of the
-// benchmark's code path on a machine without a GPU (use a small config and
-// OCTET_BENCH_STEPS=2; the memory counters are then 0).
-bool OnCpuForChecking() {
-  const char* v = std::getenv("OCTET_BENCH_DEVICE");
-  return v != nullptr && std::string(v) == "cpu";
-}
 
 // The CUDA side: allocator statistics, cudaMemGetInfo, profiler range,
 // attention fallbacks. No-ops on the CPU.
