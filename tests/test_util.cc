@@ -1,6 +1,7 @@
 #include "tests/test_util.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -45,6 +46,13 @@ Tensor RandomTensor(const Shape& shape, uint64_t seed, DType dtype, double lo, d
                                          << ShapeStr(expected.shape());
   }
   return AllClose(actual, expected.ToDoubles(), rtol, atol);
+}
+
+std::vector<uint8_t> Bytes(const Tensor& t) {
+  const Tensor c = t.To(kCPU).Contiguous();
+  std::vector<uint8_t> out(c.nbytes());
+  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
+  return out;
 }
 
 }  // namespace octet::testing

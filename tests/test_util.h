@@ -18,6 +18,10 @@ std::vector<double> RandomValues(int64_t n, uint64_t seed, double lo = -1.0, dou
 Tensor RandomTensor(const Shape& shape, uint64_t seed, DType dtype = DType::kFloat64, double lo = -1.0,
                     double hi = 1.0);
 
+// The bytes of t as stored (a contiguous copy on the CPU): FP8 codes, or the
+// element bytes of any dtype, for bit-exact comparisons.
+std::vector<uint8_t> Bytes(const Tensor& t);
+
 // Asserts every element of `actual` is within atol + rtol*|expected|.
 ::testing::AssertionResult AllClose(const Tensor& actual, const std::vector<double>& expected, double rtol,
                                     double atol);

@@ -35,12 +35,7 @@ using ::octet::testing::RandomTensor;
 
 #define SKIP_WITHOUT_GPU() OCTET_SKIP_WITHOUT_CUDA()
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  Tensor c = t.To(kCPU).Contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
+using ::octet::testing::Bytes;
 
 // Bit-exact equality of two float tensors, except that a NaN only has to be
 // a NaN: its payload is not part of octet's contract. A GPU's multiply

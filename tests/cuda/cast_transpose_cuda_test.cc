@@ -33,12 +33,7 @@ TEST(CastTransposeCuda, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 #else
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  Tensor c = t.To(kCPU).Contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
+using ::octet::testing::Bytes;
 
 Tensor F32Scalar(float v, Device d) { return Full({1}, v, {.dtype = DType::kFloat32, .device = d}); }
 

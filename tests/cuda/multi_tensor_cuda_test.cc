@@ -34,12 +34,7 @@ TEST(MultiTensorCuda, NotBuilt) { OCTET_SKIP_WITHOUT_CUDA(); }
 
 using ::octet::testing::RandomTensor;
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  Tensor c = t.To(kCPU).Contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
+using ::octet::testing::Bytes;
 
 // 150 tensors (three launches for f32), four dtypes, sizes around the chunk.
 TensorList MixedList() {

@@ -46,12 +46,7 @@ using ::octet::testing::RandomTensor;
 constexpr DType kE4M3 = DType::kFloat8E4M3;
 constexpr DType kE5M2 = DType::kFloat8E5M2;
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  const Tensor c = t.To(kCPU).Contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
+using ::octet::testing::Bytes;
 float Scalar(const Tensor& t) { return static_cast<float>(t.To(kCPU).ToDoubles().at(0)); }
 uint8_t Encode(float v, DType fp8, Fp8Saturation sat) {
   return fp8 == kE4M3 ? FloatToE4M3Bits(v, sat) : FloatToE5M2Bits(v, sat);

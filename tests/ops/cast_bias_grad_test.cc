@@ -23,12 +23,7 @@ namespace {
 using ::octet::testing::ErrorOf;
 using ::octet::testing::RandomTensor;
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  const Tensor c = t.Contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
+using ::octet::testing::Bytes;
 
 // Column sums in float64 of the values the kernel sums (f64 x rounded to f32 first).
 std::vector<double> ColumnSums64(const Tensor& x) {

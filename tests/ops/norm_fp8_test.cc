@@ -37,11 +37,7 @@ using ::testing::HasSubstr;
 constexpr DType kE4M3 = DType::kFloat8E4M3;
 constexpr DType kE5M2 = DType::kFloat8E5M2;
 
-std::vector<uint8_t> Bytes(const Tensor& fp8) {
-  const Tensor c = fp8.Contiguous();
-  const uint8_t* p = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(p, p + c.numel());
-}
+using ::octet::testing::Bytes;
 
 uint8_t Encode(float v, DType fp8) {
   return fp8 == kE4M3 ? FloatToE4M3Bits(v, Fp8Saturation::kSatFinite) : FloatToE5M2Bits(v, Fp8Saturation::kSatFinite);

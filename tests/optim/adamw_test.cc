@@ -49,11 +49,7 @@ void SetGrad(const Tensor& p, const std::vector<double>& g, DType dtype) {
   p.set_grad(FromVector(g, p.shape(), {.dtype = dtype}));
 }
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  const Tensor c = t.Contiguous();
-  const auto* b = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(b, b + c.nbytes());
-}
+using ::octet::testing::Bytes;
 
 // A copy sharing nothing with t (FP8: same codes, fresh ScaleMeta with the same values).
 Tensor DeepCopy(const Tensor& t) {
