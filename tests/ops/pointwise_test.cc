@@ -191,6 +191,45 @@ TEST_P(BinaryTest, NonContiguousAndBf16) {
 INSTANTIATE_TEST_SUITE_P(Ops, BinaryTest, ::testing::Range(0, static_cast<int>(BinaryCases().size())),
                          [](const auto& info) { return std::string(BinaryCases()[info.param].name); });
 
+// NOTE [narrow pointwise in chunks]: contiguous bf16/f16 runs are computed
+// in chunks (bf16 widened inside the loop, the result narrowed by the row
+// converter); strided ones element by element. Both must give the same bits,
+// across chunk boundaries and for inf, NaN, subnormal results and ties.
+TEST(Pointwise, NarrowChunkedRunsMatchElementByElement) {
+  const int64_t rows = 3, cols = 3 * 512 + 77;  // several chunks and a tail per row
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    std::vector<double> va = RandomValues(rows * cols, 11, -6.0, 6.0);
+    std::vector<double> vb = RandomValues(rows * cols, 12, -6.0, 6.0);
+    const double specials[] = {INFINITY, -INFINITY, NAN, 1e-39, -1e-40, 0.0, -0.0, 3e38, 1.00390625, 65504.0};
+    for (size_t i = 0; i < std::size(specials); ++i) {
+      va[700 + 37 * i] = specials[i];
+      vb[1500 + 41 * i] = specials[i];
+    }
+    // Built transposed, so that .T() is a strided view of the same values.
+    const Tensor at = FromVector(va, {cols, rows}, {.dtype = dtype}).T();
+    const Tensor bt = FromVector(vb, {cols, rows}, {.dtype = dtype}).T();
+    const Tensor a = at.Contiguous(), b = bt.Contiguous();
+    ASSERT_TRUE(a.is_contiguous() && !at.is_contiguous());
+    const Tensor row = b.Slice(0, 1, 2).Reshape({cols});
+    const Tensor col = b.Slice(1, 700, 701).Contiguous();  // [rows, 1]: stride 0 along a row
+    const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+        {"gelu", [](const Tensor& x, const Tensor&) { return Gelu(x); }},
+        {"mul_scalar", [](const Tensor& x, const Tensor&) { return x * 0.3; }},
+        {"add", [](const Tensor& x, const Tensor& y) { return x + y; }},
+        {"mul", [](const Tensor& x, const Tensor& y) { return x * y; }},
+        {"div", [](const Tensor& x, const Tensor& y) { return x / y; }},
+    };
+    for (const auto& [name, op] : ops) {
+      EXPECT_EQ(::octet::testing::Bytes(op(a, b)), ::octet::testing::Bytes(op(at, bt).Contiguous()))
+          << name << " " << Name(dtype);
+    }
+    // Broadcasts: a row (contiguous operands) and a column (the
+    // tensor-by-scalar-like fast path), against the strided loop.
+    EXPECT_EQ(::octet::testing::Bytes(a * row), ::octet::testing::Bytes((at * row).Contiguous())) << Name(dtype);
+    EXPECT_EQ(::octet::testing::Bytes(a - col), ::octet::testing::Bytes((at - col).Contiguous())) << Name(dtype);
+  }
+}
+
 TEST(Pointwise, MaximumSplitsGradientOnTies) {
   Tensor a = FromVector(std::vector<double>{1, 2, 3}, {3}, {.dtype = DType::kFloat64, .requires_grad = true});
   Tensor b = FromVector(std::vector<double>{1, 5, 0}, {3}, {.dtype = DType::kFloat64, .requires_grad = true});
