@@ -8,6 +8,7 @@
 
 #include <octet/core/dtype_traits.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/multi_tensor_kernels.h>
 
 namespace octet::cpu {
@@ -25,13 +26,14 @@ double SumSquares(const Tensor& t) {
     const T* x = g.data<T>();
     ParallelFor(nblocks, 2, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
-        double s = 0.0;
-        const int64_t end = std::min(n, (b + 1) * kBlock);
-        for (int64_t i = b * kBlock; i < end; ++i) {
-          const double v = ConvertElement<double>(x[i]);
-          s += v * v;
-        }
-        partial[b] = s;
+        // Lane-split (row_helpers.h): one chain of dependent f64 adds ran at
+        // ~1 element per 4 cycles, 11 ms of a 220 ms step for the 14.5M
+        // gradients of octet_train_step_bench's wide GPT on a Zen 5.
+        const T* xb = x + b * kBlock;
+        partial[b] = LaneSum<double>(std::min(n - b * kBlock, kBlock), [&](int64_t i) {
+          const double v = ConvertElement<double>(xb[i]);
+          return v * v;
+        });
       }
     });
   });
