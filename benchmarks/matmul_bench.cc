@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "benchmarks/cpu_peak.h"
 #include <octet/core/tensor.h>
@@ -41,6 +42,7 @@
 #include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
+#include <octet/ops/cpu/gemm_pack.h>
 
 namespace octet {
 namespace {
@@ -142,6 +144,45 @@ BENCHMARK(BM_Matmul)->Name("Matmul/bf16/fp32fma")->Apply([](benchmark::internal:
 BENCHMARK(BM_Matmul)->Name("Matmul/fp8/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8, 2); });
 BENCHMARK(BM_Matmul)->Name("Linear/fp8/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8Linear, 2); });
 BENCHMARK(BM_Matmul)->Name("Matmul/bf16/bf16dot")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16, 1); });
+
+}  // namespace
+}  // namespace octet
+
+namespace octet {
+namespace {
+
+// Packing alone (ops/cpu/gemm_pack.h): a 768 x 3072 B (K x N) into oneDNN's
+// blocked layouts, bf16 VNNI BA16a64b2a (from bf16 or fp8_e4m3) and f32
+// BA16a64b, row-major (a Linear's dgrad B) or column-major (its forward B =
+// W^T). Reports GB/s of the bytes read plus written.
+void BM_PackB(benchmark::State& state) {
+  const int64_t K = 768, N = 3072;
+  const bool col_major = state.range(0) == 1;
+  const DType dtype = state.range(1) == 0 ? DType::kBFloat16 : state.range(1) == 1 ? DType::kFloat8E4M3 : DType::kFloat32;
+  const int64_t esz = SizeOf(dtype), out_esz = dtype == DType::kFloat32 ? 4 : 2, kb = dtype == DType::kFloat32 ? 16 : 32;
+  std::vector<uint8_t> src(static_cast<size_t>(K * N * esz));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>((i * 37) % 97);  // finite values
+  const cpu::PackedBLayout layout{.k_padded = K, .k_block = kb, .n_padded = N, .n_block = 64,
+                                  .stride_kb = kb * 64, .stride_nb = K * 64};
+  std::vector<float> dst(static_cast<size_t>(cpu::PackedElements(layout)));
+  const int64_t sk = col_major ? 1 : N, sn = col_major ? K : 1;
+  for (auto _ : state) {
+    if (dtype == DType::kFloat32) {
+      cpu::PackF32B(src.data(), dtype, K, N, sk, sn, layout, dst.data());
+    } else {
+      cpu::PackVnniB(src.data(), dtype, K, N, sk, sn, layout, reinterpret_cast<uint16_t*>(dst.data()));
+    }
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * K * N * (esz + out_esz));
+  state.SetLabel(std::string(Name(dtype)) + (col_major ? " col-major" : " row-major"));
+}
+BENCHMARK(BM_PackB)
+    ->Name("PackB")
+    ->ArgsProduct({{0, 1}, {0, 1, 2}})
+    ->ArgNames({"col_major", "dtype"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace octet

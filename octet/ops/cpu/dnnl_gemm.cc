@@ -19,7 +19,9 @@
 // first (one pass over B, into a thread-local buffer): bf16 (and FP8, which
 // is converted in the same pass) by octet's packer (gemm_pack.h) — oneDNN's
 // bf16 reorder runs at 31 GB/s from a row-major B and 7-15 GB/s from a
-// column-major one, 2-4x slower — and f32 by a oneDNN reorder. Whether
+// column-major one, 2-4x slower — and f32 (from f32 or bf16) likewise by
+// octet's packer, since oneDNN's f32 reorder took 1.0 ms for a 768 x 3072 B
+// (8 % of the GEMM). Other layouts fall back to a oneDNN reorder. Whether
 // packing pays is the caller's decision (WorthPacking in matmul_cpu.cc).
 #include <octet/ops/cpu/dnnl_gemm.h>
 
@@ -100,18 +102,19 @@ struct Primitive {
   dnnl::matmul prim;
   memory::desc a_md, b_md, out_md, bias_md, scale_md, scratch_md;
   // pack_b: b arrives as b_user_md and is packed into b_md before the matmul,
-  // by octet's packer when b_md is the bf16 VNNI layout it knows
-  // (vnni_pack), else by a oneDNN reorder.
+  // by octet's packers when b_md is the bf16 VNNI or f32 blocked layout they
+  // know (vnni_pack, f32_pack), else by a oneDNN reorder.
   bool packed = false;
   bool vnni_pack = false;
-  VnniLayout vnni;
+  bool f32_pack = false;  // b_md is the f32 blocked layout PackF32B writes
+  PackedBLayout layout;  // of b_md, when vnni_pack or f32_pack
   dnnl::reorder pack;
   memory::desc b_user_md, pack_scratch_md;
 };
 
 // The VNNI layout of ops/cpu/gemm_pack.h if md is one (2-D bf16, inner
 // blocks 16a <nb>b 2a: 32-row K blocks of 16 pairs), else false.
-bool AsVnniLayout(const memory::desc& md, VnniLayout* out) {
+bool AsVnniLayout(const memory::desc& md, PackedBLayout* out) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.ndims != 2 || d.data_type != dnnl_bf16 || d.format_kind != dnnl_blocked || d.offset0 != 0) return false;
   const dnnl_blocking_desc_t& bl = d.format_desc.blocking;
@@ -121,6 +124,25 @@ bool AsVnniLayout(const memory::desc& md, VnniLayout* out) {
   const int64_t nb = bl.inner_blks[1];
   const int64_t kb = bl.inner_blks[0] * bl.inner_blks[2];  // the a dim is blocked by 16 * 2
   if (nb <= 0 || nb > 64 || kb > 32 || d.padded_dims[0] % kb != 0 || d.padded_dims[1] % nb != 0) return false;
+  *out = {.k_padded = d.padded_dims[0],
+          .k_block = kb,
+          .n_padded = d.padded_dims[1],
+          .n_block = nb,
+          .stride_kb = bl.strides[0],
+          .stride_nb = bl.strides[1]};
+  return out->stride_kb >= kb * nb && out->stride_nb >= kb * nb;
+}
+
+// The f32 blocked layout of ops/cpu/gemm_pack.h if md is one (2-D f32,
+// inner blocks <kb>a <nb>b, e.g. BA16a64b), else false.
+bool AsF32BlockedLayout(const memory::desc& md, PackedBLayout* out) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.ndims != 2 || d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked || d.offset0 != 0) return false;
+  const dnnl_blocking_desc_t& bl = d.format_desc.blocking;
+  if (bl.inner_nblks != 2 || bl.inner_idxs[0] != 0 || bl.inner_idxs[1] != 1) return false;
+  const int64_t kb = bl.inner_blks[0], nb = bl.inner_blks[1];
+  if (kb <= 0 || kb > 32 || nb <= 0 || nb > 64 || d.padded_dims[0] % kb != 0 || d.padded_dims[1] % nb != 0)
+    return false;
   *out = {.k_padded = d.padded_dims[0],
           .k_block = kb,
           .n_padded = d.padded_dims[1],
@@ -180,8 +202,11 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   p->scratch_md = pd.scratchpad_desc();
   p->prim = dnnl::matmul(pd);
   p->b_md = pd.weights_desc();
-  if (s.pack_b && p->b_md != p->b_user_md && AsVnniLayout(p->b_md, &p->vnni)) {
+  if (s.pack_b && p->b_md != p->b_user_md && AsVnniLayout(p->b_md, &p->layout)) {
     p->vnni_pack = true;
+    p->packed = true;
+  } else if (s.pack_b && !s.b_fp8 && p->b_md != p->b_user_md && AsF32BlockedLayout(p->b_md, &p->layout)) {
+    p->f32_pack = true;
     p->packed = true;
   } else if (s.pack_b && p->b_md != p->b_user_md) {
     dnnl::primitive_attr pack_attr;
@@ -273,11 +298,17 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     std::unordered_map<int, memory> args;
     args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(spec.a.data)));
     DnnlBuffers& buffers = ThreadDnnlBuffers();
-    if (p->vnni_pack) {
+    if (p->f32_pack) {
+      // See NOTE [packed weights]; a bf16 B is widened in the same pass.
+      void* packed = buffers.packed_b.Get(p->b_md.get_size());
+      PackF32B(spec.b.data, spec.b_user_dtype.value_or(DType::kFloat32), spec.b.dims[0], spec.b.dims[1],
+               spec.b.strides[0], spec.b.strides[1], p->layout, static_cast<float*>(packed));
+      args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
+    } else if (p->vnni_pack) {
       // See NOTE [packed weights]; FP8 is converted in the same pass.
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
       PackVnniB(spec.b.data, spec.b_fp8.value_or(DType::kBFloat16), spec.b.dims[0], spec.b.dims[1], spec.b.strides[0],
-                spec.b.strides[1], p->vnni, static_cast<uint16_t*>(packed));
+                spec.b.strides[1], p->layout, static_cast<uint16_t*>(packed));
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->packed) {
       const void* b_data = spec.b_fp8 ? Fp8AsPlainBf16(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;

@@ -36,26 +36,37 @@ inline uint16_t LoadOne(const char* p, DType dtype) {
   return v;
 }
 
+// o[2n] = r0[n], o[2n + 1] = r1[n] for n in [0, nb). The compiler does not
+// find the shuffle net for this loop; with AVX2 it is two unpacks and two
+// lane permutes per 16 pairs (`octet_matmul_bench --benchmark_filter=PackB`).
+inline void InterleaveRows(const uint16_t* r0, const uint16_t* r1, int64_t nb, uint16_t* o) {
+  int64_t n = 0;
+#if defined(__AVX2__)
+  for (; n + 16 <= nb; n += 16) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + n));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + n));
+    // Per 128-bit lane: lo = a0 b0 .. a3 b3 | a8 b8 .. a11 b11, hi = a4 b4 .. a7 b7 | a12 b12 ..
+    const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2 * n), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2 * n + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+#endif
+  for (; n < nb; ++n) {
+    o[2 * n] = r0[n];
+    o[2 * n + 1] = r1[n];
+  }
+}
+
 // One kb x nb block from a tile held k-major (tile[k * nb + n]): rows 2p and
 // 2p+1 interleaved.
 inline void InterleaveKMajor(const uint16_t* tile, int64_t kb, int64_t nb, uint16_t* out) {
-  for (int64_t p = 0; p < kb / 2; ++p) {
-    const uint16_t* r0 = tile + (2 * p) * nb;
-    const uint16_t* r1 = r0 + nb;
-    uint16_t* o = out + p * 2 * nb;
-    for (int64_t n = 0; n < nb; ++n) {
-      o[2 * n] = r0[n];
-      o[2 * n + 1] = r1[n];
-    }
-  }
+  for (int64_t p = 0; p < kb / 2; ++p) InterleaveRows(tile + 2 * p * nb, tile + (2 * p + 1) * nb, nb, out + p * 2 * nb);
 }
 
 #if defined(__AVX2__)
 // dst (8 rows of 8 x 32-bit, stride ds) = src (8 x 8, stride ss) transposed;
 // strides in 32-bit units. The classic unpack / shuffle / permute2f128 net.
-inline void Transpose8x8Dwords(const uint16_t* src16, int64_t ss, uint16_t* dst16, int64_t ds) {
-  const float* src = reinterpret_cast<const float*>(src16);
-  float* dst = reinterpret_cast<float*>(dst16);
+inline void Transpose8x8Dwords(const float* src, int64_t ss, float* dst, int64_t ds) {
   __m256 r[8], t[8], s[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
   for (int i = 0; i < 4; ++i) {
@@ -84,7 +95,8 @@ inline void TransposePairs(const uint16_t* tile, int64_t kb, int64_t nb, uint16_
   if (pairs % 8 == 0 && nb % 8 == 0) {
     for (int64_t n = 0; n < nb; n += 8)
       for (int64_t p = 0; p < pairs; p += 8)
-        Transpose8x8Dwords(tile + 2 * (n * pairs + p), pairs, out + 2 * (p * nb + n), nb);
+        Transpose8x8Dwords(reinterpret_cast<const float*>(tile + 2 * (n * pairs + p)), pairs,
+                           reinterpret_cast<float*>(out + 2 * (p * nb + n)), nb);
     return;
   }
 #endif
@@ -96,22 +108,42 @@ inline void TransposePairs(const uint16_t* tile, int64_t kb, int64_t nb, uint16_
   std::memcpy(out, o32, static_cast<size_t>(nb * kb) * 2);
 }
 
+// f32 values of a row of src_dtype (float32 or bfloat16).
+inline void LoadF32Row(const char* src, DType dtype, int64_t n, float* dst) {
+  if (dtype == DType::kFloat32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  } else {
+    Bf16ToFloatRow(reinterpret_cast<const uint16_t*>(src), dst, n);
+  }
+}
+
+inline float LoadF32One(const char* p, DType dtype) {
+  float v;
+  LoadF32Row(p, dtype, 1, &v);
+  return v;
+}
+
+void CheckLayout(const char* who, const PackedBLayout& l, int64_t K, int64_t N, bool pairs) {
+  const int64_t kb = l.k_block, nb = l.n_block;
+  OCTET_CHECK(kb > 0 && kb <= kMaxKBlock && (!pairs || kb % 2 == 0) && nb > 0 && nb <= kMaxNBlock &&
+                  l.k_padded % kb == 0 && l.n_padded % nb == 0 && l.k_padded >= K && l.n_padded >= N &&
+                  l.stride_kb >= kb * nb && l.stride_nb >= kb * nb,
+              who, ": unsupported layout (blocks ", kb, " x ", nb, ", padded ", l.k_padded, " x ", l.n_padded,
+              ") for B ", K, " x ", N);
+}
+
 }  // namespace
 
-int64_t VnniPackedElements(const VnniLayout& l) {
+int64_t PackedElements(const PackedBLayout& l) {
   const int64_t kbs = l.k_padded / l.k_block, nbs = l.n_padded / l.n_block;
   if (kbs == 0 || nbs == 0) return 0;
   return (kbs - 1) * l.stride_kb + (nbs - 1) * l.stride_nb + l.k_block * l.n_block;
 }
 
 void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
-               const VnniLayout& layout, uint16_t* dst) {
+               const PackedBLayout& layout, uint16_t* dst) {
   const int64_t kb = layout.k_block, nb = layout.n_block;
-  OCTET_CHECK(kb > 0 && kb <= kMaxKBlock && kb % 2 == 0 && nb > 0 && nb <= kMaxNBlock &&
-                  layout.k_padded % kb == 0 && layout.n_padded % nb == 0 && layout.k_padded >= K &&
-                  layout.n_padded >= N && layout.stride_kb >= kb * nb && layout.stride_nb >= kb * nb,
-              "PackVnniB: unsupported layout (blocks ", kb, " x ", nb, ", padded ", layout.k_padded, " x ",
-              layout.n_padded, ") for B ", K, " x ", N);
+  CheckLayout("PackVnniB", layout, K, N, /*pairs=*/true);
   const int64_t esz = src_dtype == DType::kBFloat16 ? 2 : 1;
   const char* base = static_cast<const char*>(src);
   const int64_t kblocks = layout.k_padded / kb, nblocks = layout.n_padded / nb;
@@ -144,6 +176,13 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
         TransposePairs(tile, kb, nb, out);
         continue;
       }
+      if (row_major && src_dtype == DType::kBFloat16 && kn == kb && nn == nb) {
+        // A whole block of a row-major bf16 B: interleave straight from B.
+        const uint16_t* s0 = reinterpret_cast<const uint16_t*>(base) + k0 * sk + n0;
+        for (int64_t p = 0; p < kb / 2; ++p)
+          InterleaveRows(s0 + 2 * p * sk, s0 + (2 * p + 1) * sk, nb, out + p * 2 * nb);
+        continue;
+      }
       // tile[k][n]
       for (int64_t k = 0; k < kb; ++k) {
         uint16_t* row = tile + k * nb;
@@ -160,6 +199,69 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
         std::fill(row + nn, row + nb, uint16_t{0});
       }
       InterleaveKMajor(tile, kb, nb, out);
+    }
+  });
+}
+
+void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
+              const PackedBLayout& layout, float* dst) {
+  OCTET_CHECK(src_dtype == DType::kFloat32 || src_dtype == DType::kBFloat16, "PackF32B: B must be float32 or ",
+              "bfloat16, got ", Name(src_dtype));
+  CheckLayout("PackF32B", layout, K, N, /*pairs=*/false);
+  const int64_t kb = layout.k_block, nb = layout.n_block;
+  const int64_t esz = src_dtype == DType::kFloat32 ? 4 : 2;
+  const char* base = static_cast<const char*>(src);
+  const int64_t kblocks = layout.k_padded / kb, nblocks = layout.n_padded / nb;
+  const bool row_major = sn == 1;
+  const bool col_major = !row_major && sk == 1;
+  // Same order as PackVnniB: k blocks inner, so reads stay in one column panel.
+  ParallelFor(kblocks * nblocks, 16, [&](int64_t b0, int64_t b1) {
+    alignas(64) float tile[kMaxNBlock * kMaxKBlock];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t nbi = b / kblocks, kbi = b % kblocks;
+      const int64_t k0 = kbi * kb, n0 = nbi * nb;
+      const int64_t kn = std::clamp<int64_t>(K - k0, 0, kb), nn = std::clamp<int64_t>(N - n0, 0, nb);
+      float* out = dst + kbi * layout.stride_kb + nbi * layout.stride_nb;
+      if (kn == 0 || nn == 0) {
+        std::memset(out, 0, static_cast<size_t>(kb * nb) * 4);
+        continue;
+      }
+      if (col_major) {
+        // tile[n][k] from B's contiguous columns, then transposed into the block.
+        for (int64_t n = 0; n < nb; ++n) {
+          float* t = tile + n * kb;
+          if (n < nn) {
+            LoadF32Row(base + ((n0 + n) * sn + k0) * esz, src_dtype, kn, t);
+            std::fill(t + kn, t + kb, 0.0f);
+          } else {
+            std::fill(t, t + kb, 0.0f);
+          }
+        }
+#if defined(__AVX2__)
+        if (kb % 8 == 0 && nb % 8 == 0) {
+          for (int64_t n = 0; n < nb; n += 8)
+            for (int64_t k = 0; k < kb; k += 8) Transpose8x8Dwords(tile + n * kb + k, kb, out + k * nb + n, nb);
+          continue;
+        }
+#endif
+        for (int64_t k = 0; k < kb; ++k)
+          for (int64_t n = 0; n < nb; ++n) out[k * nb + n] = tile[n * kb + k];
+        continue;
+      }
+      for (int64_t k = 0; k < kb; ++k) {
+        float* row = out + k * nb;
+        if (k >= kn) {
+          std::fill(row, row + nb, 0.0f);
+          continue;
+        }
+        const char* s = base + ((k0 + k) * sk + n0 * sn) * esz;
+        if (row_major) {
+          LoadF32Row(s, src_dtype, nn, row);
+        } else {
+          for (int64_t n = 0; n < nn; ++n) row[n] = LoadF32One(s + n * sn * esz, src_dtype);
+        }
+        std::fill(row + nn, row + nb, 0.0f);
+      }
     }
   });
 }

@@ -1,0 +1,174 @@
+// The CPU GEMM's B packers (ops/cpu/gemm_pack.h) element by element against
+// the layout formulas the header states: every element of B lands at its
+// offset, exactly converted, and the padding holds zeros, from row-major,
+// column-major and arbitrarily strided B, with partial edge blocks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <octet/core/bfloat16.h>
+#include <octet/core/float8.h>
+#include <octet/ops/cpu/gemm_pack.h>
+#include "tests/test_util.h"
+
+namespace octet::cpu {
+namespace {
+
+using ::octet::testing::MessageOf;
+
+// K x N, padded to whole blocks of kb x nb, blocks k-inner as oneDNN lays
+// them out (stride_kb = kb * nb, stride_nb = k_padded * nb).
+PackedBLayout LayoutFor(int64_t K, int64_t N, int64_t kb, int64_t nb) {
+  const int64_t kp = (K + kb - 1) / kb * kb, np = (N + nb - 1) / nb * nb;
+  return {.k_padded = kp, .k_block = kb, .n_padded = np, .n_block = nb, .stride_kb = kb * nb, .stride_nb = kp * nb};
+}
+
+int64_t VnniOffset(const PackedBLayout& l, int64_t k, int64_t n) {
+  const int64_t kb = l.k_block, nb = l.n_block;
+  return (k / kb) * l.stride_kb + (n / nb) * l.stride_nb + ((k % kb) / 2) * 2 * nb + (n % nb) * 2 + (k % 2);
+}
+
+int64_t F32Offset(const PackedBLayout& l, int64_t k, int64_t n) {
+  const int64_t kb = l.k_block, nb = l.n_block;
+  return (k / kb) * l.stride_kb + (n / nb) * l.stride_nb + (k % kb) * nb + n % nb;
+}
+
+// B's storage: element (k, n) at k * sk + n * sn of a buffer of `span` elements.
+struct Strides {
+  const char* name;
+  int64_t sk, sn;
+};
+std::vector<Strides> StridesFor(int64_t K, int64_t N) {
+  return {{"row-major", N, 1}, {"col-major", 1, K}, {"strided", 3 * N, 2}};
+}
+int64_t Span(int64_t K, int64_t N, const Strides& s) { return (K - 1) * s.sk + (N - 1) * s.sn + 1; }
+
+// Element values: distinct, finite, exact in every source dtype.
+double Value(int64_t k, int64_t n) { return static_cast<double>((k * 7 + n * 3) % 29 - 14) * 0.25; }
+
+class PackShapes : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(PackShapes, VnniFromBf16AndFp8) {
+  const auto [K, N] = GetParam();
+  for (const Strides& st : StridesFor(K, N)) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+      const int64_t esz = SizeOf(dtype);
+      std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st) * esz), 0xAB);
+      std::vector<uint16_t> expected_bits(static_cast<size_t>(K * N));
+      for (int64_t k = 0; k < K; ++k) {
+        for (int64_t n = 0; n < N; ++n) {
+          const float v = static_cast<float>(Value(k, n));
+          uint8_t* p = src.data() + (k * st.sk + n * st.sn) * esz;
+          float exact;  // the value B holds, as a float
+          if (dtype == DType::kBFloat16) {
+            const uint16_t b = FloatToBf16Bits(v);
+            std::memcpy(p, &b, 2);
+            exact = Bf16BitsToFloat(b);
+          } else if (dtype == DType::kFloat8E4M3) {
+            const float8_e4m3 f(v);
+            std::memcpy(p, &f, 1);
+            exact = static_cast<float>(f);
+          } else {
+            const float8_e5m2 f(v);
+            std::memcpy(p, &f, 1);
+            exact = static_cast<float>(f);
+          }
+          expected_bits[k * N + n] = FloatToBf16Bits(exact);  // FP8 values are exact in bf16
+        }
+      }
+      for (int64_t nb : {16, 64}) {
+        const PackedBLayout l = LayoutFor(K, N, 32, nb);
+        std::vector<uint16_t> dst(static_cast<size_t>(PackedElements(l)), 0xFFFF);
+        PackVnniB(src.data(), dtype, K, N, st.sk, st.sn, l, dst.data());
+        std::vector<bool> seen(dst.size(), false);
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t n = 0; n < N; ++n) {
+            const int64_t o = VnniOffset(l, k, n);
+            ASSERT_EQ(dst[o], expected_bits[k * N + n]) << st.name << " " << Name(dtype) << " nb " << nb << " (" << k
+                                                        << ", " << n << ")";
+            seen[o] = true;
+          }
+        for (int64_t k = 0; k < l.k_padded; ++k)
+          for (int64_t n = 0; n < l.n_padded; ++n)
+            if (k >= K || n >= N) ASSERT_EQ(dst[VnniOffset(l, k, n)], 0) << "padding (" << k << ", " << n << ")";
+      }
+    }
+  }
+}
+
+TEST_P(PackShapes, F32FromF32AndBf16) {
+  const auto [K, N] = GetParam();
+  for (const Strides& st : StridesFor(K, N)) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      const int64_t esz = SizeOf(dtype);
+      std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st) * esz), 0xAB);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          const float v = static_cast<float>(Value(k, n)) + (dtype == DType::kFloat32 ? 1e-6f : 0.0f);
+          uint8_t* p = src.data() + (k * st.sk + n * st.sn) * esz;
+          if (dtype == DType::kFloat32) {
+            std::memcpy(p, &v, 4);
+          } else {
+            const uint16_t b = FloatToBf16Bits(v);
+            std::memcpy(p, &b, 2);
+          }
+        }
+      for (int64_t kb : {8, 16}) {
+        const PackedBLayout l = LayoutFor(K, N, kb, 64);
+        std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
+        PackF32B(src.data(), dtype, K, N, st.sk, st.sn, l, dst.data());
+        for (int64_t k = 0; k < l.k_padded; ++k)
+          for (int64_t n = 0; n < l.n_padded; ++n) {
+            float want = 0.0f;
+            if (k < K && n < N) {
+              const uint8_t* p = src.data() + (k * st.sk + n * st.sn) * esz;
+              if (dtype == DType::kFloat32) {
+                std::memcpy(&want, p, 4);
+              } else {
+                uint16_t b;
+                std::memcpy(&b, p, 2);
+                want = Bf16BitsToFloat(b);
+              }
+            }
+            ASSERT_EQ(dst[F32Offset(l, k, n)], want)
+                << st.name << " " << Name(dtype) << " kb " << kb << " (" << k << ", " << n << ")";
+          }
+      }
+    }
+  }
+}
+
+// Whole blocks only, edge blocks in K, in N and in both, and a B smaller than
+// one block.
+INSTANTIATE_TEST_SUITE_P(Shapes, PackShapes,
+                         ::testing::Values(std::pair<int64_t, int64_t>{64, 128}, std::pair<int64_t, int64_t>{70, 128},
+                                           std::pair<int64_t, int64_t>{64, 90}, std::pair<int64_t, int64_t>{45, 77},
+                                           std::pair<int64_t, int64_t>{5, 3}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "x" + std::to_string(info.param.second);
+                         });
+
+TEST(GemmPack, RejectsLayoutsItCannotWrite) {
+  std::vector<float> src(64 * 64), dst(64 * 64);
+  PackedBLayout bad = LayoutFor(64, 64, 16, 64);
+  bad.n_block = 128;  // wider than any oneDNN layout it knows
+  EXPECT_NE(MessageOf<Error>([&] { PackF32B(src.data(), DType::kFloat32, 64, 64, 64, 1, bad, dst.data()); })
+                .find("PackF32B: unsupported layout (blocks 16 x 128"),
+            std::string::npos);
+  EXPECT_NE(MessageOf<Error>([&] {
+              PackF32B(src.data(), DType::kFloat8E4M3, 64, 64, 64, 1, LayoutFor(64, 64, 16, 64), dst.data());
+            }).find("PackF32B: B must be float32 or bfloat16, got fp8_e4m3"),
+            std::string::npos);
+  PackedBLayout odd = LayoutFor(64, 64, 16, 64);
+  odd.k_block = 15;
+  odd.k_padded = 75;
+  EXPECT_NE(MessageOf<Error>([&] {
+              PackVnniB(src.data(), DType::kBFloat16, 64, 64, 64, 1, odd, reinterpret_cast<uint16_t*>(dst.data()));
+            }).find("PackVnniB: unsupported layout"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace octet::cpu
