@@ -73,9 +73,10 @@ while [ "$r" -le "$reps" ]; do
   awk -F, -v rep="$r" '
     FNR == NR {
       if (FNR == 1) { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); col[h] = i } ; next }
-      split($1, p, "/"); sub("config:", "", p[2]); sub("amp:", "", p[3])
+      split($1, p, "/"); sub("config:", "", p[2]); sub("amp:", "", p[3]); sub("state:", "", p[4])
       cfg = (p[2] == 0) ? "small" : "wide"
-      wall[cfg, "O" p[3]] = $(col["ms_per_step"]); cpu[cfg, "O" p[3]] = $(col["cpu_ms_per_step"])
+      lvl = "O" p[3] (p[4] == 0 ? "" : "s")   # O1s: O1 with fp8/f16 AdamW state
+      wall[cfg, lvl] = $(col["ms_per_step"]); cpu[cfg, lvl] = $(col["cpu_ms_per_step"])
       next
     }
     { split($0, t, " "); wall[t[2], "torch_" t[3]] = t[5]; cpu[t[2], "torch_" t[3]] = t[7] }
@@ -83,8 +84,8 @@ while [ "$r" -le "$reps" ]; do
       split("small wide", cfgs, " ")
       for (ci = 1; ci <= 2; ci++) {
         c = cfgs[ci]
-        printf "rep %d %-5s ms/step wall (cpu): octet O0 %.1f (%.1f) O1 %.1f (%.1f) O2 %.1f (%.1f) | libtorch fp32 %.1f (%.1f) bf16 %.1f (%.1f)\n", rep, c,
-          wall[c, "O0"], cpu[c, "O0"], wall[c, "O1"], cpu[c, "O1"], wall[c, "O2"], cpu[c, "O2"],
+        printf "rep %d %-5s ms/step wall (cpu): octet O0 %.1f (%.1f) O1 %.1f (%.1f) O1+fp8state %.1f (%.1f) O2 %.1f (%.1f) | libtorch fp32 %.1f (%.1f) bf16 %.1f (%.1f)\n", rep, c,
+          wall[c, "O0"], cpu[c, "O0"], wall[c, "O1"], cpu[c, "O1"], wall[c, "O1s"], cpu[c, "O1s"], wall[c, "O2"], cpu[c, "O2"],
           wall[c, "torch_fp32"], cpu[c, "torch_fp32"], wall[c, "torch_bf16"], cpu[c, "torch_bf16"]
         printf "rep %d %-5s speed-up wall (cpu): O0 vs torch fp32 %.2fx (%.2fx)  O1 vs torch bf16 %.2fx (%.2fx)  O2 vs torch bf16 %.2fx (%.2fx)  O1/O0 time %.2f (%.2f)  O2/O0 time %.2f (%.2f)\n", rep, c,
           wall[c, "torch_fp32"] / wall[c, "O0"], cpu[c, "torch_fp32"] / cpu[c, "O0"],
