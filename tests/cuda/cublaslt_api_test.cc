@@ -40,8 +40,9 @@ std::vector<std::string> CublasLtMappings() {
   return out;
 }
 
-// Only this test loads the real library (each ctest test is its own process;
-// the order inside it is what matters).
+// Must be the first test of its process to load the real library: ctest runs
+// each test in a process of its own, and a plain run of the program runs it
+// first (declaration order).
 TEST(CublasLtApi, CpuWorkLeavesItUnloadedAndTheFirstCallLoadsIt) {
   ASSERT_TRUE(CublasLtMappings().empty()) << "libcublasLt is mapped at start-up:\n" << CublasLtMappings()[0];
 
@@ -85,6 +86,21 @@ TEST(CublasLtApi, CandidatesStartWithTheSonameAndHaveNoDuplicates) {
     EXPECT_EQ(c[i].substr(c[i].size() - soname.size() - 1), "/" + soname);
     for (size_t j = 0; j < i; ++j) EXPECT_NE(c[i], c[j]);
   }
+}
+
+// The fallbacks after the soname (libcudart's directory, the toolkit's) name
+// a real cuBLASLt: the first that exists loads by its full path, behind a
+// candidate that does not, and is the same library Lt() finds.
+TEST(CublasLtApi, FullPathCandidatesLoadTheSameLibrary) {
+  const std::vector<std::string> c = cuda::CublasLtCandidates();
+  std::string full;
+  for (size_t i = 1; i < c.size() && full.empty(); ++i)
+    if (std::ifstream(c[i]).good()) full = c[i];
+  if (full.empty()) GTEST_SKIP() << "no fallback candidate exists on this machine";
+  const cuda::CublasLtApi api = cuda::LoadCublasLt({"/nonexistent/dir/libcublasLt.so.13", full});
+  EXPECT_EQ(api.version, cuda::Lt().version);
+  EXPECT_STREQ(api.GetStatusName(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE");
+  EXPECT_NE(api.path.find("libcublasLt.so."), std::string::npos) << api.path;
 }
 
 TEST(CublasLtApi, MissingLibraryNamesEveryCandidateAndDlerror) {
