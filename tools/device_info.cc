@@ -13,7 +13,6 @@
 #include <octet/ops/cuda/fp8_capabilities.h>
 
 #if OCTET_WITH_CUDA
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #if OCTET_WITH_CUDNN
 #include <cudnn.h>
@@ -24,6 +23,7 @@
 
 #include <octet/core/caching_allocator.h>
 #include <octet/core/device.h>
+#include <octet/ops/cuda/cublaslt_api.h>
 #include <octet/ops/cuda/device_context.h>
 #endif
 
@@ -52,7 +52,16 @@ int Run() {
   int runtime = 0, driver = 0;
   const cudaError_t rt_err = cudaRuntimeGetVersion(&runtime);
   const cudaError_t drv_err = cudaDriverGetVersion(&driver);
-  const size_t cublaslt = cublasLtGetVersion();
+  // Loads cuBLASLt (NOTE [lazy cuBLASLt] in ops/cuda/cublaslt_api.h): the
+  // CUDA backend cannot run without it, so failing to load it is an error.
+  size_t cublaslt = 0;
+  std::string cublaslt_error, cublaslt_path;
+  try {
+    cublaslt = octet::cuda::Lt().version;
+    cublaslt_path = octet::cuda::Lt().path;
+  } catch (const std::exception& e) {
+    cublaslt_error = e.what();
+  }
 
   std::printf("octet CUDA backend: built\n");
   std::printf("libraries:\n");
@@ -63,7 +72,11 @@ int Run() {
     std::printf("  CUDA driver   none installed\n");
   else
     std::printf("  CUDA driver   %s (supports CUDA up to this version)\n", Version1000(driver).c_str());
-  std::printf("  cuBLASLt      %s (%zu)\n", Version10000(static_cast<long>(cublaslt)).c_str(), cublaslt);
+  if (cublaslt_error.empty())
+    std::printf("  cuBLASLt      %s (%zu), loaded from %s\n", Version10000(static_cast<long>(cublaslt)).c_str(), cublaslt,
+                cublaslt_path.c_str());
+  else
+    std::printf("  cuBLASLt      not loaded: %s\n", cublaslt_error.c_str());
 #if OCTET_WITH_CUDNN
   const size_t cudnn = cudnnGetVersion();
   std::printf("  cuDNN         %s (%zu)\n", Version10000(static_cast<long>(cudnn)).c_str(), cudnn);
@@ -85,7 +98,7 @@ int Run() {
   if (n == 0) {
     std::printf("devices: no CUDA device (%s); octet runs on the CPU only\n",
                 octet::DeviceUnavailableReason(octet::DeviceType::kCUDA).c_str());
-    return 0;
+    return cublaslt_error.empty() ? 0 : 1;
   }
   std::printf("devices: %d\n", n);
   for (int d = 0; d < n; ++d) {
@@ -98,7 +111,7 @@ int Run() {
       std::printf("          (block scaling needs cuBLASLt >= %s)\n",
                   Version10000(octet::cuda::kCublasLtBlockScalingVersion).c_str());
   }
-  return 0;
+  return cublaslt_error.empty() ? 0 : 1;
 }
 
 #else

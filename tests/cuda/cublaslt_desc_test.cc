@@ -12,8 +12,7 @@
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
-#include <cublasLt.h>
-
+#include <octet/ops/cuda/cublaslt_api.h>
 #include <octet/ops/cuda/device_context.h>
 #include <octet/ops/cuda/gemm_cublaslt.h>
 #include <octet/ops/gemm_layout.h>
@@ -35,7 +34,7 @@ template <typename T>
 T GetDesc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr) {
   T value{};
   size_t written = 0;
-  EXPECT_EQ(cublasLtMatmulDescGetAttribute(op, attr, &value, sizeof(value), &written), CUBLAS_STATUS_SUCCESS)
+  EXPECT_EQ(Lt().MatmulDescGetAttribute(op, attr, &value, sizeof(value), &written), CUBLAS_STATUS_SUCCESS)
       << "attribute " << attr;
   EXPECT_EQ(written, sizeof(T)) << "attribute " << attr;
   return value;
@@ -44,7 +43,7 @@ template <typename T>
 T GetLayout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr) {
   T value{};
   size_t written = 0;
-  EXPECT_EQ(cublasLtMatrixLayoutGetAttribute(l, attr, &value, sizeof(value), &written), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(Lt().MatrixLayoutGetAttribute(l, attr, &value, sizeof(value), &written), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(written, sizeof(T));
   return value;
 }
@@ -52,7 +51,7 @@ template <typename T>
 T GetPref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr) {
   T value{};
   size_t written = 0;
-  EXPECT_EQ(cublasLtMatmulPreferenceGetAttribute(p, attr, &value, sizeof(value), &written), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(Lt().MatmulPreferenceGetAttribute(p, attr, &value, sizeof(value), &written), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(written, sizeof(T));
   return value;
 }
@@ -229,31 +228,31 @@ TEST(CublasLtDesc, DeviceAlphaFloat64AndBatchAttributes) {
 
 TEST(CublasLtDesc, WrongSizeAttributeWritesAreRejected) {
   cublasLtMatmulDesc_t op = nullptr;
-  ASSERT_EQ(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(Lt().MatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
   const int64_t trans64 = CUBLAS_OP_T;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &trans64, sizeof(trans64)),
+  EXPECT_EQ(Lt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &trans64, sizeof(trans64)),
             CUBLAS_STATUS_INVALID_VALUE);
   const int32_t fast32 = 1;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast32, sizeof(fast32)),
+  EXPECT_EQ(Lt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast32, sizeof(fast32)),
             CUBLAS_STATUS_INVALID_VALUE);
   const uint64_t epi64 = CUBLASLT_EPILOGUE_BIAS;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi64, sizeof(epi64)),
+  EXPECT_EQ(Lt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi64, sizeof(epi64)),
             CUBLAS_STATUS_INVALID_VALUE);
   const int32_t ld32 = 64;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld32, sizeof(ld32)),
+  EXPECT_EQ(Lt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld32, sizeof(ld32)),
             CUBLAS_STATUS_INVALID_VALUE);
   // The right sizes are accepted.
   const int8_t fast8 = 1;
-  EXPECT_EQ(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast8, sizeof(fast8)),
+  EXPECT_EQ(Lt().MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast8, sizeof(fast8)),
             CUBLAS_STATUS_SUCCESS);
-  EXPECT_EQ(cublasLtMatmulDescDestroy(op), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(Lt().MatmulDescDestroy(op), CUBLAS_STATUS_SUCCESS);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(Lt().MatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
   const uint32_t ws32 = 1024;
-  EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws32, sizeof(ws32)),
+  EXPECT_EQ(Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws32, sizeof(ws32)),
             CUBLAS_STATUS_INVALID_VALUE);
-  EXPECT_EQ(cublasLtMatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(Lt().MatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
 }
 
 TEST(CublasLtDesc, LinearLayoutsMatchTransformerEngine) {

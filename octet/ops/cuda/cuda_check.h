@@ -5,12 +5,12 @@
 // Host code only (include from .cu or .cc files of the CUDA backend).
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <string_view>
 
 #include <octet/core/error.h>
+#include <octet/ops/cuda/cublaslt_api.h>
 
 #define OCTET_CUDA_CHECK(expr)                                                                   \
   do {                                                                                           \
@@ -23,7 +23,8 @@
   do {                                                                                                \
     const cublasStatus_t octet_st_ = (expr);                                                          \
     OCTET_CHECK(octet_st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt call ", #expr, " failed: ",             \
-                cublasLtGetStatusName(octet_st_), " (", cublasLtGetStatusString(octet_st_), ")");     \
+                ::octet::cuda::Lt().GetStatusName(octet_st_), " (",                                   \
+                ::octet::cuda::Lt().GetStatusString(octet_st_), ")");                                 \
   } while (0)
 
 namespace octet::cuda {

@@ -11,6 +11,7 @@
 #include <octet/core/device_control.h>
 #include <octet/core/device_control_internal.h>
 #include <octet/core/error.h>
+#include <octet/ops/cuda/cublaslt_api.h>
 #include <octet/ops/cuda/cuda_allocator.h>
 #include <octet/ops/cuda/cuda_check.h>
 
@@ -76,7 +77,7 @@ struct ThreadState {
     // Errors are ignored: this runs at thread (or process) exit. The destroy
     // functions reject null handles, hence the guards.
     for (cublasLtHandle_t h : cublaslt)
-      if (h != nullptr) (void)cublasLtDestroy(h);
+      if (h != nullptr) (void)Lt().Destroy(h);
     for (const WorkspaceEntry& w : workspaces) {
       try {
         ReleaseWorkspace(w.device, w.ptr);
@@ -225,7 +226,7 @@ cublasLtHandle_t CublasLtHandle(int device) {
     DeviceGuard guard(device);
     MakeContextCurrent(device);
     cublasLtHandle_t created = nullptr;
-    OCTET_CUBLAS_CHECK(cublasLtCreate(&created));
+    OCTET_CUBLAS_CHECK(Lt().Create(&created));
     h = created;
   }
   return h;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <octet/core/scaling.h>
+#include <octet/ops/cuda/cublaslt_api.h>
 #include <octet/ops/cuda/cast_cuda.h>
 #include <octet/ops/cuda/cuda_check.h>
 #include <octet/ops/cuda/device_context.h>
@@ -64,8 +65,8 @@ bool RunLt(const GemmDescKey& key, const LtCall& call, cudaStream_t stream, std:
   if (!e.heuristic_done) {
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, e.desc->op, e.desc->a, e.desc->b, e.desc->c,
-                                                             e.desc->d, e.desc->pref, 1, &result, &returned);
+    const cublasStatus_t st = Lt().MatmulAlgoGetHeuristic(handle, e.desc->op, e.desc->a, e.desc->b, e.desc->c,
+                                                          e.desc->d, e.desc->pref, 1, &result, &returned);
     if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
       e.supported = true;
       e.algo = result.algo;
@@ -89,8 +90,8 @@ bool RunLt(const GemmDescKey& key, const LtCall& call, cudaStream_t stream, std:
   }
   void* workspace = e.workspace > 0 ? Workspace(key.device, e.workspace) : nullptr;
   const cublasStatus_t st =
-      cublasLtMatmul(handle, e.desc->op, call.alpha, call.a, e.desc->a, call.b, e.desc->b, call.beta, call.c, e.desc->c,
-                     call.d, e.desc->d, &e.algo, workspace, e.workspace, stream);
+      Lt().Matmul(handle, e.desc->op, call.alpha, call.a, e.desc->a, call.b, e.desc->b, call.beta, call.c, e.desc->c,
+                  call.d, e.desc->d, &e.algo, workspace, e.workspace, stream);
   OCTET_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt call cublasLtMatmul failed: ", CublasStatusText(st), "; ",
               key.ToString());
   OCTET_CUDA_SYNC_CHECK_AFTER("cublasLtMatmul");

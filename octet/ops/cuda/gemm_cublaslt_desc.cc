@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include <octet/ops/cuda/cublaslt_api.h>
 #include <octet/ops/cuda/cuda_check.h>
 #include <octet/ops/cuda/gemm_cublaslt.h>
 
@@ -74,7 +75,7 @@ cublasLtMatmulMatrixScale_t LtScaleMode(GemmScaleMode m) {
 }  // namespace
 
 std::string CublasStatusText(cublasStatus_t st) {
-  return std::string(cublasLtGetStatusName(st)) + " (" + cublasLtGetStatusString(st) + ")";
+  return std::string(Lt().GetStatusName(st)) + " (" + Lt().GetStatusString(st) + ")";
 }
 
 namespace {
@@ -83,20 +84,20 @@ namespace {
 // with CUBLAS_STATUS_INVALID_VALUE (CUDA_NOTES §5).
 template <typename T>
 void SetDesc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& value, const char* name) {
-  const cublasStatus_t st = cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(value));
+  const cublasStatus_t st = Lt().MatmulDescSetAttribute(op, attr, &value, sizeof(value));
   OCTET_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: setting matmul attribute ", name,
               " failed: ", CublasStatusText(st));
 }
 template <typename T>
 void SetLayout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, const T& value, const char* name) {
-  const cublasStatus_t st = cublasLtMatrixLayoutSetAttribute(l, attr, &value, sizeof(value));
+  const cublasStatus_t st = Lt().MatrixLayoutSetAttribute(l, attr, &value, sizeof(value));
   OCTET_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: setting layout attribute ", name,
               " failed: ", CublasStatusText(st));
 }
 template <typename T>
 void SetPref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& value,
              const char* name) {
-  const cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value));
+  const cublasStatus_t st = Lt().MatmulPreferenceSetAttribute(p, attr, &value, sizeof(value));
   OCTET_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: setting preference ", name, " failed: ", CublasStatusText(st));
 }
 
@@ -106,7 +107,7 @@ void CreateLayout(cublasLtMatrixLayout_t* l, DType dtype, int64_t rows, int64_t 
   OCTET_CHECK(rows >= 0 && cols >= 0 && ld >= std::max<int64_t>(rows, 1), "cuBLASLt GEMM: layout of ", which, " (",
               rows, "x", cols, ", ld=", ld, ") needs ld >= rows; ", key.ToString());
   OCTET_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(l, CudaDataType(dtype), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+      Lt().MatrixLayoutCreate(l, CudaDataType(dtype), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     SetLayout(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch, "BATCH_COUNT");
     SetLayout(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, batch_stride, "STRIDED_BATCH_OFFSET");
@@ -117,12 +118,12 @@ void CreateLayout(cublasLtMatrixLayout_t* l, DType dtype, int64_t rows, int64_t 
 
 LtDescriptors::~LtDescriptors() {
   // Destroy calls cannot fail on descriptors we created; nothing to report in a destructor.
-  if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
-  if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-  if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
-  if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-  if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-  if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  if (pref != nullptr) Lt().MatmulPreferenceDestroy(pref);
+  if (d != nullptr) Lt().MatrixLayoutDestroy(d);
+  if (c != nullptr) Lt().MatrixLayoutDestroy(c);
+  if (b != nullptr) Lt().MatrixLayoutDestroy(b);
+  if (a != nullptr) Lt().MatrixLayoutDestroy(a);
+  if (op != nullptr) Lt().MatmulDescDestroy(op);
 }
 
 std::unique_ptr<LtDescriptors> CreateLtDescriptors(const GemmDescKey& key) {
@@ -132,8 +133,8 @@ std::unique_ptr<LtDescriptors> CreateLtDescriptors(const GemmDescKey& key) {
   OCTET_CHECK(!f64 || (key.b_dtype == DType::kFloat64 && key.d_dtype == DType::kFloat64),
               "cuBLASLt GEMM: float64 needs float64 operands and output; ", key.ToString());
   // FP8 needs compute and scale type 32F (CUDA_NOTES §1.1); float32 stays exact (no TF32).
-  OCTET_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                              f64 ? CUDA_R_64F : CUDA_R_32F));
+  OCTET_CUBLAS_CHECK(Lt().MatmulDescCreate(&desc->op, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                           f64 ? CUDA_R_64F : CUDA_R_32F));
   const cublasOperation_t transa = key.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t transb = key.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   SetDesc(desc->op, CUBLASLT_MATMUL_DESC_TRANSA, transa, "TRANSA");
@@ -179,7 +180,7 @@ std::unique_ptr<LtDescriptors> CreateLtDescriptors(const GemmDescKey& key) {
   CreateLayout(&desc->c, key.c_dtype, key.m, key.n, key.ldc, key.batch, key.stride_d, "C", key);
   CreateLayout(&desc->d, key.d_dtype, key.m, key.n, key.ldd, key.batch, key.stride_d, "D", key);
 
-  OCTET_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc->pref));
+  OCTET_CUBLAS_CHECK(Lt().MatmulPreferenceCreate(&desc->pref));
   SetPref(desc->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace_bytes, "MAX_WORKSPACE_BYTES");
   SetPref(desc->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a, "MIN_ALIGNMENT_A_BYTES");
   SetPref(desc->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b, "MIN_ALIGNMENT_B_BYTES");
@@ -215,7 +216,7 @@ void SetLtPointers(cublasLtMatmulDesc_t op, const GemmDescKey& key, const LtPoin
 std::string UnsupportedGemmMessage(const GemmDescKey& key, cublasStatus_t status, int returned) {
   std::ostringstream os;
   os << "cuBLASLt has no algorithm for this GEMM (cublasLtMatmulAlgoGetHeuristic returned "
-     << cublasLtGetStatusName(status) << " with " << returned << " result" << (returned == 1 ? "" : "s")
+     << Lt().GetStatusName(status) << " with " << returned << " result" << (returned == 1 ? "" : "s")
      << "): " << key.ToString();
   return os.str();
 }
