@@ -112,6 +112,20 @@ struct Primitive {
   memory::desc b_user_md, pack_scratch_md;
 };
 
+// md's blocks of kb x nb as a PackedBLayout, if octet's packers can write it.
+bool LayoutOf(const dnnl_memory_desc_t& d, int64_t kb, int64_t nb, PackedBLayout* out) {
+  if (kb <= 0 || kb > 32 || nb <= 0 || nb > 64 || d.padded_dims[0] % kb != 0 || d.padded_dims[1] % nb != 0)
+    return false;
+  const dnnl_blocking_desc_t& bl = d.format_desc.blocking;
+  *out = {.k_padded = d.padded_dims[0],
+          .k_block = kb,
+          .n_padded = d.padded_dims[1],
+          .n_block = nb,
+          .stride_kb = bl.strides[0],
+          .stride_nb = bl.strides[1]};
+  return out->stride_kb >= kb * nb && out->stride_nb >= kb * nb;
+}
+
 // The VNNI layout of ops/cpu/gemm_pack.h if md is one (2-D bf16, inner
 // blocks 16a <nb>b 2a: 32-row K blocks of 16 pairs), else false.
 bool AsVnniLayout(const memory::desc& md, PackedBLayout* out) {
@@ -123,14 +137,7 @@ bool AsVnniLayout(const memory::desc& md, PackedBLayout* out) {
     return false;
   const int64_t nb = bl.inner_blks[1];
   const int64_t kb = bl.inner_blks[0] * bl.inner_blks[2];  // the a dim is blocked by 16 * 2
-  if (nb <= 0 || nb > 64 || kb > 32 || d.padded_dims[0] % kb != 0 || d.padded_dims[1] % nb != 0) return false;
-  *out = {.k_padded = d.padded_dims[0],
-          .k_block = kb,
-          .n_padded = d.padded_dims[1],
-          .n_block = nb,
-          .stride_kb = bl.strides[0],
-          .stride_nb = bl.strides[1]};
-  return out->stride_kb >= kb * nb && out->stride_nb >= kb * nb;
+  return LayoutOf(d, kb, nb, out);
 }
 
 // The f32 blocked layout of ops/cpu/gemm_pack.h if md is one (2-D f32,
@@ -141,15 +148,7 @@ bool AsF32BlockedLayout(const memory::desc& md, PackedBLayout* out) {
   const dnnl_blocking_desc_t& bl = d.format_desc.blocking;
   if (bl.inner_nblks != 2 || bl.inner_idxs[0] != 0 || bl.inner_idxs[1] != 1) return false;
   const int64_t kb = bl.inner_blks[0], nb = bl.inner_blks[1];
-  if (kb <= 0 || kb > 32 || nb <= 0 || nb > 64 || d.padded_dims[0] % kb != 0 || d.padded_dims[1] % nb != 0)
-    return false;
-  *out = {.k_padded = d.padded_dims[0],
-          .k_block = kb,
-          .n_padded = d.padded_dims[1],
-          .n_block = nb,
-          .stride_kb = bl.strides[0],
-          .stride_nb = bl.strides[1]};
-  return out->stride_kb >= kb * nb && out->stride_nb >= kb * nb;
+  return LayoutOf(d, kb, nb, out);
 }
 
 std::string KeyOf(const DnnlGemmSpec& s) {

@@ -132,6 +132,75 @@ void CheckLayout(const char* who, const PackedBLayout& l, int64_t K, int64_t N, 
               ") for B ", K, " x ", N);
 }
 
+// One kb x nb block of B: its first element (k0, n0) and how much of it
+// lies inside B (kn rows, nn columns; the rest is padding).
+struct Block {
+  int64_t k0, n0, kn, nn;
+};
+
+// Calls fn(block, tile, out) for every block of `l` that overlaps B, on the
+// OpenMP pool, in output order (k blocks inner: writes stream, reads stay
+// within an nb-wide column panel of B); out is the block's place in dst and
+// tile a per-thread scratch of kMaxKBlock x kMaxNBlock elements. Blocks
+// wholly in the padding are zeroed here.
+template <typename E, typename F>
+void ForEachBlock(const PackedBLayout& l, int64_t K, int64_t N, E* dst, F&& fn) {
+  const int64_t kb = l.k_block, nb = l.n_block, kblocks = l.k_padded / kb, nblocks = l.n_padded / nb;
+  ParallelFor(kblocks * nblocks, 16, [&](int64_t b0, int64_t b1) {
+    alignas(64) E tile[kMaxNBlock * kMaxKBlock];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t nbi = b / kblocks, kbi = b % kblocks;
+      const Block blk{kbi * kb, nbi * nb, std::clamp<int64_t>(K - kbi * kb, 0, kb),
+                      std::clamp<int64_t>(N - nbi * nb, 0, nb)};
+      E* out = dst + kbi * l.stride_kb + nbi * l.stride_nb;
+      if (blk.kn == 0 || blk.nn == 0) {
+        std::fill(out, out + kb * nb, E{0});
+        continue;
+      }
+      fn(blk, tile, out);
+    }
+  });
+}
+
+// tile[n * kb + k] = B(k0 + k, n0 + n), zero-padded to kb x nb, from a
+// column-major B (its columns are contiguous runs of K elements of esz
+// bytes, sn elements apart); load(p, n, row) converts n elements.
+template <typename E, typename Load>
+void LoadColumnTile(const char* base, int64_t esz, int64_t sn, const Block& blk, int64_t kb, int64_t nb,
+                    Load&& load, E* tile) {
+  for (int64_t n = 0; n < nb; ++n) {
+    E* t = tile + n * kb;
+    if (n < blk.nn) {
+      load(base + ((blk.n0 + n) * sn + blk.k0) * esz, blk.kn, t);
+      std::fill(t + blk.kn, t + kb, E{0});
+    } else {
+      std::fill(t, t + kb, E{0});
+    }
+  }
+}
+
+// tile[k * nb + n] = B(k0 + k, n0 + n), zero-padded to kb x nb, for any
+// strides: whole runs through load() when B is row-major, else element by
+// element through load_one(p).
+template <typename E, typename Load, typename LoadOneFn>
+void LoadRowTile(const char* base, int64_t esz, int64_t sk, int64_t sn, const Block& blk, int64_t kb, int64_t nb,
+                 Load&& load, LoadOneFn&& load_one, E* tile) {
+  for (int64_t k = 0; k < kb; ++k) {
+    E* row = tile + k * nb;
+    if (k >= blk.kn) {
+      std::fill(row, row + nb, E{0});
+      continue;
+    }
+    const char* s = base + ((blk.k0 + k) * sk + blk.n0 * sn) * esz;
+    if (sn == 1) {
+      load(s, blk.nn, row);
+    } else {
+      for (int64_t n = 0; n < blk.nn; ++n) row[n] = load_one(s + n * sn * esz);
+    }
+    std::fill(row + blk.nn, row + nb, E{0});
+  }
+}
+
 }  // namespace
 
 int64_t PackedElements(const PackedBLayout& l) {
@@ -142,64 +211,25 @@ int64_t PackedElements(const PackedBLayout& l) {
 
 void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
                const PackedBLayout& layout, uint16_t* dst) {
-  const int64_t kb = layout.k_block, nb = layout.n_block;
   CheckLayout("PackVnniB", layout, K, N, /*pairs=*/true);
+  const int64_t kb = layout.k_block, nb = layout.n_block;
   const int64_t esz = src_dtype == DType::kBFloat16 ? 2 : 1;
   const char* base = static_cast<const char*>(src);
-  const int64_t kblocks = layout.k_padded / kb, nblocks = layout.n_padded / nb;
-  const bool row_major = sn == 1;
-  const bool col_major = !row_major && sk == 1;
-  // Blocks in output order (k blocks inner): writes stream, reads stay within
-  // an nb-wide column panel of B.
-  ParallelFor(kblocks * nblocks, 16, [&](int64_t b0, int64_t b1) {
-    alignas(64) uint16_t tile[kMaxNBlock * kMaxKBlock];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t nbi = b / kblocks, kbi = b % kblocks;
-      const int64_t k0 = kbi * kb, n0 = nbi * nb;
-      const int64_t kn = std::clamp<int64_t>(K - k0, 0, kb), nn = std::clamp<int64_t>(N - n0, 0, nb);
-      uint16_t* out = dst + kbi * layout.stride_kb + nbi * layout.stride_nb;
-      if (kn == 0 || nn == 0) {
-        std::memset(out, 0, static_cast<size_t>(kb * nb) * 2);
-        continue;
-      }
-      if (col_major) {
-        // tile[n][k]: each column of B is a contiguous run of K values.
-        for (int64_t n = 0; n < nb; ++n) {
-          uint16_t* row = tile + n * kb;
-          if (n < nn) {
-            LoadRow(base + ((n0 + n) * sn + k0) * esz, src_dtype, kn, row);
-            std::fill(row + kn, row + kb, uint16_t{0});
-          } else {
-            std::fill(row, row + kb, uint16_t{0});
-          }
-        }
-        TransposePairs(tile, kb, nb, out);
-        continue;
-      }
-      if (row_major && src_dtype == DType::kBFloat16 && kn == kb && nn == nb) {
-        // A whole block of a row-major bf16 B: interleave straight from B.
-        const uint16_t* s0 = reinterpret_cast<const uint16_t*>(base) + k0 * sk + n0;
-        for (int64_t p = 0; p < kb / 2; ++p)
-          InterleaveRows(s0 + 2 * p * sk, s0 + (2 * p + 1) * sk, nb, out + p * 2 * nb);
-        continue;
-      }
-      // tile[k][n]
-      for (int64_t k = 0; k < kb; ++k) {
-        uint16_t* row = tile + k * nb;
-        if (k >= kn) {
-          std::fill(row, row + nb, uint16_t{0});
-          continue;
-        }
-        const char* s = base + ((k0 + k) * sk + n0 * sn) * esz;
-        if (row_major) {
-          LoadRow(s, src_dtype, nn, row);
-        } else {
-          for (int64_t n = 0; n < nn; ++n) row[n] = LoadOne(s + n * sn * esz, src_dtype);
-        }
-        std::fill(row + nn, row + nb, uint16_t{0});
-      }
-      InterleaveKMajor(tile, kb, nb, out);
+  auto load = [&](const char* p, int64_t n, uint16_t* row) { LoadRow(p, src_dtype, n, row); };
+  ForEachBlock(layout, K, N, dst, [&](const Block& blk, uint16_t* tile, uint16_t* out) {
+    if (sn != 1 && sk == 1) {  // column-major: pairs (k, k+1) are adjacent in B
+      LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
+      TransposePairs(tile, kb, nb, out);
+      return;
     }
+    if (sn == 1 && src_dtype == DType::kBFloat16 && blk.kn == kb && blk.nn == nb) {
+      // A whole block of a row-major bf16 B: interleave straight from B.
+      const uint16_t* s0 = reinterpret_cast<const uint16_t*>(base) + blk.k0 * sk + blk.n0;
+      for (int64_t p = 0; p < kb / 2; ++p) InterleaveRows(s0 + 2 * p * sk, s0 + (2 * p + 1) * sk, nb, out + p * 2 * nb);
+      return;
+    }
+    LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, [&](const char* p) { return LoadOne(p, src_dtype); }, tile);
+    InterleaveKMajor(tile, kb, nb, out);
   });
 }
 
@@ -211,58 +241,23 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
   const int64_t kb = layout.k_block, nb = layout.n_block;
   const int64_t esz = src_dtype == DType::kFloat32 ? 4 : 2;
   const char* base = static_cast<const char*>(src);
-  const int64_t kblocks = layout.k_padded / kb, nblocks = layout.n_padded / nb;
-  const bool row_major = sn == 1;
-  const bool col_major = !row_major && sk == 1;
-  // Same order as PackVnniB: k blocks inner, so reads stay in one column panel.
-  ParallelFor(kblocks * nblocks, 16, [&](int64_t b0, int64_t b1) {
-    alignas(64) float tile[kMaxNBlock * kMaxKBlock];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t nbi = b / kblocks, kbi = b % kblocks;
-      const int64_t k0 = kbi * kb, n0 = nbi * nb;
-      const int64_t kn = std::clamp<int64_t>(K - k0, 0, kb), nn = std::clamp<int64_t>(N - n0, 0, nb);
-      float* out = dst + kbi * layout.stride_kb + nbi * layout.stride_nb;
-      if (kn == 0 || nn == 0) {
-        std::memset(out, 0, static_cast<size_t>(kb * nb) * 4);
-        continue;
-      }
-      if (col_major) {
-        // tile[n][k] from B's contiguous columns, then transposed into the block.
-        for (int64_t n = 0; n < nb; ++n) {
-          float* t = tile + n * kb;
-          if (n < nn) {
-            LoadF32Row(base + ((n0 + n) * sn + k0) * esz, src_dtype, kn, t);
-            std::fill(t + kn, t + kb, 0.0f);
-          } else {
-            std::fill(t, t + kb, 0.0f);
-          }
-        }
+  auto load = [&](const char* p, int64_t n, float* row) { LoadF32Row(p, src_dtype, n, row); };
+  ForEachBlock(layout, K, N, dst, [&](const Block& blk, float* tile, float* out) {
+    if (sn != 1 && sk == 1) {  // column-major: transpose a tile of B's columns
+      LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
 #if defined(__AVX2__)
-        if (kb % 8 == 0 && nb % 8 == 0) {
-          for (int64_t n = 0; n < nb; n += 8)
-            for (int64_t k = 0; k < kb; k += 8) Transpose8x8Dwords(tile + n * kb + k, kb, out + k * nb + n, nb);
-          continue;
-        }
+      if (kb % 8 == 0 && nb % 8 == 0) {
+        for (int64_t n = 0; n < nb; n += 8)
+          for (int64_t k = 0; k < kb; k += 8) Transpose8x8Dwords(tile + n * kb + k, kb, out + k * nb + n, nb);
+        return;
+      }
 #endif
-        for (int64_t k = 0; k < kb; ++k)
-          for (int64_t n = 0; n < nb; ++n) out[k * nb + n] = tile[n * kb + k];
-        continue;
-      }
-      for (int64_t k = 0; k < kb; ++k) {
-        float* row = out + k * nb;
-        if (k >= kn) {
-          std::fill(row, row + nb, 0.0f);
-          continue;
-        }
-        const char* s = base + ((k0 + k) * sk + n0 * sn) * esz;
-        if (row_major) {
-          LoadF32Row(s, src_dtype, nn, row);
-        } else {
-          for (int64_t n = 0; n < nn; ++n) row[n] = LoadF32One(s + n * sn * esz, src_dtype);
-        }
-        std::fill(row + nn, row + nb, 0.0f);
-      }
+      for (int64_t k = 0; k < kb; ++k)
+        for (int64_t n = 0; n < nb; ++n) out[k * nb + n] = tile[n * kb + k];
+      return;
     }
+    // The block is row-major already: rows of B go straight into it.
+    LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, [&](const char* p) { return LoadF32One(p, src_dtype); }, out);
   });
 }
 
