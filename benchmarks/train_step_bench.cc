@@ -32,6 +32,11 @@
 //   base_rss_MiB   the resident set at that start (libraries, earlier state)
 //   peak_alloc_MiB octet's CPU caching allocator's high-water mark of large
 //                  blocks in use (a per-process maximum: the same caveat).
+//   reserved_MiB   large blocks the caching allocator holds at the end (in
+//                  use or cached for reuse): resident, so part of the RSS
+//   malloc_MiB     bytes malloc has handed out at the end (mallinfo2: heap
+//                  chunks in use plus mmap'd blocks): octet's small tensors
+//                  and the per-thread GEMM workspaces, oneDNN's buffers.
 // Timings on a shared machine are noisy: compare levels only within one run
 // (random interleaving and repetitions help) and read ratios.
 #include <benchmark/benchmark.h>
@@ -156,7 +161,11 @@ void BM_TrainStep(benchmark::State& state) {
   }
   state.counters["peak_rss_MiB"] = StatusKiB("VmHWM") / 1024.0;
   state.counters["base_rss_MiB"] = base_rss;
-  state.counters["peak_alloc_MiB"] = static_cast<double>(GetCpuMemoryStats().peak_cached_allocated_bytes) / (1 << 20);
+  const CpuMemoryStats mem = GetCpuMemoryStats();
+  state.counters["peak_alloc_MiB"] = static_cast<double>(mem.peak_cached_allocated_bytes) / (1 << 20);
+  state.counters["reserved_MiB"] = static_cast<double>(mem.cached_reserved_bytes) / (1 << 20);
+  const struct mallinfo2 mi = mallinfo2();
+  state.counters["malloc_MiB"] = static_cast<double>(mi.uordblks + mi.hblkhd) / (1 << 20);
   state.SetLabel(std::string(c.name) + " " + nn::amp::Name(level) +
                  (level == nn::amp::Level::kO0 ? "" : std::string(" gemm=") + Name(ActiveCpuGemmPath())) +
                  " state=" + optim::Name(state_dtype));
