@@ -72,16 +72,17 @@ void NormFwd(const Tensor& x,         // (N,C)
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
     std::vector<float> fbuf(fp8 != nullptr && !std::is_same_v<A, float> ? c : 0);
     for (int64_t r = r0; r < r1; ++r) {
-      const A* xr = LoadRow(xp + r * c, c, xbuf.data());
+      const T* row = xp + r * c;
       if (rsp != nullptr) {
         // h = x + residual, rounded to T and normalised as rounded, so the
         // result equals Add followed by LayerNorm.
-        const A* res = LoadRow(rsp + r * c, c, rbuf.data());
-        A* h = RowOut(hp + r * c, xbuf.data());
-        for (int64_t i = 0; i < c; ++i) h[i] = xr[i] + res[i];
+        const RowIn<T> xin(row, c, xbuf.data()), res(rsp + r * c, c, rbuf.data());
+        A* h = RowOut(hp + r * c, ybuf.data());
+        for (int64_t i = 0; i < c; ++i) h[i] = xin[i] + res[i];
         StoreRow(h, hp + r * c, c);
-        xr = LoadRow(hp + r * c, c, xbuf.data());
+        row = hp + r * c;
       }
+      const RowIn<T> xr(row, c, xbuf.data());
       A mu = 0;
       if constexpr (kCenter) mu = LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * inv_c;
       const A var = LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * inv_c;
@@ -133,8 +134,7 @@ void NormBwd(const Tensor& dy,      // (N,C)
   // with dsum).
   auto rows = [&](int64_t r0, int64_t r1, A* dw_acc, A* db_acc, A* xbuf, A* dybuf, A* dxbuf, A* dsbuf) {
     for (int64_t r = r0; r < r1; ++r) {
-      const A* xr = LoadRow(xp + r * c, c, xbuf);
-      const A* dyr = LoadRow(dyp + r * c, c, dybuf);
+      const RowIn<T> xr(xp + r * c, c, xbuf), dyr(dyp + r * c, c, dybuf);
       const A mu = kCenter ? mp[r] : A(0);
       const A rs = rp[r];
       if (dxp != nullptr) {
@@ -148,7 +148,7 @@ void NormBwd(const Tensor& dy,      // (N,C)
         A* dxr = RowOut(dxp + r * c, dxbuf);
         auto dx_at = [&](int64_t i) { return rs * (dyr[i] * w[i] - mean_g - (xr[i] - mu) * rs * mean_gx); };
         if (dsp != nullptr) {
-          const A* ds = LoadRow(dsp + r * c, c, dsbuf);
+          const RowIn<T> ds(dsp + r * c, c, dsbuf);
           for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i) + ds[i];
         } else {
           for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i);

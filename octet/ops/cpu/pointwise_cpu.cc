@@ -20,10 +20,10 @@ namespace {
 // vector row converters (core/convert.h), computed by the same f32 loop as
 // f32 tensors, and narrowed back: the same results, element for element.
 //
-// bf16 inputs are widened inside the compute loop instead (a bf16 value is
-// the top half of its f32, so widening is a zero-extend and a shift that
-// vectorises with the math): one pass over the chunk, then one narrowing
-// pass by the vector converter. Measured on a Zen 5 (octet_pointwise_bench,
+// bf16 inputs are widened inside the compute loop instead (RowIn in
+// row_helpers.h: a bf16 value is the top half of its f32, so widening is a
+// zero-extend and a shift that vectorises with the math): one pass over the
+// chunk, then one narrowing pass by the vector converter. Measured on a Zen 5 (octet_pointwise_bench,
 // 2 threads, 4096x3072, medians of 3), bf16 before -> after, against f32:
 // add 2.69 -> 1.56 ms (f32 1.91), mul 2.39 -> 1.09 (1.92), mul_scalar
 // 1.51 -> 0.81 (1.02), GELU 5.30 -> 5.16 (4.80), GELU backward 7.25 -> 6.25
@@ -33,29 +33,6 @@ namespace {
 template <typename T>
 inline constexpr bool kWidenInChunks = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 inline constexpr int64_t kChunk = 512;
-
-// The chunk src[0, m) in the compute type, for the loop below: bf16 is read
-// in place (Widen), f16 widened into buf first by the row converter.
-template <typename T>
-struct ChunkIn {
-  const T* src;
-  AccType<T> buf[std::is_same_v<T, bfloat16> ? 1 : kChunk];
-
-  void Load(const T* p, int64_t m) {
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      src = p;
-    } else {
-      LoadRow(p, m, buf);
-    }
-  }
-  AccType<T> operator[](int64_t i) const {
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      return Bf16BitsToFloat(src[i].bits);
-    } else {
-      return buf[i];
-    }
-  }
-};
 
 template <typename T, typename F>
 void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
@@ -67,11 +44,10 @@ void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
     const T* a = reinterpret_cast<const T*>(p[1]);
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
       if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
-        ChunkIn<T> in;
-        A res[kChunk];
+        A buf[kChunk], res[kChunk];
         for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
           const int64_t m = std::min(kChunk, n - c0);
-          in.Load(a + c0, m);
+          const RowIn<T> in(a + c0, m, buf);
           for (int64_t i = 0; i < m; ++i) res[i] = f(in[i], alpha);
           StoreRow(res, o + c0, m);
         }
@@ -99,12 +75,10 @@ void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double
     constexpr int64_t kS = sizeof(T);
     if (s[0] == kS && s[1] == kS && s[2] == kS) {
       if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
-        ChunkIn<T> in_x, in_y;
-        A res[kChunk];
+        A buf_x[kChunk], buf_y[kChunk], res[kChunk];
         for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
           const int64_t m = std::min(kChunk, n - c0);
-          in_x.Load(x + c0, m);
-          in_y.Load(y + c0, m);
+          const RowIn<T> in_x(x + c0, m, buf_x), in_y(y + c0, m, buf_y);
           for (int64_t i = 0; i < m; ++i) res[i] = f(in_x[i], in_y[i], alpha);
           StoreRow(res, o + c0, m);
         }
@@ -114,11 +88,10 @@ void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double
     } else if (s[0] == kS && s[1] == kS && s[2] == 0) {  // tensor op scalar-like (broadcast row)
       const A yv = ConvertElement<A>(y[0]);
       if constexpr (kWidenInChunks<T>) {  // NOTE [narrow pointwise in chunks]
-        ChunkIn<T> in_x;
-        A res[kChunk];
+        A buf_x[kChunk], res[kChunk];
         for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
           const int64_t m = std::min(kChunk, n - c0);
-          in_x.Load(x + c0, m);
+          const RowIn<T> in_x(x + c0, m, buf_x);
           for (int64_t i = 0; i < m; ++i) res[i] = f(in_x[i], yv, alpha);
           StoreRow(res, o + c0, m);
         }
