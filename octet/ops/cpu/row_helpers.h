@@ -139,8 +139,10 @@ std::pair<A, A> LaneSum2(int64_t n, F&& f) {
 
 // max_i p[i] over a non-empty row. NaNs are skipped unless p[0] is NaN: callers
 // that go on to sum exp(p[i] - max) get NaN from the NaN elements themselves.
-template <typename A>
-A RowMax(const A* p, int64_t n) {
+// p: a pointer or a RowIn.
+template <typename P>
+auto RowMax(const P& p, int64_t n) {
+  using A = std::decay_t<decltype(p[0])>;
   A acc[kRowLanes];
   for (A& a : acc) a = p[0];
   int64_t i = 0;

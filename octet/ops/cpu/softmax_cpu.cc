@@ -206,7 +206,7 @@ CrossEntropyFwdResult CrossEntropyFwdTyped(const Tensor& logits, const Tensor& t
   ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(v);
     for (int64_t row = r0; row < r1; ++row) {
-      const A* xr = LoadRow(x + row * v, v, xbuf.data());
+      const RowIn<T> xr(x + row * v, v, xbuf.data());
       const A m = RowMax(xr, v);
       const A log_s = std::log(LaneSum<A>(v, [&](int64_t i) { return Exp(xr[i] - m); }));
       const int64_t ti = static_cast<int64_t>(t[row]);
@@ -237,7 +237,7 @@ void CrossEntropyBwdTyped(const Tensor& logits, const Tensor& targets, const Ten
         for (int64_t i = 0; i < v; ++i) dr[i] = 0;
       } else {
         const A g = static_cast<A>(static_cast<double>(gp[row * gstride]) * scale);
-        const A* xr = LoadRow(x + row * v, v, xbuf.data());
+        const RowIn<T> xr(x + row * v, v, xbuf.data());
         const A l = sp[row];
         for (int64_t i = 0; i < v; ++i) dr[i] = Exp(xr[i] - l) * g;
         dr[ti] -= g;
