@@ -2,6 +2,7 @@
 
 #include <octet/autograd/function.h>
 #include <octet/autograd/grad_sum_internal.h>
+#include <octet/core/scaling.h>
 #include <octet/ops/op_checks.h>
 #include <octet/ops/pointwise_kernels.h>
 #include <octet/ops/reduce.h>
@@ -12,6 +13,7 @@ OCTET_DEFINE_KERNEL(unary_kernel, UnaryKernelFn);
 OCTET_DEFINE_KERNEL(binary_kernel, BinaryKernelFn);
 OCTET_DEFINE_KERNEL(compare_kernel, CompareKernelFn);
 OCTET_DEFINE_KERNEL(where_kernel, WhereKernelFn);
+OCTET_DEFINE_KERNEL(gelu_fp8_kernel, GeluFp8KernelFn);
 
 const char* Name(UnaryOp op) {
   static const char* const kNames[] = {"neg",  "exp",     "log", "sqrt",   "rsqrt",     "tanh",      "relu",
@@ -219,6 +221,54 @@ struct WhereOp : autograd::Op<WhereOp> {
   }
 };
 
+// NOTE [gelu to fp8]: GeluFp8 is the GELU between an MLP's two FP8 Linears
+// written straight in FP8 as the second Linear's input (Transformer Engine
+// fuses the activation into the cast the same way), the GELU counterpart of
+// NOTE [layer norm to fp8] in ops/norm.cc. The kernel computes each value
+// with Gelu's functor in float32 (f64 in f64, then rounded to f32, as
+// Quantize rounds an f64 input), multiplies it by the scale and rounds once
+// to FP8, and takes amax of the float32 values in the same pass. Gelu
+// followed by Quantize rounds twice (to x's dtype, bfloat16 at O1, then to
+// FP8) and writes and reads the bfloat16 activation once more; for a float32
+// x the two give the same bytes. The result carries ScaleMeta as a Quantize
+// result does, so ScaledMatmul and the FP8 Linear take it as it is.
+// Backward saves x (not the FP8 output: gelu' needs x) and runs Gelu's
+// backward kernel; the gradient reaching the FP8 output is a float tensor
+// (NOTE [straight-through FP8 casts] in ops/cast.h: the cast is the identity
+// for gradients), converted to x's dtype first, as LayerNormFp8 does.
+struct GeluFp8Op : autograd::Op<GeluFp8Op> {
+  static constexpr const char* kName = "gelu_fp8";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& scale, DType fp8, Fp8Saturation sat) {
+    CheckUnscaledFloat(kName, x, "x");
+    OCTET_CHECK(IsFp8(fp8), kName, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); x ",
+                Describe(x));
+    CheckDefined(kName, scale, "scale");
+    OCTET_CHECK(scale.dtype() == DType::kFloat32 && scale.numel() == 1, kName,
+                ": scale must be a float32 tensor with one element, got ", Describe(scale));
+    CheckSameDevice(kName, x, scale);
+    const Tensor xc = x.Contiguous();
+    // As Quantize's metadata: the scale is copied, so a later in-place update
+    // of the caller's scale (delayed scaling) leaves these bytes' meaning alone.
+    auto meta = std::make_shared<ScaleMeta>();
+    meta->granularity = ScaleGranularity::kPerTensor;
+    meta->scale = scale.detach().Reshape({1}).Clone();
+    meta->scale_inv = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+    meta->amax = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+    Tensor q = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
+    // Also for an empty x: the kernel writes scale_inv and amax (0).
+    gelu_fp8_kernel(x.device())(xc, meta->scale, sat, q, meta->scale_inv, meta->amax);
+    ctx.Save(xc);
+    return q.WithScaleMeta(std::move(meta));
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dq) {
+    // A gradient the engine made up for an unused output is FP8 zeros
+    // (unscaled); To() turns it into float zeros.
+    const Tensor x = ctx.Saved(0);
+    const Tensor dy = dq.dtype() == x.dtype() ? dq : dq.To(x.dtype());
+    return {BinaryRaw(BinaryOp::kGeluBackward, dy, x), Tensor()};
+  }
+};
+
 }  // namespace
 
 Tensor UnaryRaw(UnaryOp op, const Tensor& x, double alpha) {
@@ -249,6 +299,10 @@ Tensor Rsqrt(const Tensor& x) { return ApplyUnary(UnaryOp::kRsqrt, x); }
 Tensor Tanh(const Tensor& x) { return ApplyUnary(UnaryOp::kTanh, x); }
 Tensor Relu(const Tensor& x) { return ApplyUnary(UnaryOp::kRelu, x); }
 Tensor Gelu(const Tensor& x) { return ApplyUnary(UnaryOp::kGelu, x); }
+Tensor GeluFp8(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
+  CheckDefined(GeluFp8Op::kName, x, "x");
+  return GeluFp8Op::Apply(x, scale, fp8, sat);
+}
 Tensor Sigmoid(const Tensor& x) { return ApplyUnary(UnaryOp::kSigmoid, x); }
 Tensor Abs(const Tensor& x) { return ApplyUnary(UnaryOp::kAbs, x); }
 Tensor Square(const Tensor& x) { return ApplyUnary(UnaryOp::kSquare, x); }

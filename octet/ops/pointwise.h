@@ -6,6 +6,7 @@
 // Errors name the op and the offending shapes/dtypes.
 #pragma once
 
+#include <octet/core/float8.h>
 #include <octet/core/tensor.h>
 #include <octet/ops/functors.h>
 
@@ -29,6 +30,23 @@ Tensor Rsqrt(const Tensor& x);
 Tensor Tanh(const Tensor& x);
 Tensor Relu(const Tensor& x);
 Tensor Gelu(const Tensor& x);  // tanh approximation, see NOTE [gelu] in functors.h
+// Gelu(x) written directly in FP8 with a per-tensor scale, as the input of
+// an FP8 GEMM (NOTE [gelu to fp8] in ops/pointwise.cc): q = fp8(g * scale)
+// where g is gelu(x) computed in float32 by Gelu's functor (f64 x computes
+// in f64, g rounded to f32 first), one rounding, with ScaleMeta exactly as
+// Quantize (ops/cast.h) gives it: a copy of `scale`, scale_inv = 1/scale,
+// amax = max |g| of the unquantized float32 values (NaN if any is NaN), all
+// on x's device and written by the kernel (the scale is never read on the
+// host).
+//   x: any shape (any strides), float32/float64/bfloat16/float16; fp8:
+//   kFloat8E4M3 or kFloat8E5M2; scale: float32 with one element on x's
+//   device; sat as for Quantize. Returns x's shape in FP8, contiguous.
+// Differentiable in x (not in the scale): the gradient that reaches q is a
+// float tensor (any float dtype; converted to x's dtype), and dx = dq *
+// gelu'(x), the bits of Gelu's backward given that gradient in x's dtype.
+// Errors: an FP8 or integer x, a target dtype that is not FP8, a scale that
+// is not float32 with one element on x's device.
+Tensor GeluFp8(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat = Fp8Saturation::kSatFinite);
 Tensor Sigmoid(const Tensor& x);
 Tensor Abs(const Tensor& x);
 Tensor Square(const Tensor& x);

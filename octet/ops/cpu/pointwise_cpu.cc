@@ -3,7 +3,9 @@
 // that the compiler vectorises.
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
+#include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu/row_helpers.h>
@@ -172,11 +174,63 @@ void WhereCpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor
   });
 }
 
+// GeluFp8 (NOTE [gelu to fp8] in ops/pointwise.cc): x is cut into blocks of
+// kGeluFp8Block elements (a function of the size only, not of the thread
+// count); each block's GELU is computed into an f32 buffer by the functor of
+// Gelu's loop (bf16 widened in the loop by RowIn, f64 computed in f64 and
+// rounded to f32) and quantized with QuantizeRow, Quantize's row converter,
+// which returns the block's amax. The block amaxes are combined in block
+// order, NaN winning (NOTE [amax combine order] in ops/cpu/cast_cpu.cc):
+// the same bytes and amax for any OMP_NUM_THREADS.
+inline constexpr int64_t kGeluFp8Block = 4096;
+
+template <typename T>
+float GeluFp8Block(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat, uint8_t* q) {
+  using A = AccType<T>;
+  alignas(64) float g[kGeluFp8Block];
+  alignas(64) A buf[std::is_same_v<T, float16> ? kGeluFp8Block : 1];
+  const functors::UnaryFn<UnaryOp::kGelu> gelu;
+  if constexpr (std::is_same_v<T, float16>) {
+    const A* in = LoadRow(x, n, buf);
+    for (int64_t i = 0; i < n; ++i) g[i] = gelu(in[i], A(0));
+  } else if constexpr (std::is_same_v<A, float>) {  // f32, bf16 (RowIn widens in the loop)
+    const RowIn<T> in(x, n, buf);
+    for (int64_t i = 0; i < n; ++i) g[i] = gelu(in[i], A(0));
+  } else {  // f64: computed in f64, rounded to f32 before the multiply, as Quantize does
+    for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(gelu(x[i], A(0)));
+  }
+  return QuantizeRow(g, scale, fp8, sat, q, n);
+}
+
+void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& q, const Tensor& scale_inv,
+                const Tensor& amax) {
+  const float s = *scale.data<float>();
+  const int64_t n = x.numel();
+  const int64_t blocks = (n + kGeluFp8Block - 1) / kGeluFp8Block;
+  std::vector<float> part(std::max<int64_t>(blocks, 1), 0.0f);
+  uint8_t* qp = static_cast<uint8_t*>(q.raw_data());
+  const DType fp8 = q.dtype();
+  DispatchFloat(x.dtype(), "gelu_fp8", [&]<typename T>() {
+    const T* xp = x.data<T>();
+    ParallelFor(blocks, 4, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i0 = b * kGeluFp8Block, m = std::min(kGeluFp8Block, n - i0);
+        part[b] = GeluFp8Block<T>(xp + i0, m, s, fp8, sat, qp + i0);
+      }
+    });
+  });
+  float m = 0.0f;
+  for (float p : part) m = (p > m || p != p) ? p : m;
+  *amax.data<float>() = m;
+  *scale_inv.data<float>() = 1.0f / s;
+}
+
 }  // namespace
 
 OCTET_REGISTER_KERNEL(unary_kernel, DeviceType::kCPU, &UnaryCpu);
 OCTET_REGISTER_KERNEL(binary_kernel, DeviceType::kCPU, &BinaryCpu);
 OCTET_REGISTER_KERNEL(compare_kernel, DeviceType::kCPU, &CompareCpu);
 OCTET_REGISTER_KERNEL(where_kernel, DeviceType::kCPU, &WhereCpu);
+OCTET_REGISTER_KERNEL(gelu_fp8_kernel, DeviceType::kCPU, &GeluFp8Cpu);
 
 }  // namespace octet::cpu
