@@ -15,6 +15,8 @@ namespace {
 
 // SetLayerNormFusionForTesting: false turns the fusion off.
 std::atomic<bool> layer_norm_fusion_enabled{true};
+// SetGeluFusionForTesting: false turns the GELU fusion off.
+std::atomic<bool> gelu_fusion_enabled{true};
 
 Tensor UniformInit(const Shape& shape, double bound, DType dtype, Generator* gen) {
   Tensor t = Empty(shape, {.dtype = dtype});
@@ -121,6 +123,36 @@ Tensor Linear::RunLayerNorm(LayerNorm& ln, const Tensor& x, bool gelu) {
 
 Tensor Linear::ForwardLayerNorm(LayerNorm& ln, const Tensor& x) { return RunLayerNorm(ln, x, /*gelu=*/false); }
 Tensor Linear::ForwardLayerNormGelu(LayerNorm& ln, const Tensor& x) { return RunLayerNorm(ln, x, /*gelu=*/true); }
+
+void SetGeluFusionForTesting(std::optional<bool> enabled) {
+  gelu_fusion_enabled.store(enabled.value_or(true), std::memory_order_relaxed);
+}
+
+bool Linear::FusesGelu(const Tensor& x) {
+  // NOTE [gelu fused into the fp8 linear]: each condition, in order.
+  if (!gelu_fusion_enabled.load(std::memory_order_relaxed)) return false;
+  if (amp_level() != amp::Level::kO1 || !fp8_) return false;
+  if (amp::ActiveAutocast() != nullptr) fp8_->SetRecipe(amp_recipe());
+  const amp::Fp8Slot& slot = fp8_->input();
+  return !slot.NeedsAmaxFirst(fp8_->recipe()) && x.defined() && x.device() == slot.device();
+}
+
+Tensor Linear::ForwardGeluInput(const Tensor& h) {
+  if (!FusesGelu(h)) return Run(octet::Gelu(h), /*gelu=*/false);
+  const amp::Level level = amp_level();
+  const bool record = is_training() && autograd::GradMode::IsEnabled();
+  amp::Fp8Slot& slot = fp8_->input();
+  const Tensor q = octet::GeluFp8(h, slot.dtype(), slot.scale_tensor());
+  amp::Fp8LinearInputStats stats;
+  if (fp8_->telemetry()) {
+    // The float32 values the kernel quantized, for the clip counts only.
+    NoGradGuard no_grad;
+    stats.clip_source = octet::Gelu(h.detach().To(DType::kFloat32));
+  }
+  ++gelu_fusions_;
+  return amp::Fp8Linear(q, weight_, bias_ ? *bias_ : Tensor(), fp8_, record, amp::ComputeDType(level),
+                        /*gelu=*/false, stats);
+}
 
 Tensor Linear::Forward(const Tensor& x) { return Run(x, /*gelu=*/false); }
 Tensor Linear::ForwardGelu(const Tensor& x) { return Run(x, /*gelu=*/true); }

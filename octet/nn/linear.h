@@ -39,6 +39,24 @@
 // bias. With telemetry on (log steps), the float32 LayerNorm is computed once
 // more, without grad, only to count saturation and underflow: it is exactly
 // the values the fused kernel quantized.
+//
+// NOTE [gelu fused into the fp8 linear]: the MLP's GELU feeds the proj
+// Linear. ForwardGeluInput fuses the two at O1 as the LayerNorm above is
+// fused: GeluFp8 (ops/pointwise.h, NOTE [gelu to fp8]) writes proj's FP8
+// input with its input slot's scale and amax in one pass, and the FP8 Linear
+// takes it as it is, instead of the GELU writing bfloat16 and proj reading
+// it back to quantize it. Values differ from the unfused path only by the
+// single rounding (float32 -> FP8 instead of float32 -> bfloat16 -> FP8);
+// the delayed-scaling history records the amax the kernel wrote, of the
+// float32 GELU. It fuses when all hold (FusesGelu): this Linear is at O1,
+// the recipe scales by delayed scaling and the input slot has been
+// initialised by an update, and the GELU's input is on the slot's device
+// (the conditions of FusesLayerNorm, for the same reasons). Then the MLP
+// runs fc without its GELU (on CUDA this replaces the GELU of fc's GEMM
+// epilogue, NOTE [fused gelu at O1]: the epilogue still writes a bfloat16
+// activation that proj must read and quantize, which is the pass this
+// fusion removes). Otherwise the MLP runs as before. With telemetry on, the
+// float32 GELU is computed once more, without grad, for the clip counts.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +107,13 @@ class Linear : public Module {
   bool FusesLayerNorm(const LayerNorm& ln, const Tensor& x);
   // How many forwards took the fused path (telemetry and tests).
   int64_t layer_norm_fusions() const { return layer_norm_fusions_; }
+  // Forward(Gelu(h)), with the GELU fused into this Linear's FP8 input where
+  // FusesGelu says so (NOTE [gelu fused into the fp8 linear]); otherwise
+  // exactly Gelu(h) followed by Forward. h: (..., in), the pre-activation.
+  Tensor ForwardGeluInput(const Tensor& h);
+  // Whether ForwardGeluInput fuses now for an input on x's device.
+  bool FusesGelu(const Tensor& x);
+  int64_t gelu_fusions() const { return gelu_fusions_; }
 
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
@@ -105,6 +130,7 @@ class Linear : public Module {
   Tensor RunLayerNorm(LayerNorm& ln, const Tensor& x, bool gelu);
   Options options_;
   int64_t layer_norm_fusions_ = 0;
+  int64_t gelu_fusions_ = 0;
   Tensor& weight_;
   Tensor* bias_ = nullptr;
   std::shared_ptr<amp::Fp8LinearState> fp8_;

@@ -10,4 +10,7 @@ namespace octet::nn {
 // unfused one in one process (NOTE [layer norm fused into the fp8 linear]).
 void SetLayerNormFusionForTesting(std::optional<bool> enabled);
 
+// The same for Linear::FusesGelu (NOTE [gelu fused into the fp8 linear]).
+void SetGeluFusionForTesting(std::optional<bool> enabled);
+
 }  // namespace octet::nn

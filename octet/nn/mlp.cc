@@ -14,8 +14,14 @@ MLP::MLP(const Options& o)
       proj_(RegisterModule<Linear>("proj", {.in = Hidden(o), .out = o.dim, .bias = o.bias, .gen = o.gen})),
       dropout_(RegisterModule<Dropout>("dropout", {.p = o.dropout, .gen = o.gen})) {}
 
-Tensor MLP::Forward(const Tensor& x) { return dropout_(proj_(fc_.ForwardGelu(x))); }
+// NOTE [gelu fused into the fp8 linear] in nn/linear.h: where proj fuses the
+// GELU into its FP8 input, fc runs without its GELU.
+Tensor MLP::Forward(const Tensor& x) {
+  if (proj_.FusesGelu(x)) return dropout_(proj_.ForwardGeluInput(fc_(x)));
+  return dropout_(proj_(fc_.ForwardGelu(x)));
+}
 Tensor MLP::ForwardLayerNorm(LayerNorm& ln, const Tensor& x) {
+  if (proj_.FusesGelu(x)) return dropout_(proj_.ForwardGeluInput(fc_.ForwardLayerNorm(ln, x)));
   return dropout_(proj_(fc_.ForwardLayerNormGelu(ln, x)));
 }
 

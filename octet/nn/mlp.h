@@ -1,7 +1,9 @@
 // MLP of a GPT block: Linear C -> hidden (4C), GELU (tanh form), Linear
 // hidden -> C, dropout. The first Linear and the GELU go through
 // Linear::ForwardGelu: on CUDA the GELU runs in the GEMM's epilogue where
-// cuBLASLt can do it (see NOTE [fused gelu at O1] in nn/linear.h).
+// cuBLASLt can do it (see NOTE [fused gelu at O1] in nn/linear.h) — except
+// at O1 with delayed scaling, where the GELU writes proj's FP8 input
+// instead (NOTE [gelu fused into the fp8 linear] in nn/linear.h).
 #pragma once
 
 #include <cstdint>
