@@ -8,6 +8,10 @@
 // Ops: Add and Mul of two tensors, Add with a (4C) bias broadcast over rows,
 // GELU forward, GELU backward (dy * gelu'(x), what autograd runs), MulScalar.
 // bytes_per_second counts every input read once and the output written once.
+// GeluToFp8: the O1 MLP's GELU feeding proj's FP8 input, bfloat16 in, E4M3
+// out with a known (delayed-scaling) scale: Gelu then Quantize (two passes,
+// a bfloat16 intermediate) against GeluFp8 (one pass; NOTE [gelu to fp8] in
+// ops/pointwise.cc). bytes_per_second counts the bf16 read and the FP8 write.
 // The CPU column is the process's CPU time (all threads): on a machine shared
 // with other work it is steadier than the wall-clock Time column.
 #include <benchmark/benchmark.h>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include <octet/core/tensor.h>
+#include <octet/ops/cast.h>
 #include <octet/ops/functors.h>
 #include <octet/ops/pointwise.h>
 
@@ -73,6 +78,26 @@ void Grid(benchmark::internal::Benchmark* b) {
   b->ArgNames({"op", "bf16"})->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_Pointwise)->Name("Pointwise")->Apply(Grid);
+
+void BM_GeluToFp8(benchmark::State& state) {
+  const bool fused = state.range(0) != 0;
+  const Tensor a = Random({kRows, kCols}, DType::kBFloat16, 1);
+  const Tensor scale = Full({1}, 64.0, {.dtype = DType::kFloat32});
+  const DType fp8 = DType::kFloat8E4M3;
+  auto run = [&]() -> Tensor { return fused ? GeluFp8(a, fp8, scale) : Quantize(Gelu(a), fp8, scale); };
+  benchmark::DoNotOptimize(run().raw_data());  // warm-up: the allocator's cache
+  for (auto _ : state) benchmark::DoNotOptimize(run().raw_data());
+  state.SetBytesProcessed(state.iterations() * a.numel() * 3);
+  state.SetLabel(fused ? "gelu_fp8 bf16->e4m3" : "gelu then quantize bf16->e4m3");
+}
+BENCHMARK(BM_GeluToFp8)
+    ->Name("GeluToFp8")
+    ->ArgName("fused")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace octet
