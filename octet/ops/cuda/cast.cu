@@ -20,45 +20,12 @@ namespace {
 
 // ---- quantize ----------------------------------------------------------------------
 
-template <typename T, typename F8, int V>
-__global__ void QuantizeKernel(const T* __restrict__ x, F8* __restrict__ y, int64_t n, const float* scale_ptr,
-                               Fp8Saturation sat, float* scale_inv, float* amax) {
-  const float scale = *scale_ptr;
-  float m = 0.0f;
-  const int64_t tid = GlobalThreadId(), stride = GridStride();
-  const int64_t nvec = n / V;
-  const auto* xv = reinterpret_cast<const VecT<T, V>*>(x);
-  auto* yv = reinterpret_cast<VecT<F8, V>*>(y);
-  for (int64_t i = tid; i < nvec; i += stride) {
-    const VecT<T, V> a = xv[i];
-    VecT<F8, V> o;
-    float f[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      f[k] = ConvertElement<float>(a.v[k]);
-      m = AbsMaxMerge(m, f[k]);
-    }
-    if (V % 2 == 0 && kCtHardwareCvt && sat == Fp8Saturation::kSatFinite) {  // NOTE [hardware fp8 conversion]
-#pragma unroll
-      for (int k = 0; k + 1 < V; k += 2) {
-        const uint16_t two = Fp8x2SatFinite<F8>(f[k] * scale, f[k + 1] * scale);
-        o.v[k] = F8::FromBits(static_cast<uint8_t>(two & 0xFF));
-        o.v[k + 1] = F8::FromBits(static_cast<uint8_t>(two >> 8));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < V; ++k) o.v[k] = ToFp8<F8>(f[k] * scale, sat);
-    }
-    yv[i] = o;
-  }
-  for (int64_t i = nvec * V + tid; i < n; i += stride) {
-    const float v = ConvertElement<float>(x[i]);
-    m = AbsMaxMerge(m, v);
-    y[i] = ToFp8<F8>(v * scale, sat);
-  }
-  BlockAmaxToGlobal(m, amax);
-  if (scale_inv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / scale;
-}
+// Quantize: QuantizeMappedKernel (cast_device.cuh) with the widening to f32
+// (f64 rounds to f32 first, as ops/cast_kernels.h says).
+template <typename T>
+struct WidenToFloat {
+  __device__ __forceinline__ float operator()(T v) const { return ConvertElement<float>(v); }
+};
 
 // ---- GEMM repacking tiles ------------------------------------------------------------
 
@@ -206,29 +173,8 @@ void QuantizeCuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const
   const int64_t n = x.numel();
   DispatchQuantizeInput(x.dtype(), "quantize (CUDA)", [&]<typename T>() {
     DispatchFp8(fp8, "quantize (CUDA)", [&]<typename F8>() {
-      const T* xp = x.data<T>();
-      F8* yp = y.data<F8>();
-      const uintptr_t addrs[2] = {reinterpret_cast<uintptr_t>(xp), reinterpret_cast<uintptr_t>(yp)};
-      const int sizes[2] = {static_cast<int>(sizeof(T)), 1};
-      const int vec = PickVectorWidth(addrs, sizes, 2);
-      // Even an empty tensor runs one block: it writes amax = 0 and scale_inv.
-      const unsigned grid = ctx.Grid(std::max<int64_t>(n / vec, 1));
-      const auto s = ctx.stream();
-      switch (vec) {
-        case 8:
-          QuantizeKernel<T, F8, 8><<<grid, kElementwiseThreads, 0, s>>>(xp, yp, n, scale_p, sat, scale_inv_p, amax_p);
-          break;
-        case 4:
-          QuantizeKernel<T, F8, 4><<<grid, kElementwiseThreads, 0, s>>>(xp, yp, n, scale_p, sat, scale_inv_p, amax_p);
-          break;
-        case 2:
-          QuantizeKernel<T, F8, 2><<<grid, kElementwiseThreads, 0, s>>>(xp, yp, n, scale_p, sat, scale_inv_p, amax_p);
-          break;
-        default:
-          QuantizeKernel<T, F8, 1><<<grid, kElementwiseThreads, 0, s>>>(xp, yp, n, scale_p, sat, scale_inv_p, amax_p);
-          break;
-      }
-      OCTET_CUDA_LAUNCH_CHECK("QuantizeKernel");
+      LaunchQuantizeMapped(ctx, x.data<T>(), y.data<F8>(), n, scale_p, sat, scale_inv_p, amax_p, WidenToFloat<T>{},
+                           "QuantizeKernel");
     });
   });
 }

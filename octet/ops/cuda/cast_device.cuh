@@ -107,4 +107,70 @@ inline void ZeroAmax(float* amax, cudaStream_t stream) {
   if (amax != nullptr) OCTET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
 }
 
+// y = fp8(map(x) * scale) elementwise, amax = max |map(x)| (NaN wins),
+// scale_inv = 1 / scale when non-null: Quantize with map = widening to f32,
+// GeluFp8 with map = GELU in f32. `map` takes one T and returns the f32 value
+// (a trivially copyable functor). x (n) contiguous T; y (n) FP8; scale_ptr,
+// scale_inv, amax: [1] f32 on the device. V values per vector access.
+template <typename T, typename F8, int V, typename Map>
+__global__ void QuantizeMappedKernel(const T* __restrict__ x, F8* __restrict__ y, int64_t n, const float* scale_ptr,
+                                     Fp8Saturation sat, float* scale_inv, float* amax, Map map) {
+  const float scale = *scale_ptr;
+  float m = 0.0f;
+  const int64_t tid = GlobalThreadId(), stride = GridStride();
+  const int64_t nvec = n / V;
+  const auto* xv = reinterpret_cast<const VecT<T, V>*>(x);
+  auto* yv = reinterpret_cast<VecT<F8, V>*>(y);
+  for (int64_t i = tid; i < nvec; i += stride) {
+    const VecT<T, V> a = xv[i];
+    VecT<F8, V> o;
+    float f[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      f[k] = map(a.v[k]);
+      m = AbsMaxMerge(m, f[k]);
+    }
+    if (V % 2 == 0 && kCtHardwareCvt && sat == Fp8Saturation::kSatFinite) {  // NOTE [hardware fp8 conversion]
+#pragma unroll
+      for (int k = 0; k + 1 < V; k += 2) {
+        const uint16_t two = Fp8x2SatFinite<F8>(f[k] * scale, f[k + 1] * scale);
+        o.v[k] = F8::FromBits(static_cast<uint8_t>(two & 0xFF));
+        o.v[k + 1] = F8::FromBits(static_cast<uint8_t>(two >> 8));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = ToFp8<F8>(f[k] * scale, sat);
+    }
+    yv[i] = o;
+  }
+  for (int64_t i = nvec * V + tid; i < n; i += stride) {
+    const float v = map(x[i]);
+    m = AbsMaxMerge(m, v);
+    y[i] = ToFp8<F8>(v * scale, sat);
+  }
+  BlockAmaxToGlobal(m, amax);
+  if (scale_inv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / scale;
+}
+
+// Launches QuantizeMappedKernel over x (n elements) with the widest vector
+// access both pointers allow; `what` names it in the launch check. The
+// caller zeroes amax first (ZeroAmax). Even an empty tensor runs one block:
+// it writes amax = 0 and scale_inv.
+template <typename T, typename F8, typename Map>
+void LaunchQuantizeMapped(const KernelContext& ctx, const T* x, F8* y, int64_t n, const float* scale_ptr,
+                          Fp8Saturation sat, float* scale_inv, float* amax, Map map, const char* what) {
+  const uintptr_t addrs[2] = {reinterpret_cast<uintptr_t>(x), reinterpret_cast<uintptr_t>(y)};
+  const int sizes[2] = {static_cast<int>(sizeof(T)), 1};
+  const int vec = PickVectorWidth(addrs, sizes, 2);
+  const unsigned grid = ctx.Grid(n / vec > 1 ? n / vec : 1);
+  const auto s = ctx.stream();
+  switch (vec) {
+    case 8: QuantizeMappedKernel<T, F8, 8><<<grid, kElementwiseThreads, 0, s>>>(x, y, n, scale_ptr, sat, scale_inv, amax, map); break;
+    case 4: QuantizeMappedKernel<T, F8, 4><<<grid, kElementwiseThreads, 0, s>>>(x, y, n, scale_ptr, sat, scale_inv, amax, map); break;
+    case 2: QuantizeMappedKernel<T, F8, 2><<<grid, kElementwiseThreads, 0, s>>>(x, y, n, scale_ptr, sat, scale_inv, amax, map); break;
+    default: QuantizeMappedKernel<T, F8, 1><<<grid, kElementwiseThreads, 0, s>>>(x, y, n, scale_ptr, sat, scale_inv, amax, map); break;
+  }
+  OCTET_CUDA_LAUNCH_CHECK(what);
+}
+
 }  // namespace octet::cuda

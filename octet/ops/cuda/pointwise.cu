@@ -162,53 +162,19 @@ void UnaryTyped(const KernelContext& ctx, UnaryOp op, const Tensor& x, const Ten
 }
 
 // GeluFp8 (NOTE [gelu to fp8] in ops/pointwise.cc): Quantize's kernel
-// (ops/cuda/cast.cu) with Gelu's functor in front. g = gelu(x) in AccType<T>
-// rounded to f32 once, |g| into the block's amax (one atomic per block, NOTE
-// [amax on the device] in ops/cuda/cast_device.cuh; the launcher zeroes it),
-// q = fp8(g * scale) with the conversion of cast_device.cuh (pairs by the
-// hardware instruction for kSatFinite, NOTE [hardware fp8 conversion]).
+// (QuantizeMappedKernel, ops/cuda/cast_device.cuh) with Gelu's functor as its
+// map. g = gelu(x) in AccType<T> rounded to f32 once (f64 x computes in f64,
+// as the CPU kernel), |g| into the block's amax (one atomic per block, NOTE
+// [amax on the device]; zeroed first), q = fp8(g * scale) with the pair
+// conversion for kSatFinite (NOTE [hardware fp8 conversion]).
 //   x (n) contiguous T; q (n) FP8; scale, scale_inv, amax: [1] f32.
-template <typename T, typename F8, int V>
-__global__ void GeluFp8Kernel(const T* __restrict__ x, F8* __restrict__ q, int64_t n, const float* scale_ptr,
-                              Fp8Saturation sat, float* scale_inv, float* amax) {
-  using A = AccType<T>;
-  const functors::UnaryFn<UnaryOp::kGelu> gelu;
-  const float scale = *scale_ptr;
-  float m = 0.0f;
-  const int64_t tid = GlobalThreadId(), stride = GridStride();
-  const int64_t nvec = n / V;
-  const auto* xv = reinterpret_cast<const VecT<T, V>*>(x);
-  auto* qv = reinterpret_cast<VecT<F8, V>*>(q);
-  for (int64_t i = tid; i < nvec; i += stride) {
-    const VecT<T, V> a = xv[i];
-    VecT<F8, V> o;
-    float f[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      f[k] = static_cast<float>(gelu(ConvertElement<A>(a.v[k]), A(0)));
-      m = AbsMaxMerge(m, f[k]);
-    }
-    if (V % 2 == 0 && kCtHardwareCvt && sat == Fp8Saturation::kSatFinite) {  // NOTE [hardware fp8 conversion]
-#pragma unroll
-      for (int k = 0; k + 1 < V; k += 2) {
-        const uint16_t two = Fp8x2SatFinite<F8>(f[k] * scale, f[k + 1] * scale);
-        o.v[k] = F8::FromBits(static_cast<uint8_t>(two & 0xFF));
-        o.v[k + 1] = F8::FromBits(static_cast<uint8_t>(two >> 8));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < V; ++k) o.v[k] = ToFp8<F8>(f[k] * scale, sat);
-    }
-    qv[i] = o;
+template <typename T>
+struct GeluToFloat {
+  __device__ __forceinline__ float operator()(T v) const {
+    using A = AccType<T>;
+    return static_cast<float>(functors::UnaryFn<UnaryOp::kGelu>{}(ConvertElement<A>(v), A(0)));
   }
-  for (int64_t i = nvec * V + tid; i < n; i += stride) {
-    const float v = static_cast<float>(gelu(ConvertElement<A>(x[i]), A(0)));
-    m = AbsMaxMerge(m, v);
-    q[i] = ToFp8<F8>(v * scale, sat);
-  }
-  BlockAmaxToGlobal(m, amax);
-  if (scale_inv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / scale;
-}
+};
 
 void GeluFp8Cuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& q, const Tensor& scale_inv,
                  const Tensor& amax) {
@@ -217,24 +183,8 @@ void GeluFp8Cuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
   ZeroAmax(amax.data<float>(), ctx.stream());
   DispatchFloat(x.dtype(), "gelu_fp8", [&]<typename T>() {
     DispatchFp8(q.dtype(), "gelu_fp8", [&]<typename F8>() {
-      const T* xp = x.data<T>();
-      F8* qp = q.data<F8>();
-      const uintptr_t addrs[2] = {reinterpret_cast<uintptr_t>(xp), reinterpret_cast<uintptr_t>(qp)};
-      const int sizes[2] = {static_cast<int>(sizeof(T)), 1};
-      const int vec = PickVectorWidth(addrs, sizes, 2);
-      // Even an empty tensor runs one block: it writes amax = 0 and scale_inv.
-      const unsigned grid = ctx.Grid(std::max<int64_t>(n / vec, 1));
-      const auto s = ctx.stream();
-      const float* sp = scale.data<float>();
-      float* sip = scale_inv.data<float>();
-      float* ap = amax.data<float>();
-      switch (vec) {
-        case 8: GeluFp8Kernel<T, F8, 8><<<grid, kElementwiseThreads, 0, s>>>(xp, qp, n, sp, sat, sip, ap); break;
-        case 4: GeluFp8Kernel<T, F8, 4><<<grid, kElementwiseThreads, 0, s>>>(xp, qp, n, sp, sat, sip, ap); break;
-        case 2: GeluFp8Kernel<T, F8, 2><<<grid, kElementwiseThreads, 0, s>>>(xp, qp, n, sp, sat, sip, ap); break;
-        default: GeluFp8Kernel<T, F8, 1><<<grid, kElementwiseThreads, 0, s>>>(xp, qp, n, sp, sat, sip, ap); break;
-      }
-      OCTET_CUDA_LAUNCH_CHECK("gelu_fp8");
+      LaunchQuantizeMapped(ctx, x.data<T>(), q.data<F8>(), n, scale.data<float>(), sat, scale_inv.data<float>(),
+                           amax.data<float>(), GeluToFloat<T>{}, "gelu_fp8");
     });
   });
 }
