@@ -110,22 +110,11 @@ struct LayerNormFp8Op : autograd::Op<LayerNormFp8Op> {
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const Tensor& scale, double eps, DType fp8, Fp8Saturation sat) {
     CheckNormArgs(kName, x, weight, bias, eps);
-    OCTET_CHECK(IsFp8(fp8), kName, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); x ",
-                Describe(x));
-    CheckDefined(kName, scale, "scale");
-    OCTET_CHECK(scale.dtype() == DType::kFloat32 && scale.numel() == 1, kName,
-                ": scale must be a float32 tensor with one element, got ", Describe(scale));
-    CheckSameDevice(kName, x, scale);
+    CheckFp8Target(kName, x, fp8, scale);
     const int64_t c = x.shape().back(), n = x.numel() / c;
     const Tensor xc = x.Contiguous().View({n, c});  // (N,C)
     const Tensor w = ContiguousOrUndefined(weight);
-    // As Quantize's metadata: the scale is copied, so a later in-place update
-    // of the caller's scale (delayed scaling) leaves these bytes' meaning alone.
-    auto meta = std::make_shared<ScaleMeta>();
-    meta->granularity = ScaleGranularity::kPerTensor;
-    meta->scale = scale.detach().Reshape({1}).Clone();
-    meta->scale_inv = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
-    meta->amax = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+    std::shared_ptr<ScaleMeta> meta = NewFp8OutputMeta(scale, x.device());
     Tensor q = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
     Tensor mean = Empty({n}, {.dtype = StatDType(x.dtype()), .device = x.device()});
     Tensor rstd = Empty({n}, {.dtype = StatDType(x.dtype()), .device = x.device()});

@@ -51,4 +51,22 @@ void CheckInPlaceAllowed(const char* op, const Tensor& t) {
               " which requires grad; run it under NoGradGuard or on a detached tensor");
 }
 
+void CheckFp8Target(const char* op, const Tensor& x, DType fp8, const Tensor& scale) {
+  OCTET_CHECK(IsFp8(fp8), op, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); x ",
+              Describe(x));
+  CheckDefined(op, scale, "scale");
+  OCTET_CHECK(scale.dtype() == DType::kFloat32 && scale.numel() == 1, op,
+              ": scale must be a float32 tensor with one element, got ", Describe(scale));
+  CheckSameDevice(op, x, scale);
+}
+
+std::shared_ptr<ScaleMeta> NewFp8OutputMeta(const Tensor& scale, Device device) {
+  auto meta = std::make_shared<ScaleMeta>();
+  meta->granularity = ScaleGranularity::kPerTensor;
+  meta->scale = scale.detach().Reshape({1}).Clone();
+  meta->scale_inv = Empty({1}, {.dtype = DType::kFloat32, .device = device});
+  meta->amax = Empty({1}, {.dtype = DType::kFloat32, .device = device});
+  return meta;
+}
+
 }  // namespace octet

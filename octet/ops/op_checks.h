@@ -3,7 +3,9 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 
+#include <octet/core/scaling.h>
 #include <octet/core/tensor.h>
 
 namespace octet {
@@ -18,5 +20,15 @@ void CheckDtypeIn(const char* op, const Tensor& t, const char* arg, std::initial
 void CheckRank(const char* op, const Tensor& t, const char* arg, int64_t rank);
 // In-place ops on tensors that take part in autograd would corrupt gradients.
 void CheckInPlaceAllowed(const char* op, const Tensor& t);
+
+// Ops that write FP8 with a caller's per-tensor scale (LayerNormFp8,
+// GeluFp8): fp8 must be an FP8 dtype and scale a float32 tensor with one
+// element on x's device.
+void CheckFp8Target(const char* op, const Tensor& x, DType fp8, const Tensor& scale);
+// The per-tensor ScaleMeta such an op's kernel fills, as Quantize's: a copy of
+// scale (a later in-place update of the caller's scale, as delayed scaling
+// does, leaves the bytes' meaning alone) and fresh f32 scale_inv and amax
+// on `device`.
+std::shared_ptr<ScaleMeta> NewFp8OutputMeta(const Tensor& scale, Device device);
 
 }  // namespace octet

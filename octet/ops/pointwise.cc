@@ -240,20 +240,9 @@ struct GeluFp8Op : autograd::Op<GeluFp8Op> {
   static constexpr const char* kName = "gelu_fp8";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& scale, DType fp8, Fp8Saturation sat) {
     CheckUnscaledFloat(kName, x, "x");
-    OCTET_CHECK(IsFp8(fp8), kName, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); x ",
-                Describe(x));
-    CheckDefined(kName, scale, "scale");
-    OCTET_CHECK(scale.dtype() == DType::kFloat32 && scale.numel() == 1, kName,
-                ": scale must be a float32 tensor with one element, got ", Describe(scale));
-    CheckSameDevice(kName, x, scale);
+    CheckFp8Target(kName, x, fp8, scale);
     const Tensor xc = x.Contiguous();
-    // As Quantize's metadata: the scale is copied, so a later in-place update
-    // of the caller's scale (delayed scaling) leaves these bytes' meaning alone.
-    auto meta = std::make_shared<ScaleMeta>();
-    meta->granularity = ScaleGranularity::kPerTensor;
-    meta->scale = scale.detach().Reshape({1}).Clone();
-    meta->scale_inv = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
-    meta->amax = Empty({1}, {.dtype = DType::kFloat32, .device = x.device()});
+    std::shared_ptr<ScaleMeta> meta = NewFp8OutputMeta(scale, x.device());
     Tensor q = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
     // Also for an empty x: the kernel writes scale_inv and amax (0).
     gelu_fp8_kernel(x.device())(xc, meta->scale, sat, q, meta->scale_inv, meta->amax);
