@@ -30,6 +30,7 @@
 #include <octet/ops/matmul_testing.h>
 #include <octet/ops/norm.h>
 #include <octet/optim/adamw.h>
+#include "tests/nn/fused_linear_gpt.h"
 #include "tests/test_util.h"
 
 namespace octet::nn {
@@ -240,35 +241,10 @@ TEST(LayerNormFusedLinear, UnfusedCasesRunTheLayerNormThenTheLinear) {
 
 // ---- GPT ----------------------------------------------------------------------------------
 
-struct TrainLog {
-  std::vector<double> losses;
-  int64_t fusions = 0;
-};
-
-Tensor Tokens(int step, int offset) {
-  std::vector<int64_t> ids(4 * 16);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + i / 5 + step * 3 + offset) % 29);
-  return FromVector(ids, {4, 16});
-}
+using ::octet::nn::testing::TrainLog;
 
 TrainLog Train(amp::Level level, int steps) {
-  GPT model({.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16, .vocab_size = 29, .seed = 7});
-  model.SetAmp(level);
-  amp::Fp8State fp8(model);
-  optim::AdamW opt(model.NamedParameters(), {.lr = 3e-3});
-  model.Train();
-  TrainLog run;
-  for (int s = 0; s < steps; ++s) {
-    model.ZeroGrad();
-    Tensor loss = model.Loss(Tokens(s, 0), Tokens(s, 1));
-    run.losses.push_back(loss.Item());
-    loss.Backward();
-    opt.Step();
-    fp8.Update();
-  }
-  for (auto& [name, m] : model.NamedModules())
-    if (auto* lin = dynamic_cast<Linear*>(m)) run.fusions += lin->layer_norm_fusions();
-  return run;
+  return ::octet::nn::testing::TrainSmallGpt(level, steps, [](const Linear& l) { return l.layer_norm_fusions(); });
 }
 
 TEST(GptLayerNormFusion, O1TakesTheFusedPathAndLossesStayClose) {
