@@ -48,6 +48,8 @@
 // order] in nn/fp8_scaling.h).
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -118,11 +120,14 @@ class Fp8LinearState {
   // and the GEMM wants one: WithColumnwiseForGemm in ops/matmul.h); records
   // q's amax when `record` and fills the slot's observation as Quantize does.
   // Clip counts (telemetry on) need the unquantized values q was made from:
-  // `clip_source` (q's shape, float), or none are counted when undefined.
+  // count_clipping(scale) when given (a caller that counts them piece by
+  // piece, without a float copy of the whole tensor), else `clip_source`
+  // (q's shape, float); none are counted when neither is given.
   // Errors: q without per-tensor scale metadata, of another FP8 dtype than
   // the slot's, or on another device.
   Tensor UsePrequantized(Fp8Slot& slot, const Tensor& q, bool record, bool columnwise,
-                         const Tensor& clip_source = Tensor());
+                         const Tensor& clip_source = Tensor(),
+                         const std::function<ClipCounts(float scale)>& count_clipping = {});
 
   // Called by the owner's destructor: a graph that outlives its Linear then
   // fails with a clear error in backward instead of touching freed buffers.
@@ -171,6 +176,8 @@ class Fp8LinearState {
 // (x's shape, float), for the saturation / underflow counts. Undefined: none.
 struct Fp8LinearInputStats {
   Tensor clip_source;
+  // Or the counts themselves, computed for the scale q was made with.
+  std::function<ClipCounts(float scale)> count_clipping;
 };
 
 // y = x·wᵀ + b in FP8 (NOTE [fp8 linear]).

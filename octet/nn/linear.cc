@@ -1,6 +1,7 @@
 #include <octet/nn/linear.h>
 #include <octet/nn/linear_testing.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -145,9 +146,25 @@ Tensor Linear::ForwardGeluInput(const Tensor& h) {
   const Tensor q = octet::GeluFp8(h, slot.dtype(), slot.scale_tensor());
   amp::Fp8LinearInputStats stats;
   if (fp8_->telemetry()) {
-    // The float32 values the kernel quantized, for the clip counts only.
-    NoGradGuard no_grad;
-    stats.clip_source = octet::Gelu(h.detach().To(DType::kFloat32));
+    // The clip counts of the float32 values the kernel quantized, recomputed
+    // a block of rows at a time: a float32 GELU of the whole (B*T, 4C)
+    // activation cost 8.5 MB of peak RSS and 5.6 ms per step (averaged over
+    // steps, logging every 10th) in train_gpt's default O1 run.
+    stats.count_clipping = [h, dtype = slot.dtype()](float scale) {
+      NoGradGuard no_grad;
+      const int64_t c = h.shape().back(), rows = h.numel() / std::max<int64_t>(c, 1);
+      const Tensor h2 = h.detach().Reshape({rows, c});
+      constexpr int64_t kRowsPerBlock = 64;
+      amp::ClipCounts total;
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerBlock) {
+        const Tensor block = h2.Slice(0, r0, std::min(rows, r0 + kRowsPerBlock));
+        const amp::ClipCounts n = amp::CountFp8Clipping(octet::Gelu(block.To(DType::kFloat32)), scale, dtype);
+        total.saturated += n.saturated;
+        total.underflow += n.underflow;
+        total.numel += n.numel;
+      }
+      return total;
+    };
   }
   ++gelu_fusions_;
   return amp::Fp8Linear(q, weight_, bias_ ? *bias_ : Tensor(), fp8_, record, amp::ComputeDType(level),
