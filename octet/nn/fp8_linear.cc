@@ -113,7 +113,6 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
 }
 
 Tensor Fp8LinearState::UsePrequantized(Fp8Slot& slot, const Tensor& q, bool record, bool columnwise,
-                                       const Tensor& clip_source,
                                        const std::function<ClipCounts(float scale)>& count_clipping) {
   OCTET_CHECK(!orphaned_, "fp8_linear: the Linear owning this FP8 state was destroyed");
   const ScaleMeta* m = q.scale_meta();
@@ -130,11 +129,8 @@ Tensor Fp8LinearState::UsePrequantized(Fp8Slot& slot, const Tensor& q, bool reco
   const ScaleMeta& meta = *out.scale_meta();
   if (record) slot.Record(meta.amax);
   ClipCounts clip;
-  const bool counts = telemetry_ && (count_clipping || clip_source.defined());
-  if (counts) {
-    const float scale = static_cast<float>(meta.scale.Item());
-    clip = count_clipping ? count_clipping(scale) : CountFp8Clipping(clip_source, scale, slot.dtype());
-  }
+  const bool counts = telemetry_ && static_cast<bool>(count_clipping);
+  if (counts) clip = count_clipping(static_cast<float>(meta.scale.Item()));
   slot.Observe(meta.amax, meta.scale, q.numel(), counts ? &clip : nullptr);
   return out;
 }
@@ -160,8 +156,7 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   const Tensor x2 = x.Reshape({M, K}).Contiguous();  // (M,K)
   // NOTE [fp8 linear layouts]: X is read again transposed by wgrad, W by dgrad.
   const Tensor x_fp8 =
-      prequantized ? state->UsePrequantized(state->input(), x2, record, /*columnwise=*/true, stats.clip_source,
-                                                stats.count_clipping)
+      prequantized ? state->UsePrequantized(state->input(), x2, record, /*columnwise=*/true, stats.count_clipping)
                    : state->Quantize(state->input(), x2, record, /*columnwise=*/true);  // (M,K) E4M3
   const Tensor w_fp8 = state->QuantizedWeight(w);                                         // (N,K) E4M3
   // NOTE [fp8 linear bias]: the epilogue adds a bfloat16 bias for a bfloat16

@@ -120,13 +120,11 @@ class Fp8LinearState {
   // and the GEMM wants one: WithColumnwiseForGemm in ops/matmul.h); records
   // q's amax when `record` and fills the slot's observation as Quantize does.
   // Clip counts (telemetry on) need the unquantized values q was made from:
-  // count_clipping(scale) when given (a caller that counts them piece by
-  // piece, without a float copy of the whole tensor), else `clip_source`
-  // (q's shape, float); none are counted when neither is given.
+  // count_clipping(scale) counts them (e.g. CountFp8ClippingOfRows); none are
+  // counted when it is empty.
   // Errors: q without per-tensor scale metadata, of another FP8 dtype than
   // the slot's, or on another device.
   Tensor UsePrequantized(Fp8Slot& slot, const Tensor& q, bool record, bool columnwise,
-                         const Tensor& clip_source = Tensor(),
                          const std::function<ClipCounts(float scale)>& count_clipping = {});
 
   // Called by the owner's destructor: a graph that outlives its Linear then
@@ -172,11 +170,9 @@ class Fp8LinearState {
 // out_dtype (the compute dtype; never FP8: NOTE [straight-through FP8 casts]
 // in ops/cast.h) and flows to whatever produced x.
 
-// Telemetry for a pre-quantized x: the unquantized values it was made from
-// (x's shape, float), for the saturation / underflow counts. Undefined: none.
+// Telemetry for a pre-quantized x: its saturation / underflow counts for the
+// scale x was made with, from the unquantized values (empty: none counted).
 struct Fp8LinearInputStats {
-  Tensor clip_source;
-  // Or the counts themselves, computed for the scale q was made with.
   std::function<ClipCounts(float scale)> count_clipping;
 };
 

@@ -1,5 +1,6 @@
 #include <octet/nn/fp8_scaling.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -20,6 +21,22 @@ ClipCounts CountFp8Clipping(const Tensor& x_in, float scale, DType fp8_dtype) {
   const Tensor x = x_in.Contiguous();
   const Fp8ClipCounts c = fp8_clip_count_kernel(x.device())(x, scale, fp8_dtype);
   return {.saturated = c.saturated, .underflow = c.underflow, .numel = x.numel()};
+}
+
+ClipCounts CountFp8ClippingOfRows(const Tensor& x, const std::function<Tensor(const Tensor& rows)>& map, float scale,
+                                  DType fp8_dtype) {
+  constexpr int64_t kRowsPerBlock = 64;
+  NoGradGuard no_grad;
+  const int64_t c = x.dim() == 0 ? 1 : x.shape().back(), rows = c == 0 ? 0 : x.numel() / c;
+  const Tensor x2 = x.detach().Reshape({rows, c});
+  ClipCounts total;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerBlock) {
+    const ClipCounts n = CountFp8Clipping(map(x2.Slice(0, r0, std::min(rows, r0 + kRowsPerBlock))), scale, fp8_dtype);
+    total.saturated += n.saturated;
+    total.underflow += n.underflow;
+    total.numel += n.numel;
+  }
+  return total;
 }
 
 Fp8Slot::Fp8Slot(std::string name, DType dtype, Tensor* history, Tensor* scale, int history_len, Device device)

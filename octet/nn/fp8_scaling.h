@@ -26,6 +26,8 @@
 // scaling state (and hence the training run) unchanged.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -51,6 +53,12 @@ struct ClipCounts {
   int64_t numel = 0;
 };
 ClipCounts CountFp8Clipping(const Tensor& x, float scale, DType fp8_dtype);
+// The clip counts of map(x), with x taken as rows of its last dim and map a
+// row-wise function to float32 (a fused kernel's float32 values, recomputed
+// for telemetry), evaluated kRowsPerBlock rows at a time so that no float32
+// copy of the whole tensor is made.
+ClipCounts CountFp8ClippingOfRows(const Tensor& x, const std::function<Tensor(const Tensor& rows)>& map, float scale,
+                                  DType fp8_dtype);
 
 // The last quantization seen by a slot. amax and scale are read from the
 // device lazily, when Fp8Slot::observation() is asked for them (NOTE [slot

@@ -1,7 +1,6 @@
 #include <octet/nn/linear.h>
 #include <octet/nn/linear_testing.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -93,6 +92,10 @@ bool Linear::FusesLayerNorm(const LayerNorm& ln, const Tensor& x) {
   // NOTE [layer norm fused into the fp8 linear]: each condition, in order.
   if (!layer_norm_fusion_enabled.load(std::memory_order_relaxed)) return false;
   if (amp_level() != amp::Level::kO1 || ln.amp_level() != amp::Level::kO1 || !fp8_) return false;
+  return InputScaleReady(x);
+}
+
+bool Linear::InputScaleReady(const Tensor& x) {
   if (amp::ActiveAutocast() != nullptr) fp8_->SetRecipe(amp_recipe());
   const amp::Fp8Slot& slot = fp8_->input();
   return !slot.NeedsAmaxFirst(fp8_->recipe()) && x.defined() && x.device() == slot.device();
@@ -108,11 +111,13 @@ Tensor Linear::RunLayerNorm(LayerNorm& ln, const Tensor& x, bool gelu) {
   const Tensor q = octet::LayerNormFp8(xc, lw, lb, slot.dtype(), slot.scale_tensor(), ln.options().eps);
   amp::Fp8LinearInputStats stats;
   if (fp8_->telemetry()) {
-    // The float32 values the kernel quantized, for the clip counts only.
-    NoGradGuard no_grad;
-    const DType f32 = DType::kFloat32;
-    stats.clip_source = octet::LayerNorm(xc.detach().To(f32), lw.defined() ? lw.detach().To(f32) : Tensor(),
-                                         lb.defined() ? lb.detach().To(f32) : Tensor(), ln.options().eps);
+    // The float32 values the kernel quantized, recomputed for the clip counts.
+    stats.count_clipping = [xc, lw, lb, eps = ln.options().eps, dtype = slot.dtype()](float scale) {
+      const DType f32 = DType::kFloat32;
+      const Tensor w32 = lw.defined() ? lw.detach().To(f32) : Tensor(), b32 = lb.defined() ? lb.detach().To(f32) : Tensor();
+      return amp::CountFp8ClippingOfRows(
+          xc, [&](const Tensor& rows) { return octet::LayerNorm(rows.To(f32), w32, b32, eps); }, scale, dtype);
+    };
   }
   ++layer_norm_fusions_;
   // NOTE [fused gelu at O1], as AmpLinear decides it.
@@ -133,9 +138,7 @@ bool Linear::FusesGelu(const Tensor& x) {
   // NOTE [gelu fused into the fp8 linear]: each condition, in order.
   if (!gelu_fusion_enabled.load(std::memory_order_relaxed)) return false;
   if (amp_level() != amp::Level::kO1 || !fp8_) return false;
-  if (amp::ActiveAutocast() != nullptr) fp8_->SetRecipe(amp_recipe());
-  const amp::Fp8Slot& slot = fp8_->input();
-  return !slot.NeedsAmaxFirst(fp8_->recipe()) && x.defined() && x.device() == slot.device();
+  return InputScaleReady(x);
 }
 
 Tensor Linear::ForwardGeluInput(const Tensor& h) {
@@ -146,24 +149,13 @@ Tensor Linear::ForwardGeluInput(const Tensor& h) {
   const Tensor q = octet::GeluFp8(h, slot.dtype(), slot.scale_tensor());
   amp::Fp8LinearInputStats stats;
   if (fp8_->telemetry()) {
-    // The clip counts of the float32 values the kernel quantized, recomputed
-    // a block of rows at a time: a float32 GELU of the whole (B*T, 4C)
-    // activation cost 8.5 MB of peak RSS and 5.6 ms per step (averaged over
-    // steps, logging every 10th) in train_gpt's default O1 run.
+    // The float32 values the kernel quantized, recomputed for the clip counts
+    // a block of rows at a time (CountFp8ClippingOfRows): a float32 GELU of
+    // the whole (B*T, 4C) activation cost 8.5 MB of peak RSS and 5.6 ms per
+    // step (averaged, logging every 10th) in train_gpt's default O1 run.
     stats.count_clipping = [h, dtype = slot.dtype()](float scale) {
-      NoGradGuard no_grad;
-      const int64_t c = h.shape().back(), rows = h.numel() / std::max<int64_t>(c, 1);
-      const Tensor h2 = h.detach().Reshape({rows, c});
-      constexpr int64_t kRowsPerBlock = 64;
-      amp::ClipCounts total;
-      for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerBlock) {
-        const Tensor block = h2.Slice(0, r0, std::min(rows, r0 + kRowsPerBlock));
-        const amp::ClipCounts n = amp::CountFp8Clipping(octet::Gelu(block.To(DType::kFloat32)), scale, dtype);
-        total.saturated += n.saturated;
-        total.underflow += n.underflow;
-        total.numel += n.numel;
-      }
-      return total;
+      return amp::CountFp8ClippingOfRows(
+          h, [](const Tensor& rows) { return octet::Gelu(rows.To(DType::kFloat32)); }, scale, dtype);
     };
   }
   ++gelu_fusions_;

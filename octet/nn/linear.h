@@ -127,6 +127,10 @@ class Linear : public Module {
 
  private:
   Tensor Run(const Tensor& x, bool gelu);
+  // The rest of FusesLayerNorm / FusesGelu once the levels agree: the input
+  // slot has a delayed scale to quantize with (not NeedsAmaxFirst) and x is
+  // on its device. Adopts an active autocast scope's recipe first.
+  bool InputScaleReady(const Tensor& x);
   Tensor RunLayerNorm(LayerNorm& ln, const Tensor& x, bool gelu);
   Options options_;
   int64_t layer_norm_fusions_ = 0;
