@@ -24,8 +24,6 @@ namespace {
 // Elements per block: one block's f32 copy (16 KiB) fits in L1 beside its FP8 output.
 constexpr int64_t kBlock = 4096;
 
-inline float MaxNaN(float a, float b) { return (b > a || b != b) ? b : a; }
-
 // src[0, n) as f32 in buf (or the source itself when it is already f32).
 //   src: (n) of dtype, buf: (n) scratch, n <= kBlock.
 const float* AsFloat(const void* src, DType dtype, int64_t n, float* buf) {

@@ -114,4 +114,9 @@ struct StridedIter {
   }
 };
 
+// The larger of two amaxes, NaN winning wherever it appears (NOTE [amax
+// combine order] in ops/cpu/cast_cpu.cc): how the CPU FP8 kernels combine
+// the amaxes of their blocks or rows.
+inline float MaxNaN(float a, float b) { return (b > a || b != b) ? b : a; }
+
 }  // namespace octet::cpu

@@ -220,9 +220,8 @@ void LayerNormFp8FwdCpu(const Tensor& x, const Tensor& weight, const Tensor& bia
   DispatchFloat(x.dtype(), "layer_norm_fp8", [&]<typename T>() {
     NormFwd<true, T>(x, Tensor(), weight, bias, eps, Tensor(), Tensor(), mean, rstd, &out);
   });
-  // NaN wins wherever it appears (NOTE [amax combine order] in ops/cpu/cast_cpu.cc).
   float m = 0.0f;
-  for (float a : row_amax) m = (a > m || a != a) ? a : m;
+  for (float a : row_amax) m = MaxNaN(m, a);
   *amax.data<float>() = m;
   *scale_inv.data<float>() = 1.0f / out.scale;
 }

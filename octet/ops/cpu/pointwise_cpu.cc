@@ -177,8 +177,8 @@ void WhereCpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor
 // GeluFp8 (NOTE [gelu to fp8] in ops/pointwise.cc): x is cut into blocks of
 // kGeluFp8Block elements (a function of the size only, not of the thread
 // count); each block's GELU is computed into an f32 buffer by the functor of
-// Gelu's loop (bf16 widened in the loop by RowIn, f64 computed in f64 and
-// rounded to f32) and quantized with QuantizeRow, Quantize's row converter,
+// Gelu's loop (inputs read through RowIn, f64 computed in f64 and rounded to
+// f32) and quantized with QuantizeRow, Quantize's row converter,
 // which returns the block's amax. The block amaxes are combined in block
 // order, NaN winning (NOTE [amax combine order] in ops/cpu/cast_cpu.cc):
 // the same bytes and amax for any OMP_NUM_THREADS.
@@ -190,10 +190,7 @@ float GeluFp8Block(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation 
   alignas(64) float g[kGeluFp8Block];
   alignas(64) A buf[std::is_same_v<T, float16> ? kGeluFp8Block : 1];
   const functors::UnaryFn<UnaryOp::kGelu> gelu;
-  if constexpr (std::is_same_v<T, float16>) {
-    const A* in = LoadRow(x, n, buf);
-    for (int64_t i = 0; i < n; ++i) g[i] = gelu(in[i], A(0));
-  } else if constexpr (std::is_same_v<A, float>) {  // f32, bf16 (RowIn widens in the loop)
+  if constexpr (std::is_same_v<A, float>) {  // f32, bf16 (widened in the loop), f16 (widened into buf)
     const RowIn<T> in(x, n, buf);
     for (int64_t i = 0; i < n; ++i) g[i] = gelu(in[i], A(0));
   } else {  // f64: computed in f64, rounded to f32 before the multiply, as Quantize does
@@ -220,7 +217,7 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
     });
   });
   float m = 0.0f;
-  for (float p : part) m = (p > m || p != p) ? p : m;
+  for (float p : part) m = MaxNaN(m, p);
   *amax.data<float>() = m;
   *scale_inv.data<float>() = 1.0f / s;
 }
