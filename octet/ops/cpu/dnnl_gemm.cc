@@ -204,7 +204,7 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   if (s.pack_b && p->b_md != p->b_user_md && AsVnniLayout(p->b_md, &p->layout)) {
     p->vnni_pack = true;
     p->packed = true;
-  } else if (s.pack_b && !s.b_fp8 && p->b_md != p->b_user_md && AsF32BlockedLayout(p->b_md, &p->layout)) {
+  } else if (s.pack_b && p->b_md != p->b_user_md && AsF32BlockedLayout(p->b_md, &p->layout)) {
     p->f32_pack = true;
     p->packed = true;
   } else if (s.pack_b && p->b_md != p->b_user_md) {
