@@ -15,7 +15,10 @@
 //   medium    24 layers, width 1024, 16 heads, T=1024, B=8
 //   w2048     12 layers, width 2048, 16 heads, T=1024, B=8
 //   gpt2_2l   2 layers, width 768, 12 heads, T=1024, B=8 (the profiled model)
-// Benchmark names: CudaTrainStep/<config>/<O0|O1|O2>.
+// Benchmark names: CudaTrainStep/<config>/<O0|O1|O2>, and for small and gpt2
+// also CudaTrainStep/<config>/<level>/graph: the step captured once into a
+// CUDA graph after the warm-up and replayed (core/graph.h, NOTE [captured
+// steps]; the same work, one launch instead of one per kernel).
 //
 // Timing: kWarmupSteps untimed steps first (cuDNN plans, cuBLASLt heuristics,
 // the allocator's pools, the first FP8 scales), then a fixed number of steps,
@@ -61,6 +64,7 @@
 #include <vector>
 
 #include <octet/core/device.h>
+#include <octet/core/graph.h>
 #include <octet/core/host_reads.h>
 #include <octet/core/tensor.h>
 #include <octet/nn/amp.h>
@@ -160,7 +164,7 @@ double DeviceUsedBytes(Device) { return 0.0; }
 DeviceStats PeakStats(Device) { return {}; }
 #endif
 
-void RunTrainStep(benchmark::State& state, const StepConfig& c, nn::amp::Level level, Device dev) {
+void RunTrainStep(benchmark::State& state, const StepConfig& c, nn::amp::Level level, Device dev, bool graph) {
   const bool profile = EnvInt("OCTET_PROFILE_STEPS", 0) > 0;
   ResetDevice(dev);
   SetDeferredIndexChecks(true);  // as train_gpt: index checks read at log points only
@@ -198,13 +202,19 @@ void RunTrainStep(benchmark::State& state, const StepConfig& c, nn::amp::Level l
     };
     Tensor last_loss;
     for (int i = 0; i < kWarmupSteps; ++i) last_loss = step();
+    Graph captured;
+    if (graph) captured.Capture(dev, [&] { last_loss = step(); });
     Synchronize(dev);
     ThrowIfDeferredIndexCheckFailed();
     const int64_t reads0 = HostReadCount();
     if (profile) ProfilerRange(dev, true);
     for (auto _ : state) {
       const auto t0 = std::chrono::steady_clock::now();
-      last_loss = step();
+      if (graph) {
+        captured.Replay();
+      } else {
+        last_loss = step();
+      }
       Synchronize(dev);
       const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       state.SetIterationTime(sec);
@@ -214,8 +224,8 @@ void RunTrainStep(benchmark::State& state, const StepConfig& c, nn::amp::Level l
     host_reads = HostReadCount() - reads0;
     used_bytes = DeviceUsedBytes(dev);
     ThrowIfDeferredIndexCheckFailed();
-    state.SetLabel(std::string(c.name) + " " + nn::amp::Name(level) + " " + ToString(dev) + " loss " +
-                   std::to_string(last_loss.Item()));
+    state.SetLabel(std::string(c.name) + " " + nn::amp::Name(level) + (graph ? " graph " : " ") + ToString(dev) +
+                   " loss " + std::to_string(last_loss.Item()));
   }
   const DeviceStats stats = PeakStats(dev);
   const double ms = Median(step_ms);
@@ -231,14 +241,18 @@ void RunTrainStep(benchmark::State& state, const StepConfig& c, nn::amp::Level l
   state.counters["gemm_fallbacks"] = static_cast<double>(GemmFallbackCount() - gemm_fallbacks0);
 }
 
-void BM_CudaTrainStep(benchmark::State& state, int64_t config, int64_t amp_level) {
+void BM_CudaTrainStep(benchmark::State& state, int64_t config, int64_t amp_level, bool graph) {
   const bool cpu = OnCpuForChecking();
+  if (graph && cpu) {
+    state.SkipWithError("a CUDA graph needs a CUDA device (OCTET_BENCH_DEVICE=cpu)");
+    return;
+  }
   if (!cpu && DeviceCount(DeviceType::kCUDA) == 0) {
     state.SkipWithError(("no CUDA device: " + DeviceUnavailableReason(DeviceType::kCUDA)).c_str());
     return;
   }
   try {
-    RunTrainStep(state, kConfigs[config], static_cast<nn::amp::Level>(amp_level), cpu ? kCPU : CUDA(0));
+    RunTrainStep(state, kConfigs[config], static_cast<nn::amp::Level>(amp_level), cpu ? kCPU : CUDA(0), graph);
   } catch (const std::exception& e) {  // e.g. out of memory: report it, go on with the next config
     state.SkipWithError(e.what());
   }
@@ -258,10 +272,14 @@ void RegisterAll() {
       if (profile_steps > 0) steps = profile_steps;
       const std::string name = std::string("CudaTrainStep/") + kConfigs[c].name + "/" +
                                nn::amp::Name(static_cast<nn::amp::Level>(level));
-      benchmark::RegisterBenchmark(name.c_str(), BM_CudaTrainStep, c, level)
-          ->Iterations(steps)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+      const std::string config = kConfigs[c].name;
+      for (bool graph : {false, true}) {
+        if (graph && config != "small" && config != "gpt2") continue;
+        benchmark::RegisterBenchmark((graph ? name + "/graph" : name).c_str(), BM_CudaTrainStep, c, level, graph)
+            ->Iterations(steps)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
 }

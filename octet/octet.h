@@ -10,6 +10,7 @@
 #include <octet/core/device_control.h>
 #include <octet/core/log.h>
 #include <octet/core/dtype.h>
+#include <octet/core/graph.h>
 #include <octet/core/random.h>
 #include <octet/core/scaling.h>
 #include <octet/core/tensor.h>

@@ -16,7 +16,8 @@
 #   OCTET_REQUIRE_CUDA=1, 8 at a time, longest first, each failing program run
 #   again alone; compute-sanitizer memcheck over the octet_cuda_*_test
 #   programs; the NCCL world-size-1 tests; train_gpt --device=cuda at O0/O1/O2
-#   (default and GPT-2-size models) checked for attention-fallback lines; the
+#   (default and GPT-2-size models) checked for attention-fallback lines, the
+#   default model also with --cuda_graph against eager (equal losses); the
 #   3000-step default run at O0/O1/O2 (val losses, concurrently).
 # Part 2 (speed, issue 9), in order of importance (later ones are cut short
 #   first when time runs out): octet_cuda_train_step_bench (JSON), PyTorch's
@@ -272,6 +273,23 @@ section_train() {
         grep 'falls back' "$work/train_${model}_$lvl.log" | head -5 | sed 's/^/      /' | tee -a "$summary"
       else
         say "    no attention fallback line"
+      fi
+      # The same run replayed from a CUDA graph must log the same losses
+      # (core/graph.h, NOTE [captured steps]).
+      [ "$model" = default ] || continue
+      cap=$(budget 90 60)
+      # shellcheck disable=SC2086
+      run_logged "train_graph_$lvl" "$cap" "$tg" $args --cuda_graph --log_every 1 \
+        --metrics "$work/train_graph_$lvl.jsonl"
+      # shellcheck disable=SC2086
+      run_logged "train_eager_$lvl" "$cap" "$tg" $args --log_every 1 --metrics "$work/train_eager_$lvl.jsonl"
+      grep -E '^step +30/|^step:|error' "$work/train_graph_$lvl.log" | head -4 | sed 's/^/    /' | tee -a "$summary"
+      if [ -s "$work/train_graph_$lvl.jsonl" ] &&
+        [ "$(grep -o '"loss":[^,]*' "$work/train_graph_$lvl.jsonl")" = \
+          "$(grep -o '"loss":[^,]*' "$work/train_eager_$lvl.jsonl")" ]; then
+        say "    --cuda_graph $lvl: the 30 losses equal the eager run's, bit for bit"
+      else
+        say "    --cuda_graph $lvl: LOSSES DIFFER from the eager run (or the run failed); see train_graph_$lvl.log"
       fi
     done
   done

@@ -38,6 +38,7 @@
 #include "examples/gpt/distributed_training.h"
 #include "examples/gpt/model_meta.h"
 #include "examples/gpt/run_state.h"
+#include "examples/gpt/train_step.h"
 #include <octet/nn/amp.h>
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/gpt.h>
@@ -88,6 +89,9 @@ ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps");
 ABSL_FLAG(std::string, metrics, "", "Metrics file: JSON lines (.json/.jsonl) or CSV");
 ABSL_FLAG(std::string, device, "cpu", "Where to train: cpu, cuda or cuda:N");
+ABSL_FLAG(bool, cuda_graph, false,
+          "Capture the training step in a CUDA graph and replay it (--device=cuda, one process, no dropout; "
+          "no FP8 telemetry)");
 ABSL_FLAG(int32_t, threads, 0, "OpenMP threads (0: OMP_NUM_THREADS / all cores)");
 ABSL_FLAG(int64_t, sample_tokens, 200, "Tokens to sample at the end (0: none)");
 ABSL_FLAG(double, temperature, 0.8, "Sampling temperature");
@@ -423,41 +427,37 @@ absl::Status Run() {
     double lr, ms, tok_s, gflops;
   };
   std::vector<PendingStep> pending;
+  const bool cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
+  if (cuda_graph) {
+    if (absl::Status s = TrainStep::CheckGraphMode(device, dt.world_size(), config.dropout); !s.ok()) return s;
+  }
+  // examples/gpt/train_step.h: the step's device work, eager or a CUDA graph.
+  TrainStep train_step({.device = device,
+                        .grad_accum = accum,
+                        .grad_clip = absl::GetFlag(FLAGS_grad_clip),
+                        .cuda_graph = cuda_graph},
+                       model, opt, fp8_state, dt);
+  const bool telemetry = level == nn::amp::Level::kO1 && !cuda_graph;
   SetDeferredIndexChecks(true);  // token-id / target checks read at the read points below
   model.Train();
+  if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, false);
+  std::vector<Batch> batches(accum);
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
-    if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, log_step);
+    if (telemetry) nn::amp::SetTelemetry(model, log_step);
     const auto t0 = Clock::now();
-    model.ZeroGrad();
-    // NOTE [host reads] (core/host_reads.h): nothing in the step reads the
-    // device; the loss and the gradient norm stay device tensors until a log
-    // line, an evaluation or a checkpoint needs them (the metrics rows of the
-    // steps in between are written then).
-    Tensor loss_sum;  // float64 [] on the device
     for (int64_t micro = 0; micro < accum; ++micro) {
       absl::StatusOr<Batch> batch = sampler->Next();
       if (!batch.ok()) return batch.status();
-      Tensor loss = model.Loss(batch->inputs.To(device), batch->targets.To(device));
-      const Tensor l64 = loss.detach().To(DType::kFloat64);
-      loss_sum = micro == 0 ? l64 : Add(loss_sum, l64);
-      dt.BeforeBackward(micro, accum);
-      (accum == 1 ? loss : MulScalar(loss, 1.0 / static_cast<double>(accum))).Backward();
+      batches[micro] = *std::move(batch);
     }
-    const double grad_clip = absl::GetFlag(FLAGS_grad_clip);
     const double lr = schedule.LrAt(step);
-    Tensor grad_norm;
-    if (dt.world_size() > 1) {
-      // The gradient collectives synchronise the host anyway: the norm is a host value here.
-      grad_norm = Full({}, dt.SyncAndClip(opt, grad_clip), {.dtype = DType::kFloat64});
-      dt.Step(opt, lr);
-    } else {
-      grad_norm = grad_clip > 0 ? optim::ClipGradNormTensor(model.NamedParameters(), grad_clip)
-                                : optim::GradNormTensor(model.NamedParameters());
-      opt.set_lr(lr);
-      opt.Step();
-    }
-    fp8_state.Update();  // once per optimizer step (ranks' amaxes MAX-reduced first); a no-op without FP8 GEMMs
+    // The loss and the gradient norm stay device tensors until a log line, an
+    // evaluation or a checkpoint needs them (the metrics rows of the steps in
+    // between are written then).
+    const TrainStep::Result result = train_step.Run(batches, lr);
+    const Tensor& loss_sum = result.loss_sum;
+    const Tensor& grad_norm = result.grad_norm;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (step > 0) {  // the first step pays for one-time setup
       total_ms += ms;
@@ -486,8 +486,7 @@ absl::Status Run() {
     }
     const double grad_norm_value = grad_norm.Item();
     pending.clear();
-    const double worst_sat =
-        level == nn::amp::Level::kO1 && log_step ? nn::amp::WorstSaturation(nn::amp::Telemetry(model)) : 0.0;
+    const double worst_sat = telemetry && log_step ? nn::amp::WorstSaturation(nn::amp::Telemetry(model)) : 0.0;
     double step_val = NAN;
     if (eval_now) {
       absl::StatusOr<double> v = Evaluate(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches), device);
@@ -497,7 +496,7 @@ absl::Status Run() {
     if (log_step) {
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %7.1f ms/step | %8.0f tok/s | %6.1f GFLOP/s",
                   static_cast<long long>(step + 1), static_cast<long long>(steps), loss_value, lr, ms, tok_s, gflops);
-      if (level == nn::amp::Level::kO1) std::printf(" | fp8 worst sat %.3f%%", 100.0 * worst_sat);
+      if (telemetry) std::printf(" | fp8 worst sat %.3f%%", 100.0 * worst_sat);
       std::printf("%s\n", dt.StepSummary().c_str());
     }
     if (!std::isnan(step_val))
@@ -519,6 +518,7 @@ absl::Status Run() {
   const double avg_tok_s = avg_ms > 0 ? tokens_per_step / (avg_ms / 1000.0) : 0.0;
   std::printf("done: final val loss %.4f | %.1f ms/step | %.0f tok/s | %.1f GFLOP/s | peak RSS %.1f MB\n", val_loss,
               avg_ms, avg_tok_s, avg_ms > 0 ? flops_per_step / (avg_ms / 1000.0) / 1e9 : 0.0, PeakRssMb());
+  if (cuda_graph) std::printf("step: %s\n", train_step.Mode().c_str());
   metrics.Final(val_loss, avg_ms, avg_tok_s, PeakRssMb());
   const int64_t n_sample = absl::GetFlag(FLAGS_sample_tokens);
   if (n_sample > 0 && data->text && data->vocab_size == ByteTokenizer::kVocabSize) {

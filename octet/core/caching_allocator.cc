@@ -55,6 +55,37 @@ struct CachingAllocator::Impl {
   std::list<std::pair<EventId, Block*>> pending;   // cross-stream frees in flight
   size_t pending_bytes = 0;
   CachingAllocatorStats stats;
+  // NOTE [graph pools]
+  std::unordered_map<StreamId, StreamId> routes;       // stream -> key of its open pool
+  std::unordered_map<StreamId, StreamId> pool_origin;  // live pool key -> its stream
+  std::unordered_map<StreamId, size_t> pool_segments;  // live pool key -> bytes of its segments
+  uint64_t next_pool = 1;
+  std::vector<Block*> deferred_frees;  // cross-stream frees made while a pool was open
+
+  static constexpr StreamId kPoolKeyBit = StreamId{1} << (sizeof(StreamId) * 8 - 1);
+  bool Capturing() const { return !routes.empty(); }
+  StreamId Route(StreamId stream) const {
+    auto it = routes.find(stream);
+    return it == routes.end() ? stream : it->second;
+  }
+
+  // The rest of Free for a block used on other streams: its memory returns
+  // once their work has finished.
+  void FreeCrossStream(Block* b) {
+    for (StreamId s : b->stream_uses) {
+      const EventId ev = backend->RecordEvent(s);
+      if (ev == CachingAllocatorBackend::kNoEvent) continue;
+      ++b->event_count;
+      pending.emplace_back(ev, b);
+    }
+    b->stream_uses.clear();
+    if (b->event_count > 0) {
+      pending_bytes += b->size;
+      ++stats.num_pending_frees;
+      return;
+    }
+    ReturnToPool(b);
+  }
 
   Pool& PoolOf(const Block* b) { return b->small ? small_pool : large_pool; }
 
@@ -136,7 +167,8 @@ struct CachingAllocator::Impl {
     for (Pool* pool : {&small_pool, &large_pool}) {
       for (auto it = pool->begin(); it != pool->end();) {
         Block* b = *it;
-        if (b->prev != nullptr || b->next != nullptr) {
+        // A live graph pool's segments stay: the graph writes them at every replay.
+        if (b->prev != nullptr || b->next != nullptr || (b->stream & kPoolKeyBit)) {
           ++it;
           continue;
         }
@@ -151,6 +183,13 @@ struct CachingAllocator::Impl {
 
   [[noreturn]] void ThrowOutOfMemory(size_t nbytes, size_t segment) {
     ++stats.num_ooms;
+    if (Capturing()) {
+      OCTET_FAIL("out of memory on ", options.device_name, " during a graph capture: tried to allocate ",
+                 FormatBytes(nbytes), " (a new ", FormatBytes(segment), " segment); ",
+                 FormatBytes(stats.allocated_bytes), " allocated, ", FormatBytes(stats.reserved_bytes),
+                 " reserved; the cache cannot be released while capturing (NOTE [graph pools]): call "
+                 "octet::EmptyCache before Capture");
+    }
     const size_t cached = stats.reserved_bytes - stats.allocated_bytes - pending_bytes;
     std::string report = backend->MemoryReport();
     OCTET_FAIL("out of memory on ", options.device_name, ": tried to allocate ", FormatBytes(nbytes), " (",
@@ -183,6 +222,7 @@ CachingAllocator::~CachingAllocator() {
   for (Block* b : impl_->large_pool) all.insert(b);
   for (auto& [p, b] : impl_->active) all.insert(b);
   for (auto& [ev, b] : impl_->pending) all.insert(b);
+  for (Block* b : impl_->deferred_frees) all.insert(b);
   for (Block* b : all) delete b;
 }
 
@@ -201,7 +241,8 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
   if (nbytes == 0) return nullptr;
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
-  m.ProcessEvents();
+  if (!m.Capturing()) m.ProcessEvents();  // event queries are illegal during a capture
+  stream = m.Route(stream);
   OCTET_CHECK(nbytes <= SIZE_MAX - kRoundLarge, "out of memory on ", m.options.device_name, ": tried to allocate ",
               nbytes, " bytes");
   const size_t size = RoundSize(nbytes);
@@ -214,6 +255,7 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
   } else {
     const size_t segment = SegmentSize(size);
     void* p = m.backend->RawAlloc(segment);
+    if (p == nullptr && m.Capturing()) m.ThrowOutOfMemory(nbytes, segment);
     if (p == nullptr) {
       // NOTE [caching allocator] OOM path: give back everything cached, retry once.
       ++m.stats.num_alloc_retries;
@@ -227,6 +269,10 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
       m.stats.reserved_bytes += segment;
       m.stats.peak_reserved_bytes = std::max(m.stats.peak_reserved_bytes, m.stats.reserved_bytes);
       ++m.stats.num_segment_allocs;
+      if (stream & Impl::kPoolKeyBit) {
+        m.pool_segments[stream] += segment;
+        m.stats.pool_bytes += segment;
+      }
     } else {
       ++m.stats.cache_hits;
     }
@@ -265,21 +311,14 @@ void CachingAllocator::Free(void* ptr) {
   m.stats.requested_bytes -= b->requested;
   b->requested = 0;
   ++m.stats.num_frees;
-  if (!b->stream_uses.empty()) {
-    for (StreamId s : b->stream_uses) {
-      const EventId ev = m.backend->RecordEvent(s);
-      if (ev == CachingAllocatorBackend::kNoEvent) continue;
-      ++b->event_count;
-      m.pending.emplace_back(ev, b);
-    }
-    b->stream_uses.clear();
-    if (b->event_count > 0) {
-      m.pending_bytes += b->size;
-      ++m.stats.num_pending_frees;
-      return;
-    }
+  if (b->stream_uses.empty()) {
+    m.ReturnToPool(b);
+  } else if (m.Capturing()) {
+    m.deferred_frees.push_back(b);  // no events may be recorded now
+    m.pending_bytes += b->size;
+  } else {
+    m.FreeCrossStream(b);
   }
-  m.ReturnToPool(b);
 }
 
 void CachingAllocator::RecordStream(void* ptr, StreamId stream) {
@@ -291,13 +330,81 @@ void CachingAllocator::RecordStream(void* ptr, StreamId stream) {
               ptr, " which is not a live allocation");
   Block* b = it->second;
   if (stream == b->stream) return;
+  if (auto o = m.pool_origin.find(b->stream); o != m.pool_origin.end() && o->second == stream) return;
   if (std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
     b->stream_uses.push_back(stream);
 }
 
 void CachingAllocator::EmptyCache() {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  OCTET_CHECK(!impl_->Capturing(), "EmptyCache on ", impl_->options.device_name,
+              " during a graph capture: releasing memory would synchronise the device (NOTE [graph pools])");
   impl_->ReleaseCachedBlocks();
+}
+
+CachingAllocator::PoolId CachingAllocator::BeginPool(StreamId stream) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  OCTET_CHECK(!(stream & Impl::kPoolKeyBit), "BeginPool: stream id ", stream, " has the pool-key bit set");
+  OCTET_CHECK(!m.routes.count(stream), "BeginPool: a graph pool is already open for this stream on ",
+              m.options.device_name, " (captures on one stream do not nest)");
+  const PoolId id = m.next_pool++;
+  const StreamId key = Impl::kPoolKeyBit | id;
+  m.routes[stream] = key;
+  m.pool_origin[key] = stream;
+  return id;
+}
+
+void CachingAllocator::EndPool(StreamId stream) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  OCTET_CHECK(m.routes.erase(stream) == 1, "EndPool: no graph pool is open for this stream on ",
+              m.options.device_name);
+  if (m.Capturing()) return;
+  std::vector<Block*> deferred;
+  deferred.swap(m.deferred_frees);
+  for (Block* b : deferred) {
+    m.pending_bytes -= b->size;
+    m.FreeCrossStream(b);
+  }
+}
+
+void CachingAllocator::ReleasePool(PoolId pool) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  const StreamId key = Impl::kPoolKeyBit | pool;
+  auto origin = m.pool_origin.find(key);
+  OCTET_CHECK(origin != m.pool_origin.end(), "ReleasePool: graph pool ", pool, " is not live on ",
+              m.options.device_name);
+  for (const auto& [stream, routed] : m.routes)
+    OCTET_CHECK(routed != key, "ReleasePool: graph pool ", pool, " is still open (EndPool first)");
+  const StreamId stream = origin->second;
+  // Free blocks move between sets (the stream is part of the key); live,
+  // pending and deferred ones are retagged in place.
+  for (Pool* set : {&m.small_pool, &m.large_pool}) {
+    std::vector<Block*> moved;
+    for (auto it = set->begin(); it != set->end();) {
+      if ((*it)->stream == key) {
+        moved.push_back(*it);
+        it = set->erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (Block* b : moved) {
+      b->stream = stream;
+      set->insert(b);
+    }
+  }
+  for (auto& [ptr, b] : m.active)
+    if (b->stream == key) b->stream = stream;
+  for (auto& [ev, b] : m.pending)
+    if (b->stream == key) b->stream = stream;
+  for (Block* b : m.deferred_frees)
+    if (b->stream == key) b->stream = stream;
+  m.stats.pool_bytes -= m.pool_segments[key];
+  m.pool_segments.erase(key);
+  m.pool_origin.erase(origin);
 }
 
 CachingAllocatorStats CachingAllocator::Stats() const {

@@ -78,6 +78,7 @@ struct CachingAllocatorStats {
   uint64_t num_alloc_retries = 0;   // times the cache was flushed to retry an allocation
   uint64_t num_ooms = 0;            // Allocate calls that threw out of memory
   uint64_t num_pending_frees = 0;   // freed blocks waiting for cross-stream events
+  uint64_t pool_bytes = 0;          // reserved in segments of open or live graph pools
 };
 
 class CachingAllocator {
@@ -120,6 +121,24 @@ class CachingAllocator {
   // Releases every cached (free, unsplit) segment to the backend, after
   // waiting for pending cross-stream frees.
   void EmptyCache();
+
+  // NOTE [graph pools]: while a pool is open for `stream` (BeginPool), every
+  // allocation made on that stream comes from segments private to the pool:
+  // its blocks carry a pool key (a StreamId with the top bit set, which no
+  // stream pointer has) in place of the stream, so only requests routed to
+  // the same pool can reuse them, during the capture. After EndPool nothing
+  // allocates from the pool any more: a captured graph goes on writing its
+  // blocks at every replay, freed or not, so no eager allocation may get
+  // them. ReleasePool (the graph is gone) gives the pool's blocks back to
+  // `stream`: free ones become ordinary cache, live ones return there when
+  // freed. While any pool is open the allocator makes no event queries and
+  // no device synchronisation (illegal during a CUDA stream capture): frees
+  // of blocks used on other streams wait until the last pool closes, and an
+  // allocation the device cannot serve throws instead of flushing the cache.
+  using PoolId = uint64_t;
+  PoolId BeginPool(StreamId stream);
+  void EndPool(StreamId stream);
+  void ReleasePool(PoolId pool);
 
   CachingAllocatorStats Stats() const;
   void ResetPeakStats();

@@ -1,6 +1,7 @@
 #include <octet/core/storage.h>
 
 #include <octet/core/allocator.h>
+#include <octet/core/graph_internal.h>
 
 namespace octet {
 
@@ -12,6 +13,11 @@ Storage::Storage(void* data, size_t nbytes, Device device, bool owned)
 
 Storage::~Storage() {
   if (owned_ && data_ != nullptr) GetAllocator(device_.type).Free(data_, nbytes_, device_);
+}
+
+void Storage::BumpVersion() {
+  BumpVersionUnrecorded();
+  internal::RecordCapturedVersionBump(this);
 }
 
 }  // namespace octet

@@ -13,7 +13,9 @@
 
 namespace octet {
 
-class Storage {
+// Held by std::shared_ptr (Tensor::storage()); weak_from_this lets a graph
+// capture remember the storages it bumped without keeping them alive.
+class Storage : public std::enable_shared_from_this<Storage> {
  public:
   // Allocates nbytes on device through the registered allocator.
   Storage(size_t nbytes, Device device);
@@ -28,7 +30,10 @@ class Storage {
   Device device() const { return device_; }
 
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
-  void BumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Marks the data as changed. Inside a graph capture the bump is also
+  // repeated after every replay (NOTE [captured steps] in core/graph.h).
+  void BumpVersion();
+  void BumpVersionUnrecorded() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_ = nullptr;

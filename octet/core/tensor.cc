@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include <octet/core/graph_internal.h>
 #include <octet/core/host_reads.h>
 #include <octet/core/scaling.h>
 
@@ -209,6 +210,8 @@ namespace {
 
 template <typename V>
 Tensor FromValues(const std::vector<V>& values, const Shape& shape, const TensorOptions& options) {
+  internal::CheckNotCapturing("making a tensor from host values (FromVector, Arange)",
+                              "the values would be frozen into the graph; make the tensor before Capture");
   OCTET_CHECK(static_cast<int64_t>(values.size()) == Numel(shape), "FromVector: ", values.size(),
               " values do not fill shape ", ShapeStr(shape));
   TensorOptions o = options;

@@ -90,7 +90,11 @@ Tensor GPT::Forward(const Tensor& idx) {
   const int64_t T = idx.size(1);
   OCTET_CHECK(T >= 1 && T <= config_.block_size, "GPT::Forward: sequence length ", T,
               " must be in [1, block_size=", config_.block_size, "]");
-  const Tensor pos = Arange(T, {.dtype = DType::kInt64, .device = idx.device()});
+  // Position ids are made once per device (NOTE [captured steps]: a step made
+  // of device work only can be captured in a graph).
+  if (!pos_ids_.defined() || pos_ids_.device() != idx.device())
+    pos_ids_ = Arange(config_.block_size, {.dtype = DType::kInt64, .device = idx.device()});
+  const Tensor pos = pos_ids_.Narrow(0, 0, T);
   Tensor x = drop_(Add(wte_(idx), wpe_(pos)));  // (B,T,C) + (T,C)
   for (size_t l = 0; l < h_.size(); ++l) x = h_.at<TransformerBlock>(l)(x);
   x = ln_f_(x);

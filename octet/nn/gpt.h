@@ -99,6 +99,7 @@ class GPT : public Module {
   LayerNorm& ln_f_;
   Linear* lm_head_ = nullptr;  // untied only
   std::shared_ptr<amp::Fp8LinearState> lm_head_fp8_;  // tied head at O1 with fp8_lm_head
+  Tensor pos_ids_;  // 0..block_size-1 on the device of the last Forward
 };
 
 }  // namespace octet::nn

@@ -35,6 +35,7 @@ struct EmbeddingOp : autograd::Op<EmbeddingOp> {
     const Tensor w = weight.Contiguous();
     // NOTE [deferred index checks]: checked on the device, read later.
     const bool deferred = DeferredIndexChecks() && v > 0;
+    if (!DeferredIndexChecks()) CheckIndexCheckCapturable();
     const Tensor idx = deferred ? CheckIndicesDeferred(IndexCheckOp::kEmbedding, indices.Contiguous().View({n}), v,
                                                        /*has_ignore=*/false, 0, /*replacement=*/0, nullptr)
                                 : indices.Contiguous().View({n});  // (N)

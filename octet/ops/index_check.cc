@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include <octet/core/graph_internal.h>
 #include <octet/ops/op_checks.h>
 
 namespace octet {
@@ -47,6 +48,12 @@ const char* OpName(int64_t op) {
 
 void SetDeferredIndexChecks(bool on) { g_deferred.store(on, std::memory_order_relaxed); }
 bool DeferredIndexChecks() { return g_deferred.load(std::memory_order_relaxed); }
+
+void CheckIndexCheckCapturable() {
+  internal::CheckNotCapturing("an immediate index check (Embedding, CrossEntropy)",
+                              "it reads its result on the host; call octet::SetDeferredIndexChecks(true) before "
+                              "capturing");
+}
 
 Tensor CheckIndicesDeferred(IndexCheckOp op, const Tensor& idx, int64_t bound, bool has_ignore, int64_t ignore,
                             int64_t replacement, Tensor* count) {

@@ -39,6 +39,11 @@ enum class IndexCheckOp : int64_t { kNone = 0, kEmbedding = 1, kCrossEntropy = 2
 Tensor CheckIndicesDeferred(IndexCheckOp op, const Tensor& idx, int64_t bound, bool has_ignore, int64_t ignore,
                             int64_t replacement, Tensor* count);
 
+// Throws octet::Error inside a graph capture (core/graph.h): an immediate
+// check reads its result on the host, so Embedding and CrossEntropy call it
+// when the checks are not deferred.
+void CheckIndexCheckCapturable();
+
 // Reads every device's error record; throws octet::Error for the first
 // recorded failure (and clears the records), else returns.
 void ThrowIfDeferredIndexCheckFailed();

@@ -31,6 +31,11 @@ struct AdamWHyper {
   // fp8_e4m3 max (m) / float16 max (v), divided by 2^margin.
   int m_margin = 0;
   int v_margin = 0;
+  // When defined: float64 [3] on the parameters' device holding lr,
+  // bias_correction1, bias_correction2, which the kernel reads in place of
+  // the fields above when it runs (a captured step writes them before each
+  // replay; NOTE [captured optimizer step] in optim/adamw.h).
+  Tensor device_scalars;
 };
 
 // One parameter's update. All tensors are contiguous, on one device, with n

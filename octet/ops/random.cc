@@ -1,6 +1,7 @@
 #include <octet/ops/random.h>
 
 #include <octet/autograd/function.h>
+#include <octet/core/graph_internal.h>
 #include <octet/ops/op_checks.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/random_kernels.h>
@@ -20,6 +21,8 @@ void ManualSeed(uint64_t seed) { DefaultGenerator().SetState(seed, 0); }
 namespace {
 
 void RandomFill(RandomKind kind, Tensor& x, double a, double b, Generator* gen) {
+  internal::CheckNotCapturing("drawing random numbers",
+                              "their Philox offset is a host counter, so every replay would draw the same numbers");
   CheckInPlaceAllowed("random fill", x);
   Generator& g = gen ? *gen : DefaultGenerator();
   const uint64_t offset = g.Reserve((static_cast<uint64_t>(x.numel()) + 1) / 2);
@@ -52,6 +55,8 @@ Tensor MakeRandom(RandomKind kind, const Shape& shape, double a, double b, const
 struct DropoutOp : autograd::Op<DropoutOp> {
   static constexpr const char* kName = "dropout";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, double p, Generator* gen) {
+    internal::CheckNotCapturing("dropout",
+                                "its Philox offset is a host counter, so every replay would drop the same elements");
     CheckUnscaledFloat(kName, x, "x");
     Generator& g = gen ? *gen : DefaultGenerator();
     const uint64_t offset = g.Reserve((static_cast<uint64_t>(x.numel()) + 3) / 4);

@@ -81,6 +81,7 @@ struct CrossEntropyOp : autograd::Op<CrossEntropyOp> {
     // NOTE [deferred index checks]: the targets checked on the device, bad ones
     // replaced by ignore_index; the count of used rows stays a device tensor.
     const bool deferred = DeferredIndexChecks();
+    if (!deferred) CheckIndexCheckCapturable();
     Tensor count;  // int64 [1], deferred only
     const Tensor lc = logits.Contiguous();
     const Tensor tc = deferred ? CheckIndicesDeferred(IndexCheckOp::kCrossEntropy, targets.Contiguous(), v,

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/graph.h>
+#include <octet/core/graph_internal.h>
 #include <octet/ops/optim_kernels.h>
 
 namespace octet::optim {
@@ -78,6 +80,9 @@ AdamW::AdamW(NamedTensors params, Options options) : Optimizer("adamw", std::mov
     s.weight_decay = decay ? o.weight_decay : 0.0;
     states_.push_back(std::move(s));
   }
+  if (!this->params().empty()) {
+    scalars_ = Zeros({3}, {.dtype = DType::kFloat64, .device = this->params().front().second.device()});
+  }
   // Register after states_ is complete: the registered pointers must stay valid.
   for (size_t i = 0; i < states_.size(); ++i) {
     const std::string& name = this->params()[i].first;
@@ -102,8 +107,7 @@ void AdamW::SyncMasterFromParams() {
   }
 }
 
-void AdamW::Step() {
-  NoGradGuard no_grad;
+AdamWHyper AdamW::Hyper() const {
   const int64_t t = step_count() + 1;
   AdamWHyper h;
   h.lr = lr();
@@ -114,6 +118,31 @@ void AdamW::Step() {
   h.bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(t));
   h.m_margin = options_.m_margin;
   h.v_margin = options_.v_margin;
+  return h;
+}
+
+void AdamW::WriteDeviceScalars() {
+  // Fills (kernels taking the value as an argument), not a copy from host
+  // memory: nothing waits on the host.
+  NoGradGuard no_grad;
+  const AdamWHyper h = Hyper();
+  scalars_.Narrow(0, 0, 1).Fill_(h.lr);
+  scalars_.Narrow(0, 1, 1).Fill_(h.bias_correction1);
+  scalars_.Narrow(0, 2, 1).Fill_(h.bias_correction2);
+}
+
+void AdamW::Step() {
+  NoGradGuard no_grad;
+  AdamWHyper h = Hyper();
+  // NOTE [captured optimizer step]: inside a graph capture the kernels read
+  // lr and the bias corrections from scalars_, written before each replay
+  // from lr() and step_count() + 1 at that time, and the step is counted
+  // after each replay, not at capture (which executes nothing).
+  const bool captured = IsCapturing();
+  if (captured && scalars_.defined()) {
+    h.device_scalars = scalars_;
+    internal::AtReplay([this] { WriteDeviceScalars(); }, [this] { IncrementStep(); });
+  }
 
   std::vector<AdamWTensorArgs> args;
   args.reserve(states_.size());
@@ -159,7 +188,7 @@ void AdamW::Step() {
       if (a.master.defined()) a.master.storage()->BumpVersion();
     }
   }
-  IncrementStep();
+  if (!captured) IncrementStep();
 }
 
 void AdamW::SaveScalars(std::map<std::string, std::string>* scalars) const {

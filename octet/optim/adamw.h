@@ -39,6 +39,12 @@
 // parameters), and for kFp8Fp16 "adamw.v.<param>.scale_inv" (f32 [1]); m's
 // scale travels as its ScaleMeta (safetensors companions m.scale_inv/m.amax).
 // Scalars: type, step, lr, state_dtype.
+//
+// Graph capture (core/graph.h): Step() inside Graph::Capture makes the
+// update read lr and its bias corrections from a float64 [3] device tensor
+// that each Replay fills from lr() and step_count() + 1 first, and counts the
+// step after each replay (NOTE [captured optimizer step] in adamw.cc): set
+// the learning rate with set_lr between replays as in eager training.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +55,10 @@
 
 #include <octet/core/scaling.h>
 #include <octet/optim/optimizer.h>
+
+namespace octet {
+struct AdamWHyper;  // ops/optim_kernels.h (private)
+}
 
 namespace octet::optim {
 
@@ -103,8 +113,13 @@ class AdamW : public Optimizer {
   void AfterLoad() override;
 
  private:
+  // The update's hyper-parameters for the next step (t = step_count() + 1).
+  AdamWHyper Hyper() const;
+  void WriteDeviceScalars();
+
   Options options_;
   std::vector<ParamState> states_;
+  Tensor scalars_;  // float64 [3]: lr, bias corrections of a captured step
 };
 
 }  // namespace octet::optim

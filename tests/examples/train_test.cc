@@ -234,6 +234,7 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--resume"}, "--resume needs --ckpt_dir"},
       {{corpus, "--device=tpu"}, "unknown device 'tpu' (expected cpu, cuda or cuda:N)"},
       {{corpus, "--device=cuda:99"}, "--device: cuda:99 "},  // not available / does not exist
+      {{corpus, "--cuda_graph"}, "--cuda_graph needs --device=cuda, got cpu"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;

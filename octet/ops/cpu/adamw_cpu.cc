@@ -270,7 +270,14 @@ void AdamWTensorF64(const AdamWHyper& h, const AdamWTensorArgs& a) {
 
 // ---- dispatch --------------------------------------------------------------------------
 
-void AdamWCpu(const AdamWHyper& h, const std::vector<AdamWTensorArgs>& tensors) {
+void AdamWCpu(const AdamWHyper& hyper, const std::vector<AdamWTensorArgs>& tensors) {
+  AdamWHyper h = hyper;
+  if (hyper.device_scalars.defined()) {  // NOTE [captured optimizer step]: read where the kernel runs
+    const double* s = hyper.device_scalars.data<double>();
+    h.lr = s[0];
+    h.bias_correction1 = s[1];
+    h.bias_correction2 = s[2];
+  }
   for (const AdamWTensorArgs& a : tensors) {
     DispatchAdamW(a, HasAdamWScales(a), [&]<typename P, typename G, typename M, typename V, bool kMaster>() {
       if constexpr (std::is_same_v<P, double>) {

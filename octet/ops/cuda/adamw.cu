@@ -77,6 +77,9 @@ struct Batch {
   float* v_scale_inv[kMaxTensors];
   float* v_amax[kMaxTensors];
   float* scratch;  // (4 * kMaxTensors) old m_scale, m_scale_inv, v_scale, v_scale_inv per tensor
+  // lr, bias_correction1, bias_correction2 read on the device (a captured
+  // step, NOTE [captured optimizer step] in optim/adamw.h); null: Coeffs.
+  const double* hyper;
   int num_tensors;
   int m_margin;
   int v_margin;
@@ -224,6 +227,11 @@ __global__ void __launch_bounds__(kThreads) AmaxKernel(Batch b, Coeffs<C> k) {
 
 template <typename C, typename P, typename G, typename M, typename V, bool kMaster, bool kScaled>
 __global__ void __launch_bounds__(kThreads) UpdateKernel(Batch b, Coeffs<C> k) {
+  if (b.hyper != nullptr) {  // the same double -> C conversions as MakeCoeffs
+    k.lr = static_cast<C>(b.hyper[0]);
+    k.bc1 = static_cast<C>(b.hyper[1]);
+    k.bc2 = static_cast<C>(b.hyper[2]);
+  }
   const int t = b.block_tensor[blockIdx.x];
   const int chunk = b.block_chunk[blockIdx.x];
   const int64_t begin = static_cast<int64_t>(chunk) * kChunk;
@@ -301,6 +309,7 @@ void RunGroup(const AdamWHyper& h, const std::vector<const AdamWTensorArgs*>& gr
   };
   // Slot t of batch bb holds tensor a.
   auto fill = [&](Batch& bb, int t, const AdamWTensorArgs* a) {
+    bb.hyper = h.device_scalars.defined() ? h.device_scalars.template data<double>() : nullptr;
     bb.param[t] = a->param.raw_data();
     bb.grad[t] = a->grad.raw_data();
     bb.master[t] = kMaster ? a->master.template data<float>() : nullptr;

@@ -10,6 +10,7 @@
 
 #include <octet/core/allocator.h>
 #include <octet/core/error.h>
+#include <octet/core/graph_internal.h>
 #include <octet/ops/cuda/cuda_check.h>
 #include <octet/ops/cuda/device_context.h>
 
@@ -45,7 +46,13 @@ class CudaBackend final : public CachingAllocatorBackend {
   void* RawAlloc(size_t nbytes) override {
     DeviceGuard guard(device_);
     void* p = nullptr;
+    // NOTE [graph pools]: a pool's segments are allocated during a capture;
+    // cudaMalloc is not stream work, so it is allowed there in relaxed mode
+    // (the capture neither records nor needs it).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    OCTET_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t err = cudaMalloc(&p, nbytes);
+    OCTET_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky; clear it
       return nullptr;
@@ -151,6 +158,11 @@ void CudaCopyBytes(void* dst, Device dst_device, const void* src, Device src_dev
   if (nbytes == 0) return;
   if (src_device.is_cpu() && dst_device.is_cpu()) {
     OCTET_FAIL("CUDA copy called for a cpu -> cpu copy");
+  }
+  if (src_device.is_cpu() || dst_device.is_cpu()) {
+    internal::CheckNotCapturing(
+        src_device.is_cpu() ? "a copy from the CPU to the device" : "a copy from the device to the CPU",
+                                "the host side of the copy would be read or written only at capture");
   }
   if (src_device.is_cpu()) {  // host -> device
     CheckDevice(dst_device.index, "copy cpu -> cuda");
