@@ -265,14 +265,15 @@ section_train() {
       cap=$(budget 90 60)
       # shellcheck disable=SC2086  # args is a word list
       run_logged "train_${model}_$lvl" "$cap" "$tg" $args
-      [ "$dry" = 1 ] && continue
-      grep -E '^model:|^step +(1|30)/|^done:|error' "$work/train_${model}_$lvl.log" | head -8 | sed 's/^/    /' |
-        tee -a "$summary"
-      if grep -q 'falls back' "$work/train_${model}_$lvl.log"; then
-        say "    FALLBACK at $model $lvl:"
-        grep 'falls back' "$work/train_${model}_$lvl.log" | head -5 | sed 's/^/      /' | tee -a "$summary"
-      else
-        say "    no attention fallback line"
+      if [ "$dry" != 1 ]; then
+        grep -E '^model:|^step +(1|30)/|^done:|error' "$work/train_${model}_$lvl.log" | head -8 | sed 's/^/    /' |
+          tee -a "$summary"
+        if grep -q 'falls back' "$work/train_${model}_$lvl.log"; then
+          say "    FALLBACK at $model $lvl:"
+          grep 'falls back' "$work/train_${model}_$lvl.log" | head -5 | sed 's/^/      /' | tee -a "$summary"
+        else
+          say "    no attention fallback line"
+        fi
       fi
       # The same run replayed from a CUDA graph must log the same losses
       # (core/graph.h, NOTE [captured steps]).
@@ -283,6 +284,7 @@ section_train() {
         --metrics "$work/train_graph_$lvl.jsonl"
       # shellcheck disable=SC2086
       run_logged "train_eager_$lvl" "$cap" "$tg" $args --log_every 1 --metrics "$work/train_eager_$lvl.jsonl"
+      [ "$dry" = 1 ] && continue
       grep -E '^step +30/|^step:|error' "$work/train_graph_$lvl.log" | head -4 | sed 's/^/    /' | tee -a "$summary"
       if [ -s "$work/train_graph_$lvl.jsonl" ] &&
         [ "$(grep -o '"loss":[^,]*' "$work/train_graph_$lvl.jsonl")" = \
