@@ -291,7 +291,8 @@ section_train() {
           "$(grep -o '"loss":[^,]*' "$work/train_eager_$lvl.jsonl")" ]; then
         say "    --cuda_graph $lvl: the 30 losses equal the eager run's, bit for bit"
       else
-        say "    --cuda_graph $lvl: LOSSES DIFFER from the eager run (or the run failed); see train_graph_$lvl.log"
+        say "    --cuda_graph $lvl: losses differ from the eager run (or the run failed; see train_graph_$lvl.log);"
+        say "      octet_cuda_graph_cuda_test tells a graph bug from a non-deterministic library kernel"
       fi
     done
   done

@@ -7,12 +7,17 @@
 //    the stream usable and the graph empty;
 //  - a small GPT trained at O0/O1/O2 (two micro-batches, clipping, AdamW with
 //    a changing learning rate, the FP8 update) with steps 2.. replayed from a
-//    graph ends in the same bits as eager training: losses, gradient norms,
+//    graph ends in the same bits as eager training (losses, gradient norms,
 //    weights, the optimizer's step count, and an eager evaluation after the
-//    replays (which sees the updated FP8 weight casts).
+//    replays, which sees the updated FP8 weight casts) when two eager runs
+//    agree bit for bit, and within a few times their spread when a library
+//    kernel is not deterministic.
 // Skips without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -155,18 +160,38 @@ RunLog Train(nn::amp::Level level, bool graph) {
   return run;
 }
 
-TEST(GraphCuda, ReplayedGptStepsMatchEagerOnesBitForBit) {
+// The largest |a[i] - b[i]| over two runs' values.
+double MaxDiff(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+TEST(GraphCuda, ReplayedGptStepsMatchEagerOnes) {
   OCTET_SKIP_WITHOUT_CUDA();
   for (nn::amp::Level level : {nn::amp::Level::kO0, nn::amp::Level::kO1, nn::amp::Level::kO2}) {
     SCOPED_TRACE(nn::amp::Name(level));
     const RunLog eager = Train(level, /*graph=*/false);
+    const RunLog again = Train(level, /*graph=*/false);
     const RunLog graph = Train(level, /*graph=*/true);
     EXPECT_EQ(graph.opt_steps, eager.opt_steps);
-    EXPECT_EQ(graph.losses, eager.losses);
-    EXPECT_EQ(graph.grad_norms, eager.grad_norms);
-    EXPECT_EQ(graph.params, eager.params);
-    EXPECT_EQ(graph.eval_loss, eager.eval_loss);
     EXPECT_NE(eager.losses.back(), eager.losses.front()) << "the test should train";
+    if (again.losses == eager.losses && again.params == eager.params) {
+      // Deterministic kernels: a replay runs the very same ones on the same data.
+      EXPECT_EQ(graph.losses, eager.losses);
+      EXPECT_EQ(graph.grad_norms, eager.grad_norms);
+      EXPECT_EQ(graph.params, eager.params);
+      EXPECT_EQ(graph.eval_loss, eager.eval_loss);
+    } else {
+      // Some library kernel (e.g. a cuDNN attention backward with atomics) is
+      // not run-to-run deterministic here: the replay must stay within a few
+      // times the spread of two eager runs.
+      const double spread = MaxDiff(again.losses, eager.losses);
+      std::printf("note: two eager %s runs differ by up to %.3g in the loss\n", nn::amp::Name(level), spread);
+      EXPECT_LE(MaxDiff(graph.losses, eager.losses), 4 * spread + 1e-6);
+      EXPECT_LE(MaxDiff(graph.grad_norms, eager.grad_norms), 4 * MaxDiff(again.grad_norms, eager.grad_norms) + 1e-6);
+      EXPECT_NEAR(graph.eval_loss, eager.eval_loss, 4 * std::abs(again.eval_loss - eager.eval_loss) + 1e-6);
+    }
   }
 }
 
