@@ -1,6 +1,5 @@
 #include <octet/core/graph.h>
 
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -34,6 +33,19 @@ struct ActiveCapture {
 };
 thread_local ActiveCapture t_capture;
 
+// Clears this thread's capture for its lifetime (host work that belongs to a
+// replay, not to the capture), then restores it.
+class SuspendCapture {
+ public:
+  SuspendCapture() : saved_(t_capture) { t_capture = {}; }
+  ~SuspendCapture() { t_capture = saved_; }
+  SuspendCapture(const SuspendCapture&) = delete;
+  SuspendCapture& operator=(const SuspendCapture&) = delete;
+
+ private:
+  ActiveCapture saved_;
+};
+
 // The CPU's entry: its ops run on the calling thread as they are queued.
 void* CpuBegin(int) {
   OCTET_FAIL("octet::Graph::Capture: the CPU runs its work on the host as it is queued, so there is nothing to "
@@ -60,15 +72,8 @@ void AtReplay(std::function<void()> before, std::function<void()> after) {
   if (e == nullptr) return;
   if (t_capture.emulated) {
     if (before) {  // the emulated replay follows at once; its host work is not captured
-      const ActiveCapture saved = t_capture;
-      t_capture = {};
-      try {
-        before();
-      } catch (...) {
-        t_capture = saved;
-        throw;
-      }
-      t_capture = saved;
+      SuspendCapture replay;
+      before();
     }
   } else if (before) {
     e->before.push_back(std::move(before));
@@ -116,22 +121,16 @@ struct Graph::Impl {
   void* state = nullptr;  // the backend's, once captured
   HostEffects effects;
   int64_t replays = 0;
+
+  ~Impl() {
+    if (state != nullptr) Backend(device.type).destroy(device.index, state);
+  }
 };
 
 Graph::Graph() : impl_(std::make_unique<Impl>()) {}
-
-Graph::~Graph() {
-  if (impl_ && impl_->state != nullptr) Backend(impl_->device.type).destroy(impl_->device.index, impl_->state);
-}
-
+Graph::~Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
-Graph& Graph::operator=(Graph&& other) noexcept {
-  if (this != &other) {
-    if (impl_ && impl_->state != nullptr) Backend(impl_->device.type).destroy(impl_->device.index, impl_->state);
-    impl_ = std::move(other.impl_);
-  }
-  return *this;
-}
+Graph& Graph::operator=(Graph&&) noexcept = default;
 
 void Graph::Capture(Device device, const std::function<void()>& fn) {
   OCTET_CHECK(impl_ != nullptr, "octet::Graph: used after being moved from");

@@ -23,22 +23,6 @@ using EventId = CachingAllocatorBackend::EventId;
 StreamId ToId(cudaStream_t s) { return reinterpret_cast<StreamId>(s); }
 cudaStream_t ToStream(StreamId id) { return reinterpret_cast<cudaStream_t>(id); }
 
-// Sets the device without throwing (for the must-not-throw backend calls).
-class QuietDeviceGuard {
- public:
-  explicit QuietDeviceGuard(int device) {
-    int current = -1;
-    if (cudaGetDevice(&current) == cudaSuccess && current != device && cudaSetDevice(device) == cudaSuccess)
-      prev_ = current;
-  }
-  ~QuietDeviceGuard() {
-    if (prev_ >= 0) (void)cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = -1;
-};
-
 class CudaBackend final : public CachingAllocatorBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
@@ -162,7 +146,7 @@ void CudaCopyBytes(void* dst, Device dst_device, const void* src, Device src_dev
   if (src_device.is_cpu() || dst_device.is_cpu()) {
     internal::CheckNotCapturing(
         src_device.is_cpu() ? "a copy from the CPU to the device" : "a copy from the device to the CPU",
-                                "the host side of the copy would be read or written only at capture");
+        "the host side of the copy would be read or written only at capture");
   }
   if (src_device.is_cpu()) {  // host -> device
     CheckDevice(dst_device.index, "copy cpu -> cuda");

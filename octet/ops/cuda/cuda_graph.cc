@@ -103,14 +103,12 @@ void End(int index, void* state) {
 
 void Abort(int index, void* state) {
   auto* s = static_cast<CaptureState*>(state);
-  int prev = -1;
-  const bool switched = cudaGetDevice(&prev) == cudaSuccess && prev != index && cudaSetDevice(index) == cudaSuccess;
+  QuietDeviceGuard guard(index);
   cudaGraph_t partial = nullptr;
   (void)cudaStreamEndCapture(s->stream, &partial);
   if (partial != nullptr) (void)cudaGraphDestroy(partial);
   (void)cudaGetLastError();
   Release(index, s);
-  if (switched) (void)cudaSetDevice(prev);
 }
 
 void Launch(int index, void* state) {
@@ -120,10 +118,8 @@ void Launch(int index, void* state) {
 }
 
 void Destroy(int index, void* state) {
-  int prev = -1;
-  const bool switched = cudaGetDevice(&prev) == cudaSuccess && prev != index && cudaSetDevice(index) == cudaSuccess;
+  QuietDeviceGuard guard(index);
   Release(index, static_cast<CaptureState*>(state));
-  if (switched) (void)cudaSetDevice(prev);
 }
 
 [[maybe_unused]] const bool kRegistered = [] {

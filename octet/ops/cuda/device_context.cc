@@ -219,6 +219,16 @@ DeviceGuard::~DeviceGuard() {
   if (prev_ >= 0) (void)cudaSetDevice(prev_);
 }
 
+QuietDeviceGuard::QuietDeviceGuard(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current != device && cudaSetDevice(device) == cudaSuccess)
+    prev_ = current;
+}
+
+QuietDeviceGuard::~QuietDeviceGuard() {
+  if (prev_ >= 0) (void)cudaSetDevice(prev_);
+}
+
 cublasLtHandle_t CublasLtHandle(int device) {
   CheckDevice(device, "cuda::CublasLtHandle");
   cublasLtHandle_t& h = Tls().cublaslt[device];

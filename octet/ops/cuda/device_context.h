@@ -82,6 +82,20 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
+// DeviceGuard for must-not-throw paths (destructors, allocator backends,
+// releasing a captured graph): when the device cannot be made current it
+// leaves the current device as it is, and never throws.
+class QuietDeviceGuard {
+ public:
+  explicit QuietDeviceGuard(int device);
+  ~QuietDeviceGuard();
+  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
+  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
 // A cuBLASLt handle for (calling thread, device), created on first use and
 // destroyed when the thread exits.
 cublasLtHandle_t CublasLtHandle(int device);
