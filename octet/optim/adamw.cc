@@ -122,6 +122,7 @@ AdamWHyper AdamW::Hyper() const {
 }
 
 void AdamW::WriteDeviceScalars() {
+  if (!scalars_.defined()) return;  // no parameters: nothing reads them
   // Fills (kernels taking the value as an argument), not a copy from host
   // memory: nothing waits on the host.
   NoGradGuard no_grad;
@@ -139,8 +140,8 @@ void AdamW::Step() {
   // from lr() and step_count() + 1 at that time, and the step is counted
   // after each replay, not at capture (which executes nothing).
   const bool captured = IsCapturing();
-  if (captured && scalars_.defined()) {
-    h.device_scalars = scalars_;
+  if (captured) {
+    h.device_scalars = scalars_;  // undefined only without parameters, when no kernel runs
     internal::AtReplay([this] { WriteDeviceScalars(); }, [this] { IncrementStep(); });
   }
 

@@ -119,6 +119,16 @@ TEST(CapturedStep, MatchesTheEagerStepBitForBitAtEveryAmpLevel) {
   }
 }
 
+TEST(CapturedStep, AnOptimizerWithoutParametersStillCountsItsSteps) {
+  optim::AdamW opt({}, {});
+  for (int i = 0; i < 2; ++i) {
+    internal::CaptureEmulationForTesting capture;
+    opt.Step();
+    EXPECT_EQ(opt.step_count(), i) << "counted at capture";
+  }
+  EXPECT_EQ(opt.step_count(), 2);
+}
+
 TEST(CapturedStep, AStepThatWasNeverWarmedUpIsRefused) {
   // The first forward makes the position ids from host values: it belongs
   // before the capture (NOTE [captured steps]: capture a warmed-up step).
