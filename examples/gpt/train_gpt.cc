@@ -43,9 +43,7 @@
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/gpt.h>
 #include <octet/ops/index_check.h>
-#include <octet/ops/pointwise.h>
 #include <octet/optim/adamw.h>
-#include <octet/optim/clip.h>
 #include <octet/optim/lr_schedule.h>
 
 ABSL_FLAG(std::string, data, octet::gpt::kDefaultCorpusPath,
