@@ -6,7 +6,10 @@
 // Errors throw octet::Error: setup names what failed (a peer that never
 // arrives is a timeout naming the missing keys); collectives throw
 // through Work::Wait, naming the rank whose connection was lost
-// when Gloo's message names its address (NOTE [lost rank]).
+// when Gloo's message names its address (NOTE [lost rank]). A group of more
+// than one rank sets SIGPIPE to ignored when it still has its default action,
+// so writing to a dead peer is an error, not a silent kill (NOTE [dead peer
+// SIGPIPE] in gloo_group.cc).
 #pragma once
 
 #include <chrono>
