@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,49 @@ TEST_P(GemmPathTest, Fp8ScaledMatmulMatchesFloat64) {
       }
     }
   }
+}
+
+// NOTE [converted A reuse] (ops/cpu/matmul_cpu.cc): a converted A operand is
+// reused only for the same bytes of the same live storage at the same
+// version. Each step below would read stale values if one of the three
+// checks were missing: a new storage over the same memory after the first one
+// died (identity; same address, same version 0), the same tensor read
+// transposed (reused), the other half of the same storage (first element),
+// and bytes rewritten in place (version).
+TEST_P(GemmPathTest, ConvertedOperandIsReusedOnlyForTheSameBytes) {
+  const int64_t M = 300, K = 70, N = 90;
+  std::vector<uint8_t> blob(M * K);
+  auto fill = [&](uint64_t seed) {
+    const Tensor q = QuantizeCurrent(RandomTensor({M, K}, seed, DType::kFloat32, -3, 3), DType::kFloat8E5M2);
+    const Tensor bytes = q.Contiguous();
+    std::memcpy(blob.data(), bytes.raw_data(), blob.size());
+  };
+  const Tensor b = QuantizeCurrent(RandomTensor({K, N}, 7, DType::kFloat32, -0.5, 0.5), DType::kFloat8E4M3);
+  const Tensor c = QuantizeCurrent(RandomTensor({M, 40}, 8, DType::kFloat32, -0.5, 0.5), DType::kFloat8E4M3);
+  fill(1);
+  {
+    const Tensor a1 = FromBlob(blob.data(), {M, K}, DType::kFloat8E5M2);
+    EXPECT_TRUE(MatchesReference(ScaledMatmul(a1, b, DType::kFloat32), AsF64(a1), AsF64(b), Tensor(), false));
+  }
+  // The first storage is gone; a new one wraps the same memory, version 0.
+  fill(3);
+  const Tensor a = FromBlob(blob.data(), {M, K}, DType::kFloat8E5M2);
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(a, b, DType::kFloat32), AsF64(a), AsF64(b), Tensor(), false))
+      << "a new storage over the same memory";
+  // Reused: the same bytes, read transposed (a Linear's dW after its dX).
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(a.T(), c, DType::kFloat32), AsF64(a).T(), AsF64(c), Tensor(), false));
+  // Two halves of one storage: same storage, version and span, other bytes.
+  const Tensor top = a.Slice(0, 0, M / 2), bottom = a.Slice(0, M / 2, M);
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(top, b, DType::kFloat32), AsF64(top), AsF64(b), Tensor(), false));
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(bottom, b, DType::kFloat32), AsF64(bottom), AsF64(b), Tensor(), false))
+      << "the other half of the storage";
+  // Rewritten in place: the copy bumps the version.
+  const std::vector<double> before = a.ToDoubles();
+  Tensor target = a;
+  target.CopyFrom_(QuantizeCurrent(RandomTensor({M, K}, 2, DType::kFloat32, -3, 3), DType::kFloat8E5M2));
+  ASSERT_NE(a.ToDoubles(), before);
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(a, b, DType::kFloat32), AsF64(a), AsF64(b), Tensor(), false))
+      << "after an in-place write";
 }
 
 TEST_P(GemmPathTest, PathDecidesWhichPrimitiveRuns) {

@@ -4,6 +4,7 @@
 // column-major and arbitrarily strided B, with partial edge blocks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -140,6 +141,44 @@ TEST_P(PackShapes, F32FromF32AndBf16) {
   }
 }
 
+// FP8 codes widened while packing (the FP32-FMA path's B operands): every one
+// of the 256 codes of both formats, NaNs and subnormals included, lands at its
+// offset as the exact decoded value (compared as bits; a NaN code must give a
+// NaN, whose payload DequantizeRow leaves unspecified).
+TEST_P(PackShapes, F32FromFp8Codes) {
+  const auto [K, N] = GetParam();
+  for (const Strides& st : StridesFor(K, N)) {
+    for (DType dtype : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+      std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st)), 0xAB);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) src[k * st.sk + n * st.sn] = static_cast<uint8_t>((k * 37 + n * 11) % 256);
+      for (int64_t kb : {8, 16}) {
+        const PackedBLayout l = LayoutFor(K, N, kb, 64);
+        std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
+        PackF32B(src.data(), dtype, K, N, st.sk, st.sn, l, dst.data());
+        for (int64_t k = 0; k < l.k_padded; ++k)
+          for (int64_t n = 0; n < l.n_padded; ++n) {
+            float want = 0.0f;
+            if (k < K && n < N) {
+              const uint8_t code = src[k * st.sk + n * st.sn];
+              want = dtype == DType::kFloat8E4M3 ? E4M3BitsToFloat(code) : E5M2BitsToFloat(code);
+            }
+            const float got = dst[F32Offset(l, k, n)];
+            uint32_t got_bits, want_bits;
+            std::memcpy(&got_bits, &got, 4);
+            std::memcpy(&want_bits, &want, 4);
+            if (std::isnan(want)) {
+              ASSERT_TRUE(std::isnan(got)) << st.name << " " << Name(dtype) << " (" << k << ", " << n << ")";
+              continue;
+            }
+            ASSERT_EQ(got_bits, want_bits) << st.name << " " << Name(dtype) << " kb " << kb << " (" << k << ", " << n
+                                           << ")";
+          }
+      }
+    }
+  }
+}
+
 // Whole blocks only, edge blocks in K, in N and in both, and a B smaller than
 // one block.
 INSTANTIATE_TEST_SUITE_P(Shapes, PackShapes,
@@ -158,8 +197,8 @@ TEST(GemmPack, RejectsLayoutsItCannotWrite) {
                 .find("PackF32B: unsupported layout (blocks 16 x 128"),
             std::string::npos);
   EXPECT_NE(MessageOf<Error>([&] {
-              PackF32B(src.data(), DType::kFloat8E4M3, 64, 64, 64, 1, LayoutFor(64, 64, 16, 64), dst.data());
-            }).find("PackF32B: B must be float32 or bfloat16, got fp8_e4m3"),
+              PackF32B(src.data(), DType::kFloat16, 64, 64, 64, 1, LayoutFor(64, 64, 16, 64), dst.data());
+            }).find("PackF32B: B must be float32, bfloat16 or FP8, got float16"),
             std::string::npos);
   PackedBLayout odd = LayoutFor(64, 64, 16, 64);
   odd.k_block = 15;

@@ -58,11 +58,6 @@ void* Workspace::Get(size_t bytes) {
   return data_;
 }
 
-Fp8GemmBuffers& ThreadFp8GemmBuffers() {
-  thread_local Fp8GemmBuffers buffers;
-  return buffers;
-}
-
 namespace {
 
 using dnnl::memory;
@@ -273,13 +268,20 @@ PrimitiveCache& Cache() {
   return *cache;
 }
 
-// The FP8 elements v describes, converted exactly to bf16 into ws with the
-// same strides (the span from the first to the last element is converted).
-const void* Fp8AsPlainBf16(const MatView& v, DType fp8, Workspace& ws) {
+// The FP8 elements v describes, converted exactly to v.dtype (bf16 or f32)
+// into ws with the same strides (the span from the first to the last element
+// is converted).
+const void* Fp8AsPlain(const MatView& v, DType fp8, Workspace& ws) {
   int64_t span = 1;
   for (size_t d = 0; d < v.dims.size(); ++d) span += (v.dims[d] - 1) * v.strides[d];
-  uint16_t* dst = static_cast<uint16_t*>(ws.Get(static_cast<size_t>(span) * 2));
   const uint8_t* src = static_cast<const uint8_t*>(v.data);
+  if (v.dtype == DType::kFloat32) {
+    float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * 4));
+    // x * 1.0f is exact: every FP8 value is an f32 value.
+    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(src + b, fp8, 1.0f, dst + b, e - b); });
+    return dst;
+  }
+  uint16_t* dst = static_cast<uint16_t*>(ws.Get(static_cast<size_t>(span) * 2));
   ParallelFor(span, 1 << 16, [&](int64_t b, int64_t e) { Fp8ToBf16Row(src + b, fp8, dst + b, e - b); });
   return dst;
 }
@@ -298,9 +300,9 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(spec.a.data)));
     DnnlBuffers& buffers = ThreadDnnlBuffers();
     if (p->f32_pack) {
-      // See NOTE [packed weights]; a bf16 B is widened in the same pass.
+      // See NOTE [packed weights]; a bf16 or FP8 B is widened in the same pass.
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
-      PackF32B(spec.b.data, spec.b_user_dtype.value_or(DType::kFloat32), spec.b.dims[0], spec.b.dims[1],
+      PackF32B(spec.b.data, spec.b_fp8 ? *spec.b_fp8 : spec.b_user_dtype.value_or(DType::kFloat32), spec.b.dims[0], spec.b.dims[1],
                spec.b.strides[0], spec.b.strides[1], p->layout, static_cast<float*>(packed));
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->vnni_pack) {
@@ -310,7 +312,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
                 spec.b.strides[1], p->layout, static_cast<uint16_t*>(packed));
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->packed) {
-      const void* b_data = spec.b_fp8 ? Fp8AsPlainBf16(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      const void* b_data = spec.b_fp8 ? Fp8AsPlain(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
       memory packed(p->b_md, eng, buffers.packed_b.Get(p->b_md.get_size()));
       std::unordered_map<int, memory> pack_args;
       pack_args.emplace(DNNL_ARG_FROM, memory(p->b_user_md, eng, const_cast<void*>(b_data)));
@@ -321,7 +323,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       p->pack.execute(Stream(), pack_args);
       args.emplace(DNNL_ARG_WEIGHTS, packed);
     } else {
-      const void* b_data = spec.b_fp8 ? Fp8AsPlainBf16(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      const void* b_data = spec.b_fp8 ? Fp8AsPlain(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
     }
     args.emplace(DNNL_ARG_DST, memory(p->out_md, eng, const_cast<void*>(spec.out.data)));

@@ -35,9 +35,10 @@ struct DnnlGemmSpec {
   int64_t bias_stride = 1;
   bool scale = false;   // a binary_mul post-op by one runtime f32 value
   bool pack_b = false;  // reorder b into oneDNN's blocked layout first (NOTE [packed weights])
-  // When set, b.data holds FP8 values of this dtype (b.dtype is bf16, b's
-  // geometry describes the FP8 elements): they are converted exactly to bf16
-  // on the way in, fused with the packing when b is packed.
+  // When set, b.data holds FP8 values of this dtype (b.dtype, bf16 or f32,
+  // is what the GEMM computes on; b's geometry describes the FP8 elements):
+  // they are converted exactly on the way in, fused with the packing when b
+  // is packed.
   std::optional<DType> b_fp8;
   // When set (with pack_b), b.data holds elements of this dtype (bf16) while
   // b.dtype (f32) is what the GEMM computes on: the packing reorder converts.
@@ -62,11 +63,5 @@ class Workspace {
   void* data_ = nullptr;
   size_t capacity_ = 0;
 };
-
-// The calling thread's buffer for an FP8 A operand converted to bf16.
-struct Fp8GemmBuffers {
-  Workspace a;
-};
-Fp8GemmBuffers& ThreadFp8GemmBuffers();
 
 }  // namespace octet::cpu

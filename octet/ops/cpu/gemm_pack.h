@@ -47,9 +47,10 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
                const PackedBLayout& layout, uint16_t* dst);
 
 // dst = B (K, N) packed as the f32 blocked layout (k_block <= 32, n_block <=
-// 64); padding zeroed. src_dtype is float32 or bfloat16 (widened exactly);
-// strides as for PackVnniB. oneDNN's reorder does the same at ~18 GB/s here
-// (1.0 ms for a 768 x 3072 B, 8 % of the GEMM it feeds).
+// 64); padding zeroed. src_dtype is float32, bfloat16 or FP8 (widened
+// exactly; the FP8 codes, unscaled); strides as for PackVnniB. oneDNN's
+// reorder does the same at ~18 GB/s here (1.0 ms for a 768 x 3072 B, 8 % of
+// the GEMM it feeds).
 void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
               const PackedBLayout& layout, float* dst);
 

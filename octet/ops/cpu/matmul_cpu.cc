@@ -32,6 +32,7 @@
 // GEMM path] in ops/cpu_gemm_path.h (WidenedGemm below).
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -222,13 +223,87 @@ MatView Fp8View(const Tensor& t, Tensor* keep) {
   return v;
 }
 
+// ---- converted A operands ------------------------------------------------------------
+// NOTE [converted A reuse]: an A operand oneDNN cannot read as it is (FP8
+// codes, or bf16 on the FP32-FMA path) is converted in a pass of its own
+// into a per-thread buffer, over its whole span in its own layout. A
+// Linear's backward reads its output gradient dY as A twice in a row —
+// dX = dY·W, then dW = dYᵀ·X — and both conversions produce the same bytes
+// (dYᵀ is a view of the same span). So the buffer remembers what it holds:
+// the source storage (weakly: a storage that died, even one whose memory was
+// reused, never matches), the first element, the span, both dtypes and the
+// storage's version (an in-place write bumps it). The second GEMM then skips
+// its conversion pass: a third of the conversion work of an O1 step (perf,
+// wide GPT, Zen 5). Values are exact conversions, so reuse cannot change a
+// result, only skip recomputing it.
+class ConvertedOperand {
+ public:
+  // v's span (elements of `from`: FP8 codes, bf16 bits or f32) converted to
+  // `to` in this buffer, v's geometry kept; `source` owns v's bytes.
+  MatView Get(const Tensor& source, MatView v, DType from, DType to) {
+    const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
+    const std::shared_ptr<Storage>& storage = source.storage();
+    const bool hit = !storage_.expired() && storage_.lock() == storage && data_ == v.data && span_ == span &&
+                     from_ == from && to_ == to && version_ == storage->version();
+    if (!hit) {
+      storage_.reset();  // nothing valid while converting (a throw leaves it empty)
+      void* dst = buffer_.Get(static_cast<size_t>(span) * SizeOf(to));
+      Convert(v.data, from, to, span, dst);
+      storage_ = storage;
+      data_ = v.data;
+      span_ = span;
+      from_ = from;
+      to_ = to;
+      version_ = storage->version();
+    }
+    v.data = buffer_.Get(static_cast<size_t>(span) * SizeOf(to));
+    v.dtype = to;
+    return v;
+  }
+
+ private:
+  static void Convert(const void* src, DType from, DType to, int64_t n, void* dst) {
+    if (to == DType::kBFloat16) {
+      OCTET_CHECK(IsFp8(from), "matmul: no conversion of a ", Name(from), " operand to bfloat16");
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      ParallelFor(n, 1 << 16, [&](int64_t b, int64_t e) { Fp8ToBf16Row(s + b, from, d + b, e - b); });
+      return;
+    }
+    OCTET_CHECK(to == DType::kFloat32, "matmul: no operand conversion to ", Name(to));
+    float* d = static_cast<float*>(dst);
+    if (IsFp8(from)) {
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      // x * 1.0f is exact: every FP8 value is an f32 value.
+      ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(s + b, from, 1.0f, d + b, e - b); });
+    } else {
+      OCTET_CHECK(from == DType::kBFloat16, "matmul: no conversion of a ", Name(from), " operand to float32");
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(s + b, d + b, e - b); });
+    }
+  }
+
+  Workspace buffer_;
+  std::weak_ptr<Storage> storage_;
+  const void* data_ = nullptr;
+  int64_t span_ = 0;
+  DType from_ = DType::kFloat32, to_ = DType::kFloat32;
+  uint64_t version_ = 0;
+};
+
+// The calling thread's A conversions, one per target dtype.
+ConvertedOperand& ThreadConvertedA(DType to) {
+  thread_local ConvertedOperand bf16, f32;
+  return to == DType::kBFloat16 ? bf16 : f32;
+}
+
 // ---- the FP32-FMA path for BF16 and FP8 operands ------------------------------------
 // NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): both operands are widened
 // exactly to f32 (in their own layouts, so transposed views stay transposed),
 // the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
 
 struct WidenBuffers {
-  Workspace a, b, out, bias;
+  Workspace b, out, bias;
 };
 WidenBuffers& ThreadWidenBuffers() {
   thread_local WidenBuffers buffers;
@@ -236,7 +311,7 @@ WidenBuffers& ThreadWidenBuffers() {
 }
 
 // v's elements — bf16 bits, or FP8 bytes of *fp8 — widened exactly to f32 in
-// ws, with the same strides (the span from the first to the last element).
+// ws, with the same strides (B; A goes through ThreadConvertedA) (the span from the first to the last element).
 MatView WidenToF32(MatView v, std::optional<DType> fp8, Workspace& ws) {
   const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
   float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * sizeof(float)));
@@ -269,11 +344,14 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   spec.out = {out32, out.shape(), out.strides(), DType::kFloat32};
   Coalesce(spec.a, spec.b, spec.out);
   spec.pack_b = WorthPacking(spec.b, spec.out);
-  spec.a = WidenToF32(spec.a, fp8_of(a), ws.a);
-  if (spec.pack_b && !IsFp8(b.dtype())) {
-    // A bf16 B is widened by oneDNN's reorder into its f32 blocked layout, in
-    // the packing pass itself (one pass over B instead of two).
-    spec.b_user_dtype = DType::kBFloat16;
+  spec.a = ThreadConvertedA(DType::kFloat32).Get(ka, spec.a, a.dtype(), DType::kFloat32);
+  if (spec.pack_b) {
+    // A bf16 or FP8 B is widened while it is packed into oneDNN's f32 blocked
+    // layout (one pass over B instead of two).
+    if (IsFp8(b.dtype()))
+      spec.b_fp8 = b.dtype();
+    else
+      spec.b_user_dtype = DType::kBFloat16;
     spec.b.dtype = DType::kFloat32;
   } else {
     spec.b = WidenToF32(spec.b, fp8_of(b), ws.b);
@@ -384,29 +462,16 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
 
 // ---- FP8 ------------------------------------------------------------------------------
 
-// An FP8 operand converted exactly to bf16 in ws, in the layout Fp8View picks.
-MatView Fp8AsBf16(const Tensor& t, Workspace& ws) {
-  Tensor keep;
-  MatView v = Fp8View(t, &keep);
-  const int64_t span = SpanOf(v.dims, v.strides);
-  uint16_t* dst = static_cast<uint16_t*>(ws.Get(static_cast<size_t>(std::max<int64_t>(span, 1)) * 2));
-  const uint8_t* p = static_cast<const uint8_t*>(v.data);
-  const DType fp8 = t.dtype();
-  ParallelFor(span, 1 << 16,
-              [&](int64_t begin, int64_t end) { Fp8ToBf16Row(p + begin, fp8, dst + begin, end - begin); });
-  v.data = dst;
-  return v;
-}
-
 void ScaledMatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
   if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
   // As cuBLASLt: alpha = scale_inv_a * scale_inv_b in f32, times the f32 accumulator.
   const float scale = ScaleInvValue(a) * ScaleInvValue(b);
   if (ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma) return WidenedGemm(a, b, bias, out, &scale);
-  Fp8GemmBuffers& buffers = ThreadFp8GemmBuffers();
   DnnlGemmSpec spec;
-  spec.a = Fp8AsBf16(a, buffers.a);
+  Tensor keep_a;
+  const MatView a_codes = CompactView(a, &keep_a);
+  spec.a = ThreadConvertedA(DType::kBFloat16).Get(keep_a, a_codes, a.dtype(), DType::kBFloat16);
   Tensor keep_b;
   spec.b = Fp8View(b, &keep_b);  // converted by RunDnnlGemm, fused with packing
   spec.b_fp8 = b.dtype();
