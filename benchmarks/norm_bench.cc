@@ -2,7 +2,8 @@
 // add + LayerNorm forward+backward on (B*T, C) = (4096, 768), and the fused
 // softmax + cross-entropy forward+backward on (2048, V = 4096) logits
 // (V = 50304 would take ~400 MB of logits per run, too big for CI), and
-// LayerNorm writing FP8 (LayerNormFp8) vs LayerNorm then Quantize. Each
+// LayerNorm writing FP8 (LayerNormFp8) vs LayerNorm then Quantize, and the
+// output gradient's FP8 cast with its bias gradient vs the separate sum. Each
 // fused op runs next to the same computation done by unfused ops through
 // autograd (the "peer"), so the output reads as a ratio. bytes_per_second
 // counts the compulsory traffic of the fused op (every input read once, every
@@ -149,6 +150,28 @@ void LayerNormFp8FwdCase(benchmark::State& state, bool fused) {
 void BM_LayerNormFp8Fwd(benchmark::State& state) { LayerNormFp8FwdCase(state, true); }
 void BM_LayerNormFp8FwdUnfused(benchmark::State& state) { LayerNormFp8FwdCase(state, false); }
 
+// A Linear's output gradient cast to FP8 with its bias gradient, where FP8
+// GEMMs want no transposed copy (the CPU): QuantizeWithBiasGrad (one pass)
+// vs Quantize, then Sum(dY.To(f32), {0}) (what the FP8 Linear did before).
+// Reads dY, writes the FP8 copy.
+void OutputGradCastCase(benchmark::State& state, bool fused) {
+  const DType d = DTypeArg(state);
+  const Tensor dy = Random({kRows, kC}, d, 4);
+  const Tensor scale = Full({1}, 64.0, {.dtype = DType::kFloat32});
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(QuantizeWithBiasGrad(dy, DType::kFloat8E5M2, scale));
+    } else {
+      benchmark::DoNotOptimize(Quantize(dy, DType::kFloat8E5M2, scale));
+      benchmark::DoNotOptimize(Sum(dy.To(DType::kFloat32), {0}));
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kRows * kC * (SizeOf(d) + 1));
+  state.SetLabel(Name(d));
+}
+void BM_OutputGradCastBiasGrad(benchmark::State& state) { OutputGradCastCase(state, true); }
+void BM_OutputGradCastBiasGradUnfused(benchmark::State& state) { OutputGradCastCase(state, false); }
+
 // Reads the logits twice (forward, backward), writes dlogits.
 void SetCrossEntropyBytes(benchmark::State& state, DType d) {
   state.SetBytesProcessed(state.iterations() * 3 * kCeRows * kVocab * SizeOf(d));
@@ -193,6 +216,8 @@ BENCHMARK(BM_LayerNormFwdBwd)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFwdBwdComposite)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFp8Fwd)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFp8FwdUnfused)->Apply(DTypes);
+BENCHMARK(BM_OutputGradCastBiasGrad)->Apply(DTypes);
+BENCHMARK(BM_OutputGradCastBiasGradUnfused)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwd)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdUnfused)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdBwd)->Apply(DTypes);

@@ -183,4 +183,20 @@ CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, cons
   return {WithMeta(y, shared), WithMeta(yt, shared), dbias};
 }
 
+QuantizeBiasGrad QuantizeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
+  constexpr const char* kName = "quantize_with_bias_grad";
+  CheckDefined(kName, x, "x");
+  CheckUnscaledFloat(kName, x, "x");
+  CheckRank(kName, x, "x", 2);
+  CheckFp8Target(kName, fp8, x);
+  CheckScale(kName, scale, x);
+  auto meta = NewMeta(scale);
+  Tensor y = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
+  Tensor dbias = Empty({x.size(1)}, {.dtype = DType::kFloat32, .device = x.device()});
+  quantize_kernel(x.device())(x.detach().Contiguous(), meta->scale, sat, y, Tensor(), meta->scale_inv, meta->amax,
+                              dbias);
+  std::shared_ptr<const ScaleMeta> shared = std::move(meta);
+  return {WithMeta(y, shared), dbias};
+}
+
 }  // namespace octet

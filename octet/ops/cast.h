@@ -97,4 +97,21 @@ struct CastTransposeBiasGrad {
 CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale,
                                                 Fp8Saturation sat = Fp8Saturation::kSatFinite);
 
+// Quantize plus the same bias gradient as CastTransposeWithBiasGrad, from one
+// pass over x, without the transposed copy: for backends whose FP8 GEMMs read
+// any layout (the CPU; Fp8GemmWantsTransposedCopies in ops/matmul.h is
+// false), where the cast-transpose would be wasted work. Rows are added in
+// order 0..R-1: the bits of Sum(x.To(kFloat32), {0}) on the CPU.
+//   x: (M, N), float32/float64/bfloat16/float16; scale as for Quantize.
+//   Returns q (M, N) as Quantize and dbias (N) float32.
+// Not differentiable (x is read detached). Errors as Quantize, naming
+// quantize_with_bias_grad; a device whose quantize kernel makes the bias
+// gradient only with the transposed copy (CUDA) throws, saying so.
+struct QuantizeBiasGrad {
+  Tensor q;      // (M, N) FP8
+  Tensor dbias;  // (N) float32
+};
+QuantizeBiasGrad QuantizeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale,
+                                      Fp8Saturation sat = Fp8Saturation::kSatFinite);
+
 }  // namespace octet

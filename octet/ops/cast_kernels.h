@@ -17,7 +17,9 @@ namespace octet {
 //   x: (R, C) or any shape for y alone, f32/f64/bf16/f16
 //   y: x's shape, FP8, or undefined (then yt is defined)
 //   yt: (C, R), y's FP8 dtype, or undefined
-//   dbias: (C) float32, or undefined; only with yt. dbias[c] = sum over r of
+//   dbias: (C) float32, or undefined; with yt (the cast-transpose), or on the
+//          CPU also with y alone for a 2-D x (QuantizeWithBiasGrad in
+//          ops/cast.h; CUDA makes it only with yt). dbias[c] = sum over r of
 //          x[r, c] as float32 (f64 x rounded to f32 first), summed in float32
 //          in a fixed order: reproducible run to run. The CPU adds rows in
 //          order 0..R-1 (the bits of Sum(x.To(f32), {0}) on the CPU); the

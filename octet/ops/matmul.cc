@@ -272,7 +272,15 @@ Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool col
                        Tensor* dbias) {
   CheckDefined("quantize_for_gemm", x, "x");
   if (dbias != nullptr) *dbias = Tensor();
-  if (!columnwise || !Fp8GemmWantsTransposedCopies(x.device())) return Quantize(x, fp8, scale, sat);
+  if (!Fp8GemmWantsTransposedCopies(x.device())) {
+    if (dbias == nullptr || x.dim() != 2) return Quantize(x, fp8, scale, sat);
+    // No transposed copy here, but the bias gradient still comes from the
+    // quantize's own pass over x (one read of dY instead of three).
+    QuantizeBiasGrad r = QuantizeWithBiasGrad(x, fp8, scale, sat);
+    *dbias = std::move(r.dbias);
+    return std::move(r.q);
+  }
+  if (!columnwise) return Quantize(x, fp8, scale, sat);
   OCTET_CHECK(x.dim() == 2, "quantize_for_gemm: a column-wise copy needs a 2-D tensor, got ", Describe(x));
   Tensor q, qt;
   if (dbias != nullptr) {

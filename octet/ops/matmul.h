@@ -99,10 +99,12 @@ bool GemmEpilogueRunsGelu(Device device);
 // of the two layouts its backend wants, for q and for q.T(). Elsewhere this
 // is Quantize. x: 2-D (R, C) when columnwise, else any shape; other
 // arguments and errors as Quantize.
-// dbias: when not null and the transposed copy is made, *dbias receives the
-// float32 column sums (C) of x from the same pass (CastTransposeWithBiasGrad
-// in ops/cast.h: a Linear's bias gradient when x is its output gradient);
-// otherwise *dbias is reset to undefined and the caller sums x itself.
+// dbias: when not null, *dbias receives the float32 column sums (C) of x from
+// the same pass (a Linear's bias gradient when x is its output gradient):
+// CastTransposeWithBiasGrad (ops/cast.h) where the transposed copy is made,
+// QuantizeWithBiasGrad where FP8 GEMMs want no transposed copies (the CPU;
+// 2-D x). Otherwise (a device that wants copies but columnwise is false, or
+// x not 2-D) *dbias is reset to undefined and the caller sums x itself.
 Tensor QuantizeForGemm(const Tensor& x, DType fp8, const Tensor& scale, bool columnwise,
                        Fp8Saturation sat = Fp8Saturation::kSatFinite, Tensor* dbias = nullptr);
 // QuantizeForGemm(..., columnwise = true) for a matrix that is already FP8

@@ -1,8 +1,9 @@
-// CastTransposeWithBiasGrad on the CPU (ops/cast.h): the FP8 copies are
-// CastTranspose's bytes, dbias is the float64 column sum to float32
-// rounding and, by its defined row order, the bits of Sum(x.To(f32), {0});
-// QuantizeForGemm hands the sums out only where it makes the column-wise
-// copy; errors name the op.
+// CastTransposeWithBiasGrad and QuantizeWithBiasGrad on the CPU
+// (ops/cast.h): the FP8 bytes are CastTranspose's / Quantize's, dbias is the
+// float64 column sum to float32 rounding and, by its defined row order, the
+// bits of Sum(x.To(f32), {0}); QuantizeForGemm hands the sums out from the
+// cast-transpose where it makes the column-wise copy and from the plain
+// quantize where FP8 GEMMs want no copies; errors name the op.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,6 +64,14 @@ TEST_P(BiasGradTest, CopiesAreCastTransposeAndDbiasIsTheColumnSum) {
       for (int64_t c = 0; c < s[1]; ++c) EXPECT_NEAR(got[c], want[c], tol) << "column " << c;
       // The defined order (rows 0..R-1 in f32) is Sum's on the CPU: same bits.
       if (s[0] > 0) EXPECT_EQ(Bytes(r.dbias), Bytes(Sum(x.To(DType::kFloat32), {0})));
+      // Without the transposed copy: Quantize's bytes and amax, the same sums.
+      const QuantizeBiasGrad p = QuantizeWithBiasGrad(x, fp8, scale);
+      EXPECT_EQ(Bytes(p.q), Bytes(q));
+      EXPECT_EQ(p.q.scale_meta()->amax.Item(), q.scale_meta()->amax.Item());
+      EXPECT_EQ(p.q.scale_meta()->scale_inv.Item(), q.scale_meta()->scale_inv.Item());
+      EXPECT_FALSE(p.q.scale_meta()->columnwise.defined());
+      ASSERT_EQ(p.dbias.shape(), (Shape{s[1]}));
+      EXPECT_EQ(Bytes(p.dbias), Bytes(r.dbias));
     }
   }
 }
@@ -80,22 +89,34 @@ TEST(BiasGrad, ExactOnIntegers) {
   EXPECT_EQ(r.dbias.ToDoubles(), ColumnSums64(x));
 }
 
-TEST(BiasGrad, QuantizeForGemmSumsOnlyWhereItMakesTheColumnwiseCopy) {
+TEST(BiasGrad, QuantizeForGemmSumsFromTheCastItMakes) {
   const Tensor x = RandomTensor({20, 12}, 5, DType::kFloat32, -3.0, 3.0);
   const Tensor scale = Full({1}, 2.0);
   const Tensor want = Sum(x, {0});
+  const Tensor plain = Quantize(x, DType::kFloat8E5M2, scale);
   Tensor dbias = Full({1}, 7.0);  // reset when not produced
+  // No transposed copies (the CPU): the plain quantize sums, column-wise or not.
   SetFp8TransposedCopiesForTesting(false);
-  (void)QuantizeForGemm(x, DType::kFloat8E5M2, scale, /*columnwise=*/true, Fp8Saturation::kSatFinite, &dbias);
+  for (bool columnwise : {true, false}) {
+    dbias = Full({1}, 7.0);
+    const Tensor q = QuantizeForGemm(x, DType::kFloat8E5M2, scale, columnwise, Fp8Saturation::kSatFinite, &dbias);
+    ASSERT_TRUE(dbias.defined()) << columnwise;
+    EXPECT_EQ(Bytes(dbias), Bytes(want));
+    EXPECT_EQ(Bytes(q), Bytes(plain));
+    EXPECT_FALSE(q.scale_meta()->columnwise.defined());
+  }
+  // Not 2-D: no sums.
+  dbias = Full({1}, 7.0);
+  (void)QuantizeForGemm(x.View({20, 3, 4}), DType::kFloat8E5M2, scale, false, Fp8Saturation::kSatFinite, &dbias);
   EXPECT_FALSE(dbias.defined());
   SetFp8TransposedCopiesForTesting(true);
   const Tensor q = QuantizeForGemm(x, DType::kFloat8E5M2, scale, /*columnwise=*/true, Fp8Saturation::kSatFinite, &dbias);
   ASSERT_TRUE(dbias.defined());
   EXPECT_EQ(Bytes(dbias), Bytes(want));
-  EXPECT_EQ(Bytes(q), Bytes(Quantize(x, DType::kFloat8E5M2, scale)));
+  EXPECT_EQ(Bytes(q), Bytes(plain));
   ASSERT_TRUE(q.scale_meta()->columnwise.defined());
-  EXPECT_EQ(Bytes(q.scale_meta()->columnwise), Bytes(Quantize(x, DType::kFloat8E5M2, scale).T()));
-  // Not column-wise: no copy, no sums.
+  EXPECT_EQ(Bytes(q.scale_meta()->columnwise), Bytes(plain.T()));
+  // Copies wanted but not column-wise: no copy, so no sums.
   dbias = Full({1}, 7.0);
   (void)QuantizeForGemm(x, DType::kFloat8E5M2, scale, /*columnwise=*/false, Fp8Saturation::kSatFinite, &dbias);
   EXPECT_FALSE(dbias.defined());
@@ -108,6 +129,11 @@ TEST(BiasGrad, ErrorsNameTheOp) {
                 .find("cast_transpose_with_bias_grad"),
             std::string::npos);
   EXPECT_NE(ErrorOf([&] { CastTransposeWithBiasGrad(Zeros({2, 2}), DType::kFloat32, scale); }).find("not an FP8"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { QuantizeWithBiasGrad(Zeros({4}), DType::kFloat8E4M3, scale); })
+                .find("quantize_with_bias_grad"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { QuantizeWithBiasGrad(Zeros({2, 2}), DType::kFloat32, scale); }).find("not an FP8"),
             std::string::npos);
   EXPECT_NE(ErrorOf([&] { CastTransposeWithBiasGrad(Zeros({2, 2}), DType::kFloat8E4M3, Full({2}, 1.0)); })
                 .find("scale"),

@@ -150,7 +150,7 @@ void QuantizeCuda(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const
   OCTET_CHECK(!(y.defined() && yt.defined()) || y.dtype() == yt.dtype(), "quantize (CUDA): y ", Describe(y), " and yt ",
               Describe(yt), " must have one FP8 dtype");
   OCTET_CHECK(!dbias.defined() || yt.defined(), "quantize (CUDA): dbias ", Describe(dbias),
-              " is computed by the cast-transpose only (yt is not given)");
+              " is computed by the cast-transpose only on CUDA (yt is not given): use CastTransposeWithBiasGrad");
   const float* scale_p = ScalarPtr("quantize (CUDA)", scale, "scale", x.device());
   float* scale_inv_p = ScalarPtr("quantize (CUDA)", scale_inv, "scale_inv", x.device());
   float* amax_p = ScalarPtr("quantize (CUDA)", amax, "amax", x.device());
