@@ -166,37 +166,37 @@ Tensor TransposeFp8(const Tensor& q) {
   return qt.WithScaleMeta(std::move(copy));
 }
 
-CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
-  constexpr const char* kName = "cast_transpose_with_bias_grad";
-  CheckDefined(kName, x, "x");
-  CheckUnscaledFloat(kName, x, "x");
-  CheckRank(kName, x, "x", 2);
-  CheckFp8Target(kName, fp8, x);
-  CheckScale(kName, scale, x);
+namespace {
+
+// The FP8 cast of a Linear's output gradient x (M, N) plus its float32 column
+// sums from the same pass, with (`transposed`) or without the (N, M) copy.
+// Returns {q, qt or undefined, dbias}.
+CastTransposeBiasGrad CastWithBiasGrad(const char* name, const Tensor& x, DType fp8, const Tensor& scale,
+                                       Fp8Saturation sat, bool transposed) {
+  CheckDefined(name, x, "x");
+  CheckUnscaledFloat(name, x, "x");
+  CheckRank(name, x, "x", 2);
+  CheckFp8Target(name, fp8, x);
+  CheckScale(name, scale, x);
   auto meta = NewMeta(scale);
   const TensorOptions opts{.dtype = fp8, .device = x.device()};
   Tensor y = Empty(x.shape(), opts);
-  Tensor yt = Empty({x.size(1), x.size(0)}, opts);
+  Tensor yt = transposed ? Empty({x.size(1), x.size(0)}, opts) : Tensor();
   Tensor dbias = Empty({x.size(1)}, {.dtype = DType::kFloat32, .device = x.device()});
   quantize_kernel(x.device())(x.detach().Contiguous(), meta->scale, sat, y, yt, meta->scale_inv, meta->amax, dbias);
   std::shared_ptr<const ScaleMeta> shared = std::move(meta);
-  return {WithMeta(y, shared), WithMeta(yt, shared), dbias};
+  return {WithMeta(y, shared), transposed ? WithMeta(yt, shared) : Tensor(), dbias};
+}
+
+}  // namespace
+
+CastTransposeBiasGrad CastTransposeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
+  return CastWithBiasGrad("cast_transpose_with_bias_grad", x, fp8, scale, sat, /*transposed=*/true);
 }
 
 QuantizeBiasGrad QuantizeWithBiasGrad(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat) {
-  constexpr const char* kName = "quantize_with_bias_grad";
-  CheckDefined(kName, x, "x");
-  CheckUnscaledFloat(kName, x, "x");
-  CheckRank(kName, x, "x", 2);
-  CheckFp8Target(kName, fp8, x);
-  CheckScale(kName, scale, x);
-  auto meta = NewMeta(scale);
-  Tensor y = Empty(x.shape(), {.dtype = fp8, .device = x.device()});
-  Tensor dbias = Empty({x.size(1)}, {.dtype = DType::kFloat32, .device = x.device()});
-  quantize_kernel(x.device())(x.detach().Contiguous(), meta->scale, sat, y, Tensor(), meta->scale_inv, meta->amax,
-                              dbias);
-  std::shared_ptr<const ScaleMeta> shared = std::move(meta);
-  return {WithMeta(y, shared), dbias};
+  CastTransposeBiasGrad r = CastWithBiasGrad("quantize_with_bias_grad", x, fp8, scale, sat, /*transposed=*/false);
+  return {std::move(r.q), std::move(r.dbias)};
 }
 
 }  // namespace octet
