@@ -9,8 +9,9 @@
 #include <emmintrin.h>
 #endif
 
-#include <algorithm>
 #include <omp.h>
+
+#include <algorithm>
 #include <cstring>
 #include <vector>
 

@@ -58,6 +58,25 @@ void* Workspace::Get(size_t bytes) {
   return data_;
 }
 
+void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst) {
+  if (IsFp8(from) && to == DType::kBFloat16) {
+    const uint8_t* s = static_cast<const uint8_t*>(src);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    ParallelFor(n, 1 << 16, [&](int64_t b, int64_t e) { Fp8ToBf16Row(s + b, from, d + b, e - b); });
+  } else if (IsFp8(from) && to == DType::kFloat32) {
+    const uint8_t* s = static_cast<const uint8_t*>(src);
+    float* d = static_cast<float*>(dst);
+    // x * 1.0f is exact: every FP8 value is an f32 value.
+    ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(s + b, from, 1.0f, d + b, e - b); });
+  } else if (from == DType::kBFloat16 && to == DType::kFloat32) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    float* d = static_cast<float*>(dst);
+    ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(s + b, d + b, e - b); });
+  } else {
+    OCTET_FAIL("matmul: no operand conversion from ", Name(from), " to ", Name(to));
+  }
+}
+
 namespace {
 
 using dnnl::memory;
@@ -274,15 +293,8 @@ PrimitiveCache& Cache() {
 const void* Fp8AsPlain(const MatView& v, DType fp8, Workspace& ws) {
   int64_t span = 1;
   for (size_t d = 0; d < v.dims.size(); ++d) span += (v.dims[d] - 1) * v.strides[d];
-  const uint8_t* src = static_cast<const uint8_t*>(v.data);
-  if (v.dtype == DType::kFloat32) {
-    float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * 4));
-    // x * 1.0f is exact: every FP8 value is an f32 value.
-    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(src + b, fp8, 1.0f, dst + b, e - b); });
-    return dst;
-  }
-  uint16_t* dst = static_cast<uint16_t*>(ws.Get(static_cast<size_t>(span) * 2));
-  ParallelFor(span, 1 << 16, [&](int64_t b, int64_t e) { Fp8ToBf16Row(src + b, fp8, dst + b, e - b); });
+  void* dst = ws.Get(static_cast<size_t>(span) * SizeOf(v.dtype));
+  ConvertElements(v.data, fp8, v.dtype, span, dst);
   return dst;
 }
 

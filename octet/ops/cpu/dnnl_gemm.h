@@ -49,6 +49,11 @@ struct DnnlGemmSpec {
 // f32, or null. Throws octet::Error naming the operands if oneDNN fails.
 void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale);
 
+// dst[0, n) = src[0, n) converted exactly from `from` to `to`: FP8 codes to
+// bf16 or f32 (unscaled), bf16 to f32, on the OpenMP pool. The one converter
+// of GEMM operands oneDNN cannot read as they are. Throws for other pairs.
+void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst);
+
 // A grow-only 64-byte aligned buffer (one per thread and purpose); Get may
 // move the memory, so earlier pointers from the same buffer become invalid.
 class Workspace {

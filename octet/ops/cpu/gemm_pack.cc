@@ -29,6 +29,10 @@ inline uint16_t LoadOne(const char* p) {
   return v;
 }
 
+// Raw FP8 codes, for the tiles NOTE [fp8 packing] converts in one call.
+inline void CopyBytes(const char* p, int64_t n, uint8_t* row) { std::memcpy(row, p, static_cast<size_t>(n)); }
+inline uint8_t ByteAt(const char* p) { return static_cast<uint8_t>(*p); }
+
 // o[2n] = r0[n], o[2n + 1] = r1[n] for n in [0, nb). The compiler does not
 // find the shuffle net for this loop; with AVX2 it is two unpacks and two
 // lane permutes per 16 pairs (`octet_matmul_bench --benchmark_filter=PackB`).
@@ -222,13 +226,11 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
   // paid the converter's dispatch and table loads per run: with FP8 B
   // operands at O1 that was most of the conversion time in a wide GPT step
   // (perf, Zen 5).
-  auto copy_bytes = [](const char* p, int64_t n, uint8_t* row) { std::memcpy(row, p, static_cast<size_t>(n)); };
-  auto one_byte = [](const char* p) { return static_cast<uint8_t>(*p); };
   ForEachBlock(layout, K, N, dst, [&](const Block& blk, uint16_t* tile, uint16_t* out) {
     alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
     if (sn != 1 && sk == 1) {  // column-major: pairs (k, k+1) are adjacent in B
       if (fp8) {
-        LoadColumnTile(base, esz, sn, blk, kb, nb, copy_bytes, bytes);
+        LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
         Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
       } else {
         LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
@@ -243,7 +245,7 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
       return;
     }
     if (fp8) {
-      LoadRowTile(base, esz, sk, sn, blk, kb, nb, copy_bytes, one_byte, bytes);
+      LoadRowTile(base, esz, sk, sn, blk, kb, nb, CopyBytes, ByteAt, bytes);
       Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
     } else {
       LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, [](const char* p) { return LoadOne(p); }, tile);
@@ -263,13 +265,11 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
   const char* base = static_cast<const char*>(src);
   auto load = [&](const char* p, int64_t n, float* row) { LoadF32Row(p, src_dtype, n, row); };
   // FP8: NOTE [fp8 packing] (bytes gathered, then one conversion per block).
-  auto copy_bytes = [](const char* p, int64_t n, uint8_t* row) { std::memcpy(row, p, static_cast<size_t>(n)); };
-  auto one_byte = [](const char* p) { return static_cast<uint8_t>(*p); };
   ForEachBlock(layout, K, N, dst, [&](const Block& blk, float* tile, float* out) {
     alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
     if (sn != 1 && sk == 1) {  // column-major: transpose a tile of B's columns
       if (fp8) {
-        LoadColumnTile(base, esz, sn, blk, kb, nb, copy_bytes, bytes);
+        LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
         DequantizeRow(bytes, src_dtype, 1.0f, tile, kb * nb);  // exact: FP8 values are f32 values
       } else {
         LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
@@ -287,7 +287,7 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
     }
     // The block is row-major already: rows of B go straight into it.
     if (fp8) {
-      LoadRowTile(base, esz, sk, sn, blk, kb, nb, copy_bytes, one_byte, bytes);
+      LoadRowTile(base, esz, sk, sn, blk, kb, nb, CopyBytes, ByteAt, bytes);
       DequantizeRow(bytes, src_dtype, 1.0f, out, kb * nb);
     } else {
       LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, [&](const char* p) { return LoadF32One(p, src_dtype); },

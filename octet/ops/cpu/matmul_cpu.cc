@@ -238,17 +238,17 @@ MatView Fp8View(const Tensor& t, Tensor* keep) {
 // result, only skip recomputing it.
 class ConvertedOperand {
  public:
-  // v's span (elements of `from`: FP8 codes, bf16 bits or f32) converted to
+  // v's span (elements of `from`: FP8 codes or bf16 bits) converted to
   // `to` in this buffer, v's geometry kept; `source` owns v's bytes.
   MatView Get(const Tensor& source, MatView v, DType from, DType to) {
     const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
     const std::shared_ptr<Storage>& storage = source.storage();
-    const bool hit = !storage_.expired() && storage_.lock() == storage && data_ == v.data && span_ == span &&
-                     from_ == from && to_ == to && version_ == storage->version();
+    const bool hit = storage_.lock() == storage && data_ == v.data && span_ == span && from_ == from && to_ == to &&
+                     version_ == storage->version();
+    if (!hit) storage_.reset();  // nothing valid until converted (a throw leaves it empty)
+    void* dst = buffer_.Get(static_cast<size_t>(span) * SizeOf(to));  // a hit needs no more room
     if (!hit) {
-      storage_.reset();  // nothing valid while converting (a throw leaves it empty)
-      void* dst = buffer_.Get(static_cast<size_t>(span) * SizeOf(to));
-      Convert(v.data, from, to, span, dst);
+      ConvertElements(v.data, from, to, span, dst);
       storage_ = storage;
       data_ = v.data;
       span_ = span;
@@ -256,33 +256,12 @@ class ConvertedOperand {
       to_ = to;
       version_ = storage->version();
     }
-    v.data = buffer_.Get(static_cast<size_t>(span) * SizeOf(to));
+    v.data = dst;
     v.dtype = to;
     return v;
   }
 
  private:
-  static void Convert(const void* src, DType from, DType to, int64_t n, void* dst) {
-    if (to == DType::kBFloat16) {
-      OCTET_CHECK(IsFp8(from), "matmul: no conversion of a ", Name(from), " operand to bfloat16");
-      const uint8_t* s = static_cast<const uint8_t*>(src);
-      uint16_t* d = static_cast<uint16_t*>(dst);
-      ParallelFor(n, 1 << 16, [&](int64_t b, int64_t e) { Fp8ToBf16Row(s + b, from, d + b, e - b); });
-      return;
-    }
-    OCTET_CHECK(to == DType::kFloat32, "matmul: no operand conversion to ", Name(to));
-    float* d = static_cast<float*>(dst);
-    if (IsFp8(from)) {
-      const uint8_t* s = static_cast<const uint8_t*>(src);
-      // x * 1.0f is exact: every FP8 value is an f32 value.
-      ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(s + b, from, 1.0f, d + b, e - b); });
-    } else {
-      OCTET_CHECK(from == DType::kBFloat16, "matmul: no conversion of a ", Name(from), " operand to float32");
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(s + b, d + b, e - b); });
-    }
-  }
-
   Workspace buffer_;
   std::weak_ptr<Storage> storage_;
   const void* data_ = nullptr;
@@ -310,19 +289,13 @@ WidenBuffers& ThreadWidenBuffers() {
   return buffers;
 }
 
-// v's elements — bf16 bits, or FP8 bytes of *fp8 — widened exactly to f32 in
-// ws, with the same strides (B; A goes through ThreadConvertedA) (the span from the first to the last element).
-MatView WidenToF32(MatView v, std::optional<DType> fp8, Workspace& ws) {
+// v's elements (bf16 bits or FP8 codes of `from`) widened exactly to f32 in
+// ws, with the same strides: the span from the first to the last element.
+// For B; A goes through ThreadConvertedA.
+MatView WidenToF32(MatView v, DType from, Workspace& ws) {
   const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
-  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * sizeof(float)));
-  if (fp8) {
-    const uint8_t* src = static_cast<const uint8_t*>(v.data);
-    // x * 1.0f is exact: every FP8 value is an f32 value.
-    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { DequantizeRow(src + b, *fp8, 1.0f, dst + b, e - b); });
-  } else {
-    const uint16_t* src = static_cast<const uint16_t*>(v.data);
-    ParallelFor(span, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(src + b, dst + b, e - b); });
-  }
+  void* dst = ws.Get(static_cast<size_t>(span) * sizeof(float));
+  ConvertElements(v.data, from, DType::kFloat32, span, dst);
   v.data = dst;
   v.dtype = DType::kFloat32;
   return v;
@@ -333,7 +306,6 @@ MatView WidenToF32(MatView v, std::optional<DType> fp8, Workspace& ws) {
 // f32 or bf16, or undefined; out: contiguous f32 or bf16.
 void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
   WidenBuffers& ws = ThreadWidenBuffers();
-  auto fp8_of = [](const Tensor& t) { return IsFp8(t.dtype()) ? std::optional<DType>(t.dtype()) : std::nullopt; };
   Tensor ka, kb;
   DnnlGemmSpec spec;
   spec.a = CompactView(a, &ka);
@@ -354,7 +326,7 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
       spec.b_user_dtype = DType::kBFloat16;
     spec.b.dtype = DType::kFloat32;
   } else {
-    spec.b = WidenToF32(spec.b, fp8_of(b), ws.b);
+    spec.b = WidenToF32(spec.b, b.dtype(), ws.b);
   }
   spec.scale = scale != nullptr;
   const float* bias32 = nullptr;
