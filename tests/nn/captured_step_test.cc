@@ -129,17 +129,24 @@ TEST(CapturedStep, AnOptimizerWithoutParametersStillCountsItsSteps) {
   EXPECT_EQ(opt.step_count(), 2);
 }
 
-TEST(CapturedStep, AStepThatWasNeverWarmedUpIsRefused) {
-  // The first forward makes the position ids from host values: it belongs
-  // before the capture (NOTE [captured steps]: capture a warmed-up step).
-  GPT model({.n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 8, .vocab_size = 23, .seed = 1});
-  const Tensor x = Ids(0, 0, 0), y = Ids(0, 0, 1);
-  SetDeferredIndexChecks(true);
+// The error model.Loss(x, y) throws under an emulated capture, with the
+// index checks deferred or immediate (immediate again afterwards).
+std::string CapturedLossError(GPT& model, const Tensor& x, const Tensor& y, bool deferred_checks) {
+  SetDeferredIndexChecks(deferred_checks);
   const std::string msg = testing::ErrorOf([&] {
     internal::CaptureEmulationForTesting capture;
     (void)model.Loss(x, y);
   });
   SetDeferredIndexChecks(false);
+  return msg;
+}
+
+TEST(CapturedStep, AStepThatWasNeverWarmedUpIsRefused) {
+  // The first forward makes the position ids from host values: it belongs
+  // before the capture (NOTE [captured steps]: capture a warmed-up step).
+  GPT model({.n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 8, .vocab_size = 23, .seed = 1});
+  const Tensor x = Ids(0, 0, 0), y = Ids(0, 0, 1);
+  const std::string msg = CapturedLossError(model, x, y, /*deferred_checks=*/true);
   EXPECT_NE(msg.find("making a tensor from host values"), std::string::npos) << msg;
   EXPECT_NE(msg.find("captured graph"), std::string::npos) << msg;
 }
@@ -148,11 +155,7 @@ TEST(CapturedStep, ImmediateIndexChecksAreRefused) {
   GPT model({.n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 8, .vocab_size = 23, .seed = 1});
   const Tensor x = Ids(0, 0, 0), y = Ids(0, 0, 1);
   (void)model.Loss(x, y);  // warm-up
-  SetDeferredIndexChecks(false);
-  const std::string msg = testing::ErrorOf([&] {
-    internal::CaptureEmulationForTesting capture;
-    (void)model.Loss(x, y);
-  });
+  const std::string msg = CapturedLossError(model, x, y, /*deferred_checks=*/false);
   EXPECT_NE(msg.find("SetDeferredIndexChecks(true)"), std::string::npos) << msg;
 }
 
@@ -161,12 +164,7 @@ TEST(CapturedStep, DropoutIsRefused) {
   model.Train();
   const Tensor x = Ids(0, 0, 0), y = Ids(0, 0, 1);
   (void)model.Loss(x, y);
-  SetDeferredIndexChecks(true);
-  const std::string msg = testing::ErrorOf([&] {
-    internal::CaptureEmulationForTesting capture;
-    (void)model.Loss(x, y);
-  });
-  SetDeferredIndexChecks(false);
+  const std::string msg = CapturedLossError(model, x, y, /*deferred_checks=*/true);
   EXPECT_NE(msg.find("dropout inside a captured graph"), std::string::npos) << msg;
 }
 
