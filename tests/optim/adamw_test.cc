@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <octet/core/bfloat16.h>
+#include <octet/core/convert_testing.h>
 #include <octet/core/float16.h>
 #include <octet/core/float8.h>
 #include <octet/core/scaling.h>
@@ -344,6 +345,82 @@ TEST(AdamW, Fp8Fp16StateScalesFollowTheAmax) {
   opt.Step();
   EXPECT_NEAR(s.m_meta->scale.Item(), ms2 / 0.9, 1e-4 * ms2);
 }
+
+// The amax pass keeps kLanes independent maxima (NOTE [adamw chunk isa]):
+// the largest |m| is found wherever it sits, in a full group of lanes or in
+// the tail, and equals the f32 value of the first step's m = (1-beta1) g.
+TEST(AdamW, Fp8StateAmaxFindsTheLargestMomentInEveryPosition) {
+  constexpr int64_t n = 16 * 5 + 7;
+  for (int64_t at : {int64_t{0}, int64_t{37}, int64_t{47}, int64_t{80}, n - 1}) {
+    std::vector<double> g = RandomValues(n, 300 + at);
+    for (double& x : g) x = static_cast<float>(x);
+    g[at] = -3.5;  // |g| <= 1 elsewhere
+    Tensor x = Param(std::vector<double>(n, 0.0), {n});
+    AdamW opt({{"x", x}}, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .state_dtype = StateDType::kFp8Fp16});
+    SetGrad(x, g, DType::kFloat32);
+    opt.Step();
+    const float omb1 = static_cast<float>(1.0 - 0.9), omb2 = static_cast<float>(1.0 - 0.99);
+    EXPECT_EQ(static_cast<float>(opt.state(0).m_meta->amax.Item()), omb1 * 3.5f) << "at " << at;
+    EXPECT_EQ(static_cast<float>(opt.state(0).v_meta->amax.Item()), omb2 * (3.5f * 3.5f)) << "at " << at;
+  }
+}
+
+// A NaN gradient anywhere makes the amax NaN, so the scales stay as they were
+// (ComputeScale refuses a non-finite amax) instead of being derived from the
+// finite elements only.
+TEST(AdamW, Fp8StateNanGradientKeepsTheScales) {
+  constexpr int64_t n = 16 * 5 + 7;
+  for (int64_t at : {int64_t{5}, int64_t{53}, n - 2}) {
+    std::vector<double> g = RandomValues(n, 400 + at);
+    Tensor x = Param(std::vector<double>(n, 0.0), {n});
+    AdamW opt({{"x", x}}, {.lr = 1e-3, .state_dtype = StateDType::kFp8Fp16});
+    SetGrad(x, g, DType::kFloat32);
+    opt.Step();
+    const ScaleMeta& mm = *opt.state(0).m_meta;
+    const ScaleMeta& vm = *opt.state(0).v_meta;
+    const double ms = mm.scale.Item(), vs = vm.scale.Item();
+    ASSERT_NE(ms, 1.0);  // the first step did set them
+    g[at] = std::nan("");
+    SetGrad(x, g, DType::kFloat32);
+    opt.Step();
+    EXPECT_TRUE(std::isnan(mm.amax.Item())) << "at " << at;
+    EXPECT_TRUE(std::isnan(vm.amax.Item())) << "at " << at;
+    EXPECT_EQ(mm.scale.Item(), ms) << "at " << at;
+    EXPECT_EQ(vm.scale.Item(), vs) << "at " << at;
+  }
+}
+
+// The chunk loops are built for the baseline ISA and for AVX-512 (NOTE
+// [adamw chunk isa]): both give the same bits for every state format, over
+// lengths that cross the lane, chunk and block boundaries. On a CPU without
+// AVX-512 both runs take the baseline.
+TEST(AdamW, IsaBuildsGiveIdenticalBits) {
+  const int64_t n = 2 * 16384 + 1024 + 29;
+  const std::vector<double> w0 = RandomValues(n, 31);
+  std::vector<std::vector<double>> grads;
+  for (int s = 0; s < 3; ++s) grads.push_back(RandomValues(n, 32 + s));
+  for (StateDType state : {StateDType::kFloat32, StateDType::kBFloat16, StateDType::kFp8Fp16}) {
+    std::vector<std::vector<uint8_t>> results;
+    for (bool avx512 : {false, true}) {
+      internal::SetConverterIsaForTesting({avx512, avx512, avx512});
+      Tensor x = Param(w0, {n}, DType::kBFloat16);
+      AdamW o({{"x", x}}, {.lr = 0.01, .weight_decay = 0.1, .state_dtype = state});
+      for (const auto& g : grads) {
+        SetGrad(x, g, DType::kBFloat16);
+        o.Step();
+      }
+      std::vector<uint8_t> all = Bytes(x);
+      for (const Tensor& t : {o.state(0).m, o.state(0).v, o.state(0).master}) {
+        const std::vector<uint8_t> b = Bytes(t);
+        all.insert(all.end(), b.begin(), b.end());
+      }
+      results.push_back(all);
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(results[0], results[1]) << Name(state);
+  }
+}
+
 
 TEST(AdamW, StateDictRoundTripContinuesBitIdentically) {
   for (StateDType sd : {StateDType::kFloat32, StateDType::kBFloat16, StateDType::kFp8Fp16}) {

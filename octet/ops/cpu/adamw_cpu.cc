@@ -5,13 +5,15 @@
 // Float compute (f32/bf16/f16 parameters) runs over chunks of kChunk
 // elements: the narrow operands are widened into per-thread f32 buffers with
 // the row converters of core/convert.h (vectorised, AVX-512 when present),
-// the update runs as a plain f32 loop the compiler vectorises, and the
-// results are narrowed back the same way. The converters are bit-identical to
+// the update runs as a plain f32 loop the compiler vectorises (built for the
+// baseline and for AVX-512: NOTE [adamw chunk isa]), and the results are
+// narrowed back the same way. The converters are bit-identical to
 // the scalar conversions, so the result equals the element-by-element
 // formula. f64 parameters use a scalar loop in f64.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -113,26 +115,61 @@ OCTET_INLINE void Narrow(const float* src, T* dst, int64_t n, float scale = 1.0f
   }
 }
 
-// The amax of the new m and v of one chunk (the update's first two lines).
-void AmaxChunk(const Coeffs<float>& k, const float* __restrict g, const float* __restrict mo,
-               const float* __restrict vo, int64_t len, float v_scale_inv, float* am_io, float* av_io) {
+// ---- the per-chunk arithmetic, compiled per ISA ------------------------------------
+// NOTE [adamw chunk isa]: the two chunk loops below hold all of the f32
+// update's arithmetic. The library's baseline (OCTET_CPU_ARCH, AVX2 here)
+// vectorises them 8 wide; where the converters use AVX-512 they are also
+// compiled for it (16 wide), chosen per call like NOTE [attention isa
+// dispatch]. Both builds do the same IEEE operations in the same order
+// (no contraction: -ffp-contract=off), so their results are bit-identical;
+// the narrow state formats are compute-bound here, the f32 one memory-bound
+// (octet_optim_bench).
+
+// Lanes of the amax pass: independent maxima the compiler keeps in one
+// vector register (a scalar running max with NaN handling does not vectorise).
+constexpr int kLanes = 16;
+
+// The amax of the new m and v of one chunk (the update's first two lines),
+// folded into *am_io and *av_io with MaxNan. A NaN anywhere makes the result
+// NaN (the scale update then keeps the old scale).
+OCTET_INLINE void AmaxChunkBody(const Coeffs<float>& k, const float* __restrict g, const float* __restrict mo,
+                                const float* __restrict vo, int64_t len, float v_scale_inv, float* am_io,
+                                float* av_io) {
   const float b1 = k.b1, omb1 = k.omb1, b2 = k.b2, omb2 = k.omb2;
-  float am = *am_io, av = *av_io;
-  for (int64_t i = 0; i < len; ++i) {
+  float am[kLanes] = {}, av[kLanes] = {};
+  int nan[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= len; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const float mi = b1 * mo[i + j] + omb1 * g[i + j];
+      const float vi = b2 * (vo[i + j] * v_scale_inv) + omb2 * (g[i + j] * g[i + j]);
+      const float a = std::abs(mi);
+      am[j] = a > am[j] ? a : am[j];
+      av[j] = vi > av[j] ? vi : av[j];
+      nan[j] |= static_cast<int>(mi != mi) | static_cast<int>(vi != vi);
+    }
+  }
+  float m_max = *am_io, v_max = *av_io;
+  for (int j = 0; j < kLanes; ++j) {
+    m_max = MaxNan(m_max, nan[j] ? std::numeric_limits<float>::quiet_NaN() : am[j]);
+    v_max = MaxNan(v_max, nan[j] ? std::numeric_limits<float>::quiet_NaN() : av[j]);
+  }
+  for (; i < len; ++i) {
     const float mi = b1 * mo[i] + omb1 * g[i];
     const float vi = b2 * (vo[i] * v_scale_inv) + omb2 * (g[i] * g[i]);
-    am = MaxNan(am, std::abs(mi));
-    av = MaxNan(av, vi);
+    m_max = MaxNan(m_max, std::abs(mi));
+    v_max = MaxNan(v_max, vi);
   }
-  *am_io = am;
-  *av_io = av;
+  *am_io = m_max;
+  *av_io = v_max;
 }
 
 // The update of one chunk, in place in mm, vv, pp (distinct buffers, so the
 // restrict qualifiers hold). Coefficients are copied to locals: the compiler
 // could not otherwise prove the float stores leave them unchanged.
-void UpdateChunk(const Coeffs<float>& k, const float* __restrict g, float* __restrict mm, float* __restrict vv,
-                 float* __restrict pp, int64_t len, float v_scale_inv, float m_mul, float v_scale) {
+OCTET_INLINE void UpdateChunkBody(const Coeffs<float>& k, const float* __restrict g, float* __restrict mm,
+                                  float* __restrict vv, float* __restrict pp, int64_t len, float v_scale_inv,
+                                  float m_mul, float v_scale) {
   const float b1 = k.b1, omb1 = k.omb1, b2 = k.b2, omb2 = k.omb2, lr = k.lr, eps = k.eps, wd = k.wd, bc1 = k.bc1,
               bc2 = k.bc2;
   for (int64_t i = 0; i < len; ++i) {
@@ -144,6 +181,44 @@ void UpdateChunk(const Coeffs<float>& k, const float* __restrict g, float* __res
     mm[i] = mi * m_mul;
     vv[i] = vi * v_scale;
   }
+}
+
+using AmaxChunkFn = void (*)(const Coeffs<float>&, const float*, const float*, const float*, int64_t, float, float*,
+                             float*);
+using UpdateChunkFn = void (*)(const Coeffs<float>&, const float*, float*, float*, float*, int64_t, float, float,
+                               float);
+
+void AmaxChunkBase(const Coeffs<float>& k, const float* g, const float* mo, const float* vo, int64_t len,
+                   float v_scale_inv, float* am_io, float* av_io) {
+  AmaxChunkBody(k, g, mo, vo, len, v_scale_inv, am_io, av_io);
+}
+void UpdateChunkBase(const Coeffs<float>& k, const float* g, float* mm, float* vv, float* pp, int64_t len,
+                     float v_scale_inv, float m_mul, float v_scale) {
+  UpdateChunkBody(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
+}
+#if defined(__x86_64__)
+#define OCTET_ADAMW_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+OCTET_ADAMW_AVX512 void AmaxChunkAvx512(const Coeffs<float>& k, const float* g, const float* mo, const float* vo,
+                                        int64_t len, float v_scale_inv, float* am_io, float* av_io) {
+  AmaxChunkBody(k, g, mo, vo, len, v_scale_inv, am_io, av_io);
+}
+OCTET_ADAMW_AVX512 void UpdateChunkAvx512(const Coeffs<float>& k, const float* g, float* mm, float* vv, float* pp,
+                                          int64_t len, float v_scale_inv, float m_mul, float v_scale) {
+  UpdateChunkBody(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
+}
+#endif
+
+struct ChunkFns {
+  AmaxChunkFn amax;
+  UpdateChunkFn update;
+};
+
+// The builds this CPU runs (OCTET_DISABLE_AVX512 switches to the baseline).
+ChunkFns ActiveChunkFns() {
+#if defined(__x86_64__)
+  if (internal::ActiveConverterIsa().avx512) return {&AmaxChunkAvx512, &UpdateChunkAvx512};
+#endif
+  return {&AmaxChunkBase, &UpdateChunkBase};
 }
 
 template <typename P, typename G, typename M, typename V, bool kMaster>
@@ -160,6 +235,7 @@ void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
   // fp8 m is dequantized by DequantizeRow itself; a scaled f16 v in the loop.
   const float m_scale_inv = kScaled ? a.m_scale_inv.data<float>()[0] : 1.0f;
   const float v_scale_inv = kScaled ? a.v_scale_inv.data<float>()[0] : 1.0f;
+  const ChunkFns fns = ActiveChunkFns();
 
   float m_scale = 1.0f, v_scale = 1.0f;
   if constexpr (kScaled) {
@@ -174,7 +250,7 @@ void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
           const float* g = Widen(grad + c, gbuf, len);
           const float* mo = Widen(m + c, mbuf, len, m_scale_inv);
           const float* vo = Widen(v + c, vbuf, len);
-          AmaxChunk(k, g, mo, vo, len, v_scale_inv, &am, &av);
+          fns.amax(k, g, mo, vo, len, v_scale_inv, &am, &av);
         }
         m_amax[b] = am;
         v_amax[b] = av;
@@ -198,7 +274,7 @@ void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
       float* pp = kMaster ? master + c : Widen(param + c, pbuf, len);
       // fp8 m: QuantizeRow applies m_scale; other m: the loop does (exactly 1 when unscaled).
       const float m_mul = kScaled ? 1.0f : m_scale;
-      UpdateChunk(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
+      fns.update(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
       Narrow(pp, param + c, len);  // master: its rounding goes to the parameter
       Narrow(mm, m + c, len, m_scale);
       Narrow(vv, v + c, len);
