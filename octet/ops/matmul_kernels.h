@@ -61,11 +61,16 @@ namespace cpu {
 
 // The CPU backend's cache of oneDNN matmul primitives (NOTE [oneDNN
 // primitive cache] in ops/cpu/matmul_cpu.cc): lookups that found a primitive,
-// lookups that had to create one, and the number held now.
+// lookups that had to create one, and the number held now; and, counted since
+// the process started (ClearMatmulCacheForTesting keeps them), primitives
+// made for a plain B where a packed one was asked for (NOTE [plain weights]
+// in ops/cpu/dnnl_gemm.cc) and oneDNN reorders run to pack a B.
 struct MatmulCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t size = 0;
+  int64_t plain_b = 0;
+  int64_t b_reorders = 0;
 };
 MatmulCacheStats GetMatmulCacheStats();
 void ClearMatmulCacheForTesting();

@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <octet/core/convert_testing.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/cpu_gemm_path.h>
@@ -221,6 +224,39 @@ TEST_P(GemmPathTest, PathDecidesWhichPrimitiveRuns) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::testing::Values(CpuGemmPath::kBf16Dot, CpuGemmPath::kFp32Fma),
                          [](const ::testing::TestParamInfo<CpuGemmPath>& i) { return std::string(Name(i.param)); });
+
+// NOTE [plain weights] (ops/cpu/dnnl_gemm.cc): with oneDNN limited to AVX2
+// (what an AVX2-only CPU runs: gemm:jit, no blocked weights layout), packed B
+// operands become plain ones converted by octet, never a oneDNN reorder (its
+// bf16 -> f32 reorder has no JIT kernel there), and the results still match
+// float64 for the packed-size cases, bf16 and FP8, with the converters on
+// their non-AVX-512 loops too. oneDNN's ISA limit can only be set before its
+// first primitive: ctest runs each test in a process of its own; a run of the
+// whole program skips this one.
+TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
+  if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success)
+    GTEST_SKIP() << "oneDNN already made a primitive in this process (run it alone, as ctest does)";
+  internal::SetConverterIsaForTesting({false, false, false});
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
+  const cpu::MatmulCacheStats before = cpu::GetMatmulCacheStats();
+  uint64_t seed = 500;
+  for (const GemmCase& c : {GemmCase{{300, 70}, {70, 90}, false}, GemmCase{{300, 70}, {70, 90}, true}}) {
+    const Tensor a = RandomTensor(c.a, seed++, DType::kBFloat16);
+    const Tensor b = MakeB(c, seed++, DType::kBFloat16, -1, 1);
+    EXPECT_TRUE(MatchesReference(Matmul(a, b), a, b, Tensor(), true)) << "bf16, b transposed " << c.b_transposed;
+    const Tensor a8 = QuantizeCurrent(RandomTensor(c.a, seed++, DType::kFloat32, -3, 3), DType::kFloat8E5M2);
+    const Tensor b32 = MakeB(c, seed++, DType::kFloat32, -0.5, 0.5);
+    const Tensor b8 = c.b_transposed ? QuantizeCurrent(b32.T().Contiguous(), DType::kFloat8E4M3).T()
+                                     : QuantizeCurrent(b32, DType::kFloat8E4M3);
+    EXPECT_TRUE(MatchesReference(ScaledMatmul(a8, b8, DType::kFloat32), AsF64(a8), AsF64(b8), Tensor(), false))
+        << "fp8, b transposed " << c.b_transposed;
+  }
+  const cpu::MatmulCacheStats after = cpu::GetMatmulCacheStats();
+  internal::SetCpuGemmPathForTesting(std::nullopt);
+  internal::ForceScalarConvertersForTesting(false);
+  EXPECT_GE(after.plain_b - before.plain_b, 2);  // both orientations asked for packing and got plain
+  EXPECT_EQ(after.b_reorders, before.b_reorders);
+}
 
 TEST(CpuGemmPath, OverrideIsHonoured) {
   {

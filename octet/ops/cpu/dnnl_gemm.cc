@@ -28,6 +28,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <list>
 #include <memory>
@@ -112,6 +113,9 @@ memory::desc Md(const Shape& dims, const Shape& strides, DType dtype) {
                       memory::dims(strides.begin(), strides.end()));
 }
 
+// MatmulCacheStats::plain_b and b_reorders.
+std::atomic<int64_t> g_plain_b{0}, g_b_reorders{0};
+
 struct Primitive {
   dnnl::matmul prim;
   memory::desc a_md, b_md, out_md, bias_md, scale_md, scratch_md;
@@ -121,10 +125,20 @@ struct Primitive {
   bool packed = false;
   bool vnni_pack = false;
   bool f32_pack = false;  // b_md is the f32 blocked layout PackF32B writes
+  // pack_b was asked for but the implementation reads a plain B (NOTE [plain
+  // weights]): b_md is b's own geometry, and b is used as it is, or converted
+  // span-wise by octet's converters when it is bf16 (for f32) or FP8.
+  bool plain = false;
   PackedBLayout layout;  // of b_md, when vnni_pack or f32_pack
   dnnl::reorder pack;
   memory::desc b_user_md, pack_scratch_md;
 };
+
+// Whether md is a plain (row- or column-major, unblocked) layout.
+bool IsPlain(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  return d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 0;
+}
 
 // md's blocks of kb x nb as a PackedBLayout, if octet's packers can write it.
 bool LayoutOf(const dnnl_memory_desc_t& d, int64_t kb, int64_t nb, PackedBLayout* out) {
@@ -208,13 +222,30 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   }
   if (s.bias_mode == BiasMode::kPostOp) ops.append_binary(dnnl::algorithm::binary_add, p->bias_md);
   if (ops.len() > 0) attr.set_post_ops(ops);
-  const dnnl::matmul::desc desc = s.bias_mode == BiasMode::kArg
-                                      ? dnnl::matmul::desc(p->a_md, p->b_md, p->bias_md, p->out_md)
-                                      : dnnl::matmul::desc(p->a_md, p->b_md, p->out_md);
-  const dnnl::matmul::primitive_desc pd(desc, attr, Engine());
+  auto make_pd = [&] {
+    const dnnl::matmul::desc desc = s.bias_mode == BiasMode::kArg
+                                        ? dnnl::matmul::desc(p->a_md, p->b_md, p->bias_md, p->out_md)
+                                        : dnnl::matmul::desc(p->a_md, p->b_md, p->out_md);
+    return dnnl::matmul::primitive_desc(desc, attr, Engine());
+  };
+  dnnl::matmul::primitive_desc pd = make_pd();
+  if (s.pack_b && IsPlain(pd.weights_desc())) {
+    // NOTE [plain weights]: an implementation without a blocked weights
+    // layout (oneDNN 2.6's gemm:jit, what AVX2-only CPUs get) asks for a
+    // plain B. Packing would then be a oneDNN reorder into the same kind of
+    // layout, and its bf16 -> f32 reorder has no JIT kernel on such CPUs
+    // (simple:any: 5 ms for a 1024 x 256 B, more than the GEMM). So the
+    // primitive is made again for b's own geometry, and b goes in as it is,
+    // or converted span-wise by octet's converters.
+    p->b_md = Md(s.b.dims, s.b.strides, s.b.dtype);
+    pd = make_pd();
+    p->plain = true;
+    g_plain_b.fetch_add(1, std::memory_order_relaxed);
+  }
   p->scratch_md = pd.scratchpad_desc();
   p->prim = dnnl::matmul(pd);
   p->b_md = pd.weights_desc();
+  if (p->plain) return p;
   if (s.pack_b && p->b_md != p->b_user_md && AsVnniLayout(p->b_md, &p->layout)) {
     p->vnni_pack = true;
     p->packed = true;
@@ -264,7 +295,8 @@ class PrimitiveCache {
 
   MatmulCacheStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return {hits_, misses_, static_cast<int64_t>(map_.size())};
+    return {hits_, misses_, static_cast<int64_t>(map_.size()), g_plain_b.load(std::memory_order_relaxed),
+            g_b_reorders.load(std::memory_order_relaxed)};
   }
 
   void Clear() {
@@ -287,14 +319,14 @@ PrimitiveCache& Cache() {
   return *cache;
 }
 
-// The FP8 elements v describes, converted exactly to v.dtype (bf16 or f32)
-// into ws with the same strides (the span from the first to the last element
-// is converted).
-const void* Fp8AsPlain(const MatView& v, DType fp8, Workspace& ws) {
+// The elements v describes, held as `from` (FP8 codes, or bf16 for an f32
+// v), converted exactly to v.dtype into ws with the same strides (the span
+// from the first to the last element is converted).
+const void* ConvertedSpan(const MatView& v, DType from, Workspace& ws) {
   int64_t span = 1;
   for (size_t d = 0; d < v.dims.size(); ++d) span += (v.dims[d] - 1) * v.strides[d];
   void* dst = ws.Get(static_cast<size_t>(span) * SizeOf(v.dtype));
-  ConvertElements(v.data, fp8, v.dtype, span, dst);
+  ConvertElements(v.data, from, v.dtype, span, dst);
   return dst;
 }
 
@@ -324,7 +356,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
                 spec.b.strides[1], p->layout, static_cast<uint16_t*>(packed));
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->packed) {
-      const void* b_data = spec.b_fp8 ? Fp8AsPlain(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      const void* b_data = spec.b_fp8 ? ConvertedSpan(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
       memory packed(p->b_md, eng, buffers.packed_b.Get(p->b_md.get_size()));
       std::unordered_map<int, memory> pack_args;
       pack_args.emplace(DNNL_ARG_FROM, memory(p->b_user_md, eng, const_cast<void*>(b_data)));
@@ -333,9 +365,12 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
         pack_args.emplace(DNNL_ARG_SCRATCHPAD,
                           memory(p->pack_scratch_md, eng, buffers.pack_scratchpad.Get(p->pack_scratch_md.get_size())));
       p->pack.execute(Stream(), pack_args);
+      g_b_reorders.fetch_add(1, std::memory_order_relaxed);
       args.emplace(DNNL_ARG_WEIGHTS, packed);
     } else {
-      const void* b_data = spec.b_fp8 ? Fp8AsPlain(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      // Plain B (NOTE [plain weights] when pack_b was asked for).
+      const std::optional<DType> from = spec.b_fp8 ? spec.b_fp8 : spec.b_user_dtype;
+      const void* b_data = from ? ConvertedSpan(spec.b, *from, buffers.b_plain) : spec.b.data;
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
     }
     args.emplace(DNNL_ARG_DST, memory(p->out_md, eng, const_cast<void*>(spec.out.data)));
