@@ -1,5 +1,5 @@
 // One AdamW step over the parameters of the wide train-step GPT (2 layers,
-// width 768: 14.6M f32 parameters in 26 tensors of the real shapes) for each
+// width 768: 14.6M f32 parameters in 28 tensors of the real shapes) for each
 // optimizer state format: f32 m and v (16 bytes of state traffic per
 // parameter and step), bf16, and the MS-AMP-style fp8_e4m3 m + scaled f16 v
 // (NOTE [adamw state dtype] in optim/adamw.h). The update is memory-bound, so
