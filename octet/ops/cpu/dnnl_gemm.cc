@@ -59,6 +59,15 @@ void* Workspace::Get(size_t bytes) {
   return data_;
 }
 
+int64_t SpanOf(const Shape& dims, const Shape& strides) {
+  int64_t span = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 0) return 0;
+    span += (dims[d] - 1) * strides[d];
+  }
+  return span;
+}
+
 void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst) {
   if (IsFp8(from) && to == DType::kBFloat16) {
     const uint8_t* s = static_cast<const uint8_t*>(src);
@@ -192,7 +201,9 @@ std::string KeyOf(const DnnlGemmSpec& s) {
   k.push_back(s.bias_stride);
   k.push_back(s.scale);
   k.push_back(s.pack_b);
-  k.push_back(s.b_user_dtype ? static_cast<int64_t>(*s.b_user_dtype) : -1);
+  // The user dtype shapes only a packing reorder; an unpacked B is converted
+  // before the primitive sees it, so its primitive is the plain f32 one.
+  k.push_back(s.pack_b && s.b_user_dtype ? static_cast<int64_t>(*s.b_user_dtype) : -1);
   return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
 }
 
@@ -201,7 +212,6 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   p->a_md = Md(s.a.dims, s.a.strides, s.a.dtype);
   p->b_md = Md(s.b.dims, s.b.strides, s.b.dtype);
   p->b_user_md = s.b_user_dtype ? Md(s.b.dims, s.b.strides, *s.b_user_dtype) : p->b_md;
-  OCTET_CHECK(!s.b_user_dtype || s.pack_b, "matmul: a converting B operand must be packed");
   if (s.pack_b) {
     p->b_md = memory::desc(memory::dims(s.b.dims.begin(), s.b.dims.end()), DnnlType(s.b.dtype),
                            memory::format_tag::any);
@@ -323,8 +333,7 @@ PrimitiveCache& Cache() {
 // v), converted exactly to v.dtype into ws with the same strides (the span
 // from the first to the last element is converted).
 const void* ConvertedSpan(const MatView& v, DType from, Workspace& ws) {
-  int64_t span = 1;
-  for (size_t d = 0; d < v.dims.size(); ++d) span += (v.dims[d] - 1) * v.strides[d];
+  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
   void* dst = ws.Get(static_cast<size_t>(span) * SizeOf(v.dtype));
   ConvertElements(v.data, from, v.dtype, span, dst);
   return dst;

@@ -40,14 +40,19 @@ struct DnnlGemmSpec {
   // they are converted exactly on the way in, fused with the packing when b
   // is packed.
   std::optional<DType> b_fp8;
-  // When set (with pack_b), b.data holds elements of this dtype (bf16) while
-  // b.dtype (f32) is what the GEMM computes on: the packing reorder converts.
+  // When set, b.data holds elements of this dtype (bf16) while b.dtype (f32)
+  // is what the GEMM computes on: converted exactly on the way in, like
+  // b_fp8 (fused with the packing when b is packed).
   std::optional<DType> b_user_dtype;
 };
 
 // Runs spec. bias: (N) elements with spec.bias_stride, or null; scale: one
 // f32, or null. Throws octet::Error naming the operands if oneDNN fails.
 void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale);
+
+// Elements between the first and one past the last element that a view of
+// `dims` with `strides` touches (0 when a dim is 0).
+int64_t SpanOf(const Shape& dims, const Shape& strides);
 
 // dst[0, n) = src[0, n) converted exactly from `from` to `to`: FP8 codes to
 // bf16 or f32 (unscaled), bf16 to f32, on the OpenMP pool. The one converter

@@ -84,16 +84,6 @@ bool NormaliseGeometry(const Shape& shape, const Shape& strides, Shape* dims_out
   return true;
 }
 
-// Elements between the first and one past the last element a view touches.
-int64_t SpanOf(const Shape& dims, const Shape& strides) {
-  int64_t span = 1;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d] == 0) return 0;
-    span += (dims[d] - 1) * strides[d];
-  }
-  return span;
-}
-
 // One batch dim of a GEMM: its size in out, a and b, and its strides.
 struct BatchDim {
   int64_t n, da, sa, db, sb, so;
@@ -282,23 +272,11 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 // the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
 
 struct WidenBuffers {
-  Workspace b, out, bias;
+  Workspace out, bias;
 };
 WidenBuffers& ThreadWidenBuffers() {
   thread_local WidenBuffers buffers;
   return buffers;
-}
-
-// v's elements (bf16 bits or FP8 codes of `from`) widened exactly to f32 in
-// ws, with the same strides: the span from the first to the last element.
-// For B; A goes through ThreadConvertedA.
-MatView WidenToF32(MatView v, DType from, Workspace& ws) {
-  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
-  void* dst = ws.Get(static_cast<size_t>(span) * sizeof(float));
-  ConvertElements(v.data, from, DType::kFloat32, span, dst);
-  v.data = dst;
-  v.dtype = DType::kFloat32;
-  return v;
 }
 
 // out = a·b (* *scale when scale is set) (+ bias) with f32 FMAs. a, b: bf16
@@ -317,17 +295,13 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   Coalesce(spec.a, spec.b, spec.out);
   spec.pack_b = WorthPacking(spec.b, spec.out);
   spec.a = ThreadConvertedA(DType::kFloat32).Get(ka, spec.a, a.dtype(), DType::kFloat32);
-  if (spec.pack_b) {
-    // A bf16 or FP8 B is widened while it is packed into oneDNN's f32 blocked
-    // layout (one pass over B instead of two).
-    if (IsFp8(b.dtype()))
-      spec.b_fp8 = b.dtype();
-    else
-      spec.b_user_dtype = DType::kBFloat16;
-    spec.b.dtype = DType::kFloat32;
-  } else {
-    spec.b = WidenToF32(spec.b, b.dtype(), ws.b);
-  }
+  // RunDnnlGemm widens B: while packing it into oneDNN's f32 blocked layout
+  // (one pass over B instead of two), or span-wise when it stays plain.
+  if (IsFp8(b.dtype()))
+    spec.b_fp8 = b.dtype();
+  else
+    spec.b_user_dtype = DType::kBFloat16;
+  spec.b.dtype = DType::kFloat32;
   spec.scale = scale != nullptr;
   const float* bias32 = nullptr;
   if (bias.defined()) {
