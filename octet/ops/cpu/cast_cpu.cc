@@ -105,37 +105,22 @@ void TransposeBytes(const uint8_t* band, int64_t R, int64_t C, uint8_t* yt, int6
   scalar(c_full, C, r0, r1);      // the last columns, every row
 }
 
+// Where ColumnSums also quantizes: y = fp8(x * scale) under `sat`.
+struct RowQuantize {
+  float scale;
+  DType fp8;
+  Fp8Saturation sat;
+  uint8_t* y;  // (R, C) contiguous
+};
+
 // dbias[c] = sum over rows of x[r, c] as f32, rows added in order 0..R-1
 // from +0 (the order and bits of the CPU's Sum(x.To(f32), {0}),
-// ops/cpu/reduce_cpu.cc), threads over blocks of 256 columns.
+// ops/cpu/reduce_cpu.cc). With q, the same pass also quantizes x into q->y
+// (QuantizeWithBiasGrad, ops/cast.h) and the amax is returned (0 without q).
+// Threads take blocks of columns and run down their rows, so each column
+// still adds rows 0..R-1 in order while the quantize reads the same segment.
 //   x: (R, C) contiguous, f32/f64/bf16/f16; dbias: (C) f32.
-void ColumnSums(const char* x, DType xdt, int64_t R, int64_t C, float* dbias) {
-  constexpr int64_t kCols = 256;
-  const int64_t sz = SizeOf(xdt);
-  const int64_t nblocks = (C + kCols - 1) / kCols;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R * kCols, 1));
-  ParallelFor(nblocks, grain, [&](int64_t b0, int64_t b1) {
-    alignas(64) float buf[kCols];
-    float acc[kCols];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t c0 = b * kCols, w = std::min(kCols, C - c0);
-      for (int64_t j = 0; j < w; ++j) acc[j] = 0.0f;
-      for (int64_t r = 0; r < R; ++r) {
-        const float* f = AsFloat(x + (r * C + c0) * sz, xdt, w, buf);
-        for (int64_t j = 0; j < w; ++j) acc[j] += f[j];
-      }
-      for (int64_t j = 0; j < w; ++j) dbias[c0 + j] = acc[j];
-    }
-  });
-}
-
-// Quantize of x (R, C) into y plus dbias = ColumnSums(x) in one pass over x
-// (QuantizeWithBiasGrad, ops/cast.h): threads over blocks of columns,
-// each running down its rows, so every column still adds rows 0..R-1 in
-// order from +0 (ColumnSums' bits) while the quantize reads the same
-// segment. Returns the amax.
-float QuantizeWithColumnSums(const char* x, DType xdt, int64_t R, int64_t C, float s, DType fp8, Fp8Saturation sat,
-                             uint8_t* y, float* dbias) {
+float ColumnSums(const char* x, DType xdt, int64_t R, int64_t C, float* dbias, const RowQuantize* q = nullptr) {
   // As few, as wide column blocks as keep every thread busy: each row
   // segment costs two converter calls, so narrow blocks paid more in calls
   // than the fusion saved (128 columns measured slower than the separate
@@ -156,7 +141,7 @@ float QuantizeWithColumnSums(const char* x, DType xdt, int64_t R, int64_t C, flo
       for (int64_t j = 0; j < w; ++j) acc[j] = 0.0f;
       for (int64_t r = 0; r < R; ++r) {
         const float* f = AsFloat(x + (r * C + c0) * sz, xdt, w, buf);
-        m = MaxNaN(m, QuantizeRow(f, s, fp8, sat, y + r * C + c0, w));
+        if (q != nullptr) m = MaxNaN(m, QuantizeRow(f, q->scale, q->fp8, q->sat, q->y + r * C + c0, w));
         for (int64_t j = 0; j < w; ++j) acc[j] += f[j];
       }
       for (int64_t j = 0; j < w; ++j) dbias[c0 + j] = acc[j];
@@ -185,8 +170,8 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
   if (!yt.defined() && dbias.defined()) {
     OCTET_CHECK(x.dim() == 2 && y.defined(), "quantize (CPU): dbias needs a 2-D x and y, got x ", Describe(x));
     CheckDbias(dbias, x.size(1));
-    *amax.data<float>() = QuantizeWithColumnSums(xp, xdt, x.size(0), x.size(1), s, fp8, sat,
-                                                 static_cast<uint8_t*>(y.raw_data()), dbias.data<float>());
+    const RowQuantize q{s, fp8, sat, static_cast<uint8_t*>(y.raw_data())};
+    *amax.data<float>() = ColumnSums(xp, xdt, x.size(0), x.size(1), dbias.data<float>(), &q);
     return;
   }
   if (!yt.defined()) {
