@@ -99,6 +99,34 @@ TEST_P(PackShapes, VnniFromBf16AndFp8) {
   }
 }
 
+// PackF32B of src, (K, N) elements of `dtype` with strides st, for 8- and
+// 16-row K blocks: element (k, n) lands at its offset with the bits of
+// want(k, n) (a NaN want only as some NaN: DequantizeRow leaves FP8 NaN
+// payloads unspecified), and the padding is +0.
+template <typename Want>
+void ExpectF32Packing(const std::vector<uint8_t>& src, DType dtype, int64_t K, int64_t N, const Strides& st,
+                      Want want_at) {
+  for (int64_t kb : {8, 16}) {
+    const PackedBLayout l = LayoutFor(K, N, kb, 64);
+    std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
+    PackF32B(src.data(), dtype, K, N, st.sk, st.sn, l, dst.data());
+    for (int64_t k = 0; k < l.k_padded; ++k)
+      for (int64_t n = 0; n < l.n_padded; ++n) {
+        const float want = k < K && n < N ? want_at(k, n) : 0.0f;
+        const float got = dst[F32Offset(l, k, n)];
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got)) << st.name << " " << Name(dtype) << " (" << k << ", " << n << ")";
+          continue;
+        }
+        uint32_t got_bits, want_bits;
+        std::memcpy(&got_bits, &got, 4);
+        std::memcpy(&want_bits, &want, 4);
+        ASSERT_EQ(got_bits, want_bits) << st.name << " " << Name(dtype) << " kb " << kb << " (" << k << ", " << n
+                                       << ")";
+      }
+  }
+}
+
 TEST_P(PackShapes, F32FromF32AndBf16) {
   const auto [K, N] = GetParam();
   for (const Strides& st : StridesFor(K, N)) {
@@ -116,35 +144,25 @@ TEST_P(PackShapes, F32FromF32AndBf16) {
             std::memcpy(p, &b, 2);
           }
         }
-      for (int64_t kb : {8, 16}) {
-        const PackedBLayout l = LayoutFor(K, N, kb, 64);
-        std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
-        PackF32B(src.data(), dtype, K, N, st.sk, st.sn, l, dst.data());
-        for (int64_t k = 0; k < l.k_padded; ++k)
-          for (int64_t n = 0; n < l.n_padded; ++n) {
-            float want = 0.0f;
-            if (k < K && n < N) {
-              const uint8_t* p = src.data() + (k * st.sk + n * st.sn) * esz;
-              if (dtype == DType::kFloat32) {
-                std::memcpy(&want, p, 4);
-              } else {
-                uint16_t b;
-                std::memcpy(&b, p, 2);
-                want = Bf16BitsToFloat(b);
-              }
-            }
-            ASSERT_EQ(dst[F32Offset(l, k, n)], want)
-                << st.name << " " << Name(dtype) << " kb " << kb << " (" << k << ", " << n << ")";
-          }
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectF32Packing(src, dtype, K, N, st, [&](int64_t k, int64_t n) {
+        const uint8_t* p = src.data() + (k * st.sk + n * st.sn) * esz;
+        float want;
+        if (dtype == DType::kFloat32) {
+          std::memcpy(&want, p, 4);
+        } else {
+          uint16_t b;
+          std::memcpy(&b, p, 2);
+          want = Bf16BitsToFloat(b);
+        }
+        return want;
+      }));
     }
   }
 }
 
 // FP8 codes widened while packing (the FP32-FMA path's B operands): every one
 // of the 256 codes of both formats, NaNs and subnormals included, lands at its
-// offset as the exact decoded value (compared as bits; a NaN code must give a
-// NaN, whose payload DequantizeRow leaves unspecified).
+// offset as the exact decoded value.
 TEST_P(PackShapes, F32FromFp8Codes) {
   const auto [K, N] = GetParam();
   for (const Strides& st : StridesFor(K, N)) {
@@ -152,29 +170,10 @@ TEST_P(PackShapes, F32FromFp8Codes) {
       std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st)), 0xAB);
       for (int64_t k = 0; k < K; ++k)
         for (int64_t n = 0; n < N; ++n) src[k * st.sk + n * st.sn] = static_cast<uint8_t>((k * 37 + n * 11) % 256);
-      for (int64_t kb : {8, 16}) {
-        const PackedBLayout l = LayoutFor(K, N, kb, 64);
-        std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
-        PackF32B(src.data(), dtype, K, N, st.sk, st.sn, l, dst.data());
-        for (int64_t k = 0; k < l.k_padded; ++k)
-          for (int64_t n = 0; n < l.n_padded; ++n) {
-            float want = 0.0f;
-            if (k < K && n < N) {
-              const uint8_t code = src[k * st.sk + n * st.sn];
-              want = dtype == DType::kFloat8E4M3 ? E4M3BitsToFloat(code) : E5M2BitsToFloat(code);
-            }
-            const float got = dst[F32Offset(l, k, n)];
-            uint32_t got_bits, want_bits;
-            std::memcpy(&got_bits, &got, 4);
-            std::memcpy(&want_bits, &want, 4);
-            if (std::isnan(want)) {
-              ASSERT_TRUE(std::isnan(got)) << st.name << " " << Name(dtype) << " (" << k << ", " << n << ")";
-              continue;
-            }
-            ASSERT_EQ(got_bits, want_bits) << st.name << " " << Name(dtype) << " kb " << kb << " (" << k << ", " << n
-                                           << ")";
-          }
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectF32Packing(src, dtype, K, N, st, [&](int64_t k, int64_t n) {
+        const uint8_t code = src[k * st.sk + n * st.sn];
+        return dtype == DType::kFloat8E4M3 ? E4M3BitsToFloat(code) : E5M2BitsToFloat(code);
+      }));
     }
   }
 }
