@@ -1,7 +1,8 @@
 // Throughput of the CPU row converters (core/convert.h) on in-cache rows,
 // reported as items (elements) per second. Each benchmark runs on the best
 // path this CPU has ("/path:0", see NOTE [converter dispatch]) and on the
-// scalar loops ("/path:1"), and on AVX-512 without VBMI / BF16 ("/path:2"):
+// scalar loops ("/path:1"), on AVX-512 without VBMI / BF16 ("/path:2") and on
+// the AVX2 kernels ("/path:3"):
 //   convert_bench --benchmark_filter=Fp8ToBf16
 #include <benchmark/benchmark.h>
 
@@ -27,9 +28,12 @@ class PathScope {
     if (state.range(1) == 2) {
       internal::SetConverterIsaForTesting({.avx512 = true, .vbmi = false, .bf16 = false});
     }
+    if (state.range(1) == 3) internal::SetConverterIsaForTesting({.avx2 = true});
     const internal::ConverterIsa isa = internal::ActiveConverterIsa();
-    if (scalar || !isa.avx512) {
+    if (scalar || (!isa.avx512 && !isa.avx2)) {
       state.SetLabel("scalar");
+    } else if (!isa.avx512) {
+      state.SetLabel("avx2");
     } else {
       state.SetLabel(std::string("avx512") + (isa.vbmi ? "+vbmi" : "") +
                      (isa.bf16 ? "+bf16" : ""));
@@ -130,12 +134,13 @@ void BM_AmaxRow(benchmark::State& state) {
 }
 
 // Args: {row length, path}: path 0 = best available, 1 = scalar, 2 = AVX-512
-// F/BW/DQ/VL only (the fallback for CPUs without VBMI and BF16).
+// F/BW/DQ/VL only (the fallback for CPUs without VBMI and BF16), 3 = AVX2.
 void RowArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "path"});
   b->Args({kRowLength, 0});
   b->Args({kRowLength, 1});
   b->Args({kRowLength, 2});
+  b->Args({kRowLength, 3});
 }
 
 BENCHMARK(BM_Fp8ToBf16Row)->Apply(RowArgs);

@@ -1,6 +1,6 @@
 // Row converters: argument checks, the lookup tables, the scalar loops and
 // the run-time choice of path (NOTE [converter dispatch] in convert.h). The
-// AVX-512 kernels are in convert_avx512.cc.
+// AVX-512 kernels are in convert_avx512.cc, the AVX2 ones in convert_avx2.cc.
 #include <octet/core/convert.h>
 #include <octet/core/convert_testing.h>
 
@@ -81,15 +81,18 @@ Fp8Tables BuildFp8Tables() {
 constexpr int kIsaAvx512 = 1;
 constexpr int kIsaVbmi = 2;
 constexpr int kIsaBf16 = 4;
+constexpr int kIsaAvx2 = 8;  // AVX2 + F16C
 
 int DetectIsaBits() {
 #if OCTET_CONVERT_X86_KERNELS
   __builtin_cpu_init();
+  int bits = 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) bits |= kIsaAvx2;
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
       !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl")) {
-    return 0;
+    return bits;
   }
-  int bits = kIsaAvx512;
+  bits |= kIsaAvx512;
   if (__builtin_cpu_supports("avx512vbmi")) bits |= kIsaVbmi;
   if (__builtin_cpu_supports("avx512bf16")) bits |= kIsaBf16;
   return bits;
@@ -108,7 +111,9 @@ bool DisabledByEnvironment() {
   return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
 }
 
-int DefaultIsaBits() { return DisabledByEnvironment() ? 0 : DetectedIsaBits(); }
+int DefaultIsaBits() {
+  return DisabledByEnvironment() ? DetectedIsaBits() & kIsaAvx2 : DetectedIsaBits();
+}
 
 std::atomic<int>& ActiveIsaWord() {
   static std::atomic<int> word{DefaultIsaBits()};
@@ -168,6 +173,12 @@ float QuantizeRow(const float* src, float scale, DType fp8_dtype,
             : QuantizeAvx512<detail::E5M2Format>(src, scale, sat, dst, n);
     return AmaxFromAbsBits(amax_bits);
   }
+  if (ActiveIsaBits() & kIsaAvx2) {
+    amax_bits = kind == kE4M3
+                    ? QuantizeAvx2<detail::E4M3Format>(src, scale, sat, dst, n)
+                    : QuantizeAvx2<detail::E5M2Format>(src, scale, sat, dst, n);
+    return AmaxFromAbsBits(amax_bits);
+  }
 #endif
   amax_bits = kind == kE4M3
                   ? QuantizeScalar<detail::E4M3Format>(src, scale, sat, dst, n)
@@ -189,6 +200,10 @@ void DequantizeRow(const uint8_t* src, DType fp8_dtype, float scale_inv,
     }
     return;
   }
+  if (isa & kIsaAvx2) {
+    DequantizeAvx2(src, kind, scale_inv, dst, n);
+    return;
+  }
 #endif
   const float* table = Tables().f32[kind];
   for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]] * scale_inv;
@@ -208,6 +223,10 @@ void Fp8ToBf16Row(const uint8_t* src, DType fp8_dtype, uint16_t* dst,
     }
     return;
   }
+  if (isa & kIsaAvx2) {
+    Fp8ToBf16Avx2(src, kind, dst, n);
+    return;
+  }
 #endif
   const uint16_t* table = Tables().bf16[kind];
   for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
@@ -225,6 +244,10 @@ void FloatToBf16Row(const float* src, uint16_t* dst, int64_t n) {
     }
     return;
   }
+  if (isa & kIsaAvx2) {
+    FloatToBf16Avx2(src, dst, n);
+    return;
+  }
 #endif
   for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16Bits(src[i]);
 }
@@ -232,8 +255,13 @@ void FloatToBf16Row(const float* src, uint16_t* dst, int64_t n) {
 void Bf16ToFloatRow(const uint16_t* src, float* dst, int64_t n) {
   CheckLength(n, "Bf16ToFloatRow");
 #if OCTET_CONVERT_X86_KERNELS
-  if (ActiveIsaBits() & kIsaAvx512) {
+  const int isa = ActiveIsaBits();
+  if (isa & kIsaAvx512) {
     Bf16ToFloatAvx512(src, dst, n);
+    return;
+  }
+  if (isa & kIsaAvx2) {
+    Bf16ToFloatAvx2(src, dst, n);
     return;
   }
 #endif
@@ -243,8 +271,13 @@ void Bf16ToFloatRow(const uint16_t* src, float* dst, int64_t n) {
 void FloatToF16Row(const float* src, uint16_t* dst, int64_t n) {
   CheckLength(n, "FloatToF16Row");
 #if OCTET_CONVERT_X86_KERNELS
-  if (ActiveIsaBits() & kIsaAvx512) {
+  const int isa = ActiveIsaBits();
+  if (isa & kIsaAvx512) {
     FloatToF16Avx512(src, dst, n);
+    return;
+  }
+  if (isa & kIsaAvx2) {
+    FloatToF16Avx2(src, dst, n);
     return;
   }
 #endif
@@ -254,8 +287,13 @@ void FloatToF16Row(const float* src, uint16_t* dst, int64_t n) {
 void F16ToFloatRow(const uint16_t* src, float* dst, int64_t n) {
   CheckLength(n, "F16ToFloatRow");
 #if OCTET_CONVERT_X86_KERNELS
-  if (ActiveIsaBits() & kIsaAvx512) {
+  const int isa = ActiveIsaBits();
+  if (isa & kIsaAvx512) {
     F16ToFloatAvx512(src, dst, n);
+    return;
+  }
+  if (isa & kIsaAvx2) {
+    F16ToFloatAvx2(src, dst, n);
     return;
   }
 #endif
@@ -265,7 +303,9 @@ void F16ToFloatRow(const uint16_t* src, float* dst, int64_t n) {
 float AmaxRow(const float* src, int64_t n) {
   CheckLength(n, "AmaxRow");
 #if OCTET_CONVERT_X86_KERNELS
-  if (ActiveIsaBits() & kIsaAvx512) return AmaxFromAbsBits(AmaxAvx512(src, n));
+  const int isa = ActiveIsaBits();
+  if (isa & kIsaAvx512) return AmaxFromAbsBits(AmaxAvx512(src, n));
+  if (isa & kIsaAvx2) return AmaxFromAbsBits(AmaxAvx2(src, n));
 #endif
   return AmaxFromAbsBits(AmaxScalar(src, n));
 }
@@ -283,6 +323,7 @@ ConverterIsa IsaFromBits(int bits) {
   isa.avx512 = (bits & kIsaAvx512) != 0;
   isa.vbmi = isa.avx512 && (bits & kIsaVbmi) != 0;
   isa.bf16 = isa.avx512 && (bits & kIsaBf16) != 0;
+  isa.avx2 = (bits & kIsaAvx2) != 0;
   return isa;
 }
 
@@ -297,6 +338,7 @@ void SetConverterIsaForTesting(const ConverterIsa& isa) {
   if (isa.avx512) {
     bits = kIsaAvx512 | (isa.vbmi ? kIsaVbmi : 0) | (isa.bf16 ? kIsaBf16 : 0);
   }
+  if (isa.avx2) bits |= kIsaAvx2;
   ActiveIsaWord().store(bits & DetectedIsaBits(), std::memory_order_relaxed);
 }
 

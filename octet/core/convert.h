@@ -11,10 +11,12 @@
 // On CPUs with AVX-512 F/BW/DQ/VL it uses AVX-512 kernels (compiled with
 // per-function target attributes; the library itself is not built with
 // -march=native); AVX-512 VBMI enables the byte-table fp8 decoders and
-// AVX-512 BF16 enables vcvtneps2bf16 for FloatToBf16Row. Otherwise, or when
-// the environment variable OCTET_DISABLE_AVX512 is set to anything but "" or
-// "0" (read once, at the first call), the portable scalar loops run. Tests can
-// switch paths with the octet::internal functions at the end of this file.
+// AVX-512 BF16 enables vcvtneps2bf16 for FloatToBf16Row. On CPUs with AVX2
+// and F16C but no AVX-512 (or when the environment variable
+// OCTET_DISABLE_AVX512 is set to anything but "" or "0", read once, at the
+// first call) it uses AVX2 kernels that decode fp8 through binary16. Without
+// AVX2 the portable scalar loops run. Tests can switch paths with the
+// octet::internal functions at the end of this file.
 //
 // Errors: a negative n, or a dtype that is not kFloat8E4M3 / kFloat8E5M2 where
 // an fp8 dtype is expected, throws octet::Error (core/error.h).
@@ -74,11 +76,13 @@ namespace internal {
 
 // The instruction-set features the row converters may use (see NOTE
 // [converter dispatch]). avx512 means F+BW+DQ+VL; vbmi and bf16 are only used
-// together with avx512.
+// together with avx512. avx2 means AVX2+F16C; its kernels run when avx512 is
+// off.
 struct ConverterIsa {
   bool avx512 = false;
   bool vbmi = false;
   bool bf16 = false;
+  bool avx2 = false;
 };
 
 // What this CPU (and OS) supports, ignoring OCTET_DISABLE_AVX512.

@@ -1,6 +1,6 @@
-// Internal to the row converters (core/convert.cc and core/convert_avx512.cc):
-// the FP8 lookup tables and the AVX-512 kernels' declarations. Not part of
-// octet's API.
+// Internal to the row converters (core/convert.cc, core/convert_avx512.cc and
+// core/convert_avx2.cc): the FP8 lookup tables and the vector kernels'
+// declarations. Not part of octet's API.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +63,19 @@ OCTET_TARGET_AVX512_BF16 void FloatToBf16Native(const float* src, uint16_t* dst,
 OCTET_TARGET_AVX512 void Bf16ToFloatAvx512(const uint16_t* src, float* dst, int64_t n);
 OCTET_TARGET_AVX512 void FloatToF16Avx512(const float* src, uint16_t* dst, int64_t n);
 OCTET_TARGET_AVX512 void F16ToFloatAvx512(const uint16_t* src, float* dst, int64_t n);
+
+// AVX2 + F16C kernels (convert_avx2.cc, which a target pragma compiles for
+// those features), for CPUs without AVX-512; same contracts as the AVX-512
+// ones.
+void Fp8ToBf16Avx2(const uint8_t* src, Fp8Kind kind, uint16_t* dst, int64_t n);
+void DequantizeAvx2(const uint8_t* src, Fp8Kind kind, float scale_inv, float* dst, int64_t n);
+template <class Format>
+uint32_t QuantizeAvx2(const float* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n);
+uint32_t AmaxAvx2(const float* src, int64_t n);
+void FloatToBf16Avx2(const float* src, uint16_t* dst, int64_t n);
+void Bf16ToFloatAvx2(const uint16_t* src, float* dst, int64_t n);
+void FloatToF16Avx2(const float* src, uint16_t* dst, int64_t n);
+void F16ToFloatAvx2(const uint16_t* src, float* dst, int64_t n);
 #endif
 
 }  // namespace octet::convert_internal

@@ -13,7 +13,7 @@ namespace octet::internal {
 void SetConverterIsaForTesting(const ConverterIsa& isa);
 
 // true: force the scalar loops. false: back to the default choice (the
-// detected features, or scalar when OCTET_DISABLE_AVX512 is set).
+// detected features, without AVX-512 when OCTET_DISABLE_AVX512 is set).
 void ForceScalarConvertersForTesting(bool force_scalar);
 
 }  // namespace octet::internal

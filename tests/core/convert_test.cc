@@ -1,5 +1,5 @@
 // Tests for core/convert.h: every row converter, on every implementation path
-// this CPU has (scalar, AVX-512 with and without VBMI / BF16), against the
+// this CPU has (scalar, AVX2, AVX-512 with and without VBMI / BF16), against the
 // scalar element functions of core/float8.h, core/bfloat16.h and
 // core/float16.h, on rows of awkward lengths with random data and specials.
 // Paths are switched with octet::internal::SetConverterIsaForTesting /
@@ -166,6 +166,7 @@ void PrintTo(const Path& path, std::ostream* os) { *os << path.name; }
 
 const Path kPaths[] = {
     {"Scalar", true, {}},
+    {"Avx2", false, {.avx2 = true}},
     {"Avx512", false, {true, false, false}},
     {"Avx512Vbmi", false, {true, true, false}},
     {"Avx512Bf16", false, {true, false, true}},
@@ -183,7 +184,7 @@ void SelectPathOrSkip(const Path& path) {
   internal::SetConverterIsaForTesting(path.isa);
   const ConverterIsa active = internal::ActiveConverterIsa();
   if (active.avx512 != path.isa.avx512 || active.vbmi != path.isa.vbmi ||
-      active.bf16 != path.isa.bf16) {
+      active.bf16 != path.isa.bf16 || active.avx2 != path.isa.avx2) {
     GTEST_SKIP() << "this CPU lacks the features of path " << path.name;
   }
 }
@@ -431,6 +432,8 @@ TEST(RowConverters, EnvironmentVariableDisablesAvx512) {
   internal::ForceScalarConvertersForTesting(false);  // re-reads the variable
   EXPECT_FALSE(internal::ActiveConverterIsa().avx512);
   EXPECT_FALSE(CpuHasAvx512Bf16());
+  // It leaves the AVX2 kernels on: it is how an AVX2-only CPU is simulated.
+  EXPECT_EQ(internal::ActiveConverterIsa().avx2, internal::DetectedConverterIsa().avx2);
   ASSERT_EQ(setenv("OCTET_DISABLE_AVX512", "0", 1), 0);
   internal::ForceScalarConvertersForTesting(false);
   EXPECT_EQ(internal::ActiveConverterIsa().avx512,
@@ -442,9 +445,10 @@ TEST(RowConverters, EnvironmentVariableDisablesAvx512) {
 }
 
 TEST(RowConverters, ForcingMoreThanTheCpuHasIsClamped) {
-  internal::SetConverterIsaForTesting({true, true, true});
+  internal::SetConverterIsaForTesting({true, true, true, true});
   const ConverterIsa active = internal::ActiveConverterIsa();
   const ConverterIsa detected = internal::DetectedConverterIsa();
+  EXPECT_EQ(active.avx2, detected.avx2);
   EXPECT_EQ(active.avx512, detected.avx512);
   EXPECT_EQ(active.vbmi, detected.vbmi);
   EXPECT_EQ(active.bf16, detected.bf16);

@@ -236,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::testing::Values(CpuGemmPath::kBf
 TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
   if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success)
     GTEST_SKIP() << "oneDNN already made a primitive in this process (run it alone, as ctest does)";
-  internal::SetConverterIsaForTesting({false, false, false});
+  internal::SetConverterIsaForTesting({.avx2 = true});
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
   const cpu::MatmulCacheStats before = cpu::GetMatmulCacheStats();
   uint64_t seed = 500;
