@@ -113,11 +113,15 @@ TEST_F(OctetRunTest, KilledRankMakesEveryOtherRankFailNamingIt) {
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
   EXPECT_NE(r.output.find("rank 2 was killed by signal 9"), std::string::npos) << r.output;
   // Ranks 0 and 1 exited non-zero on their own (within the grace period, not
-  // stopped by octet-run), each naming the lost rank.
+  // stopped by octet-run), each naming the lost rank. A rank that diagnoses
+  // after the other survivor has already exited names that one too ("lost
+  // rank 1 (pid ... is gone), lost rank 2 (...)", seen in about 1 run in 12),
+  // so the killed rank must be among the ranks named, not the only one.
   for (int k = 0; k < 2; ++k) {
     const std::string line = LineWith(r.output, "ProcessGroup(gloo) rank " + std::to_string(k) +
-                                                    "/3: AllReduce(sum, float32[4]) failed: lost rank 2");
+                                                    "/3: AllReduce(sum, float32[4]) failed: lost rank ");
     EXPECT_EQ(line.rfind("[rank " + std::to_string(k) + "] ", 0), 0u) << r.output;
+    EXPECT_NE(line.find("lost rank 2 ("), std::string::npos) << "rank " << k << " does not name rank 2:\n" << r.output;
     EXPECT_NE(r.output.find("rank " + std::to_string(k) + " exited with status 1"), std::string::npos) << r.output;
   }
 }
