@@ -127,18 +127,14 @@ struct QuantizeConsts {
 
 template <class Format>
 OCTET_INLINE QuantizeConsts<Format> MakeQuantizeConsts(Fp8Saturation sat) {
+  using K = Fp8EncodeConstants<Format>;
   QuantizeConsts<Format> c;
-  constexpr uint32_t kDropped = 23u - Format::kMantissaBits;
   c.abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   c.one = _mm256_set1_epi32(1);
-  // Folds the exponent rebias into the rounding add, as the AVX-512 kernel.
-  c.round_bias = _mm256_set1_epi32(
-      static_cast<int>(((1u << (kDropped - 1u)) - 1u) - (Format::kRebias << 23)));
+  c.round_bias = _mm256_set1_epi32(static_cast<int>(K::kRoundBias));
   c.min_normal = _mm256_set1_epi32(static_cast<int>(Format::kMinNormalAbs));
   c.overflow = _mm256_set1_epi32(static_cast<int>(Format::kOverflowAbs));
-  c.overflow_code = _mm256_set1_epi32(sat == Fp8Saturation::kSatFinite
-                                          ? Format::kMaxFiniteCode
-                                          : Format::kOverflowNoSatCode);
+  c.overflow_code = _mm256_set1_epi32(static_cast<int>(K::OverflowCode(sat)));
   c.inf_bits = _mm256_set1_epi32(0x7F800000);
   c.nan_code = _mm256_set1_epi32(kFp8CanonicalNaN);
   c.sign_byte = _mm256_set1_epi32(0x80);
@@ -152,7 +148,7 @@ OCTET_INLINE QuantizeConsts<Format> MakeQuantizeConsts(Fp8Saturation sat) {
 // |x| bits are below 2^31, so the signed compares below order them correctly.
 template <class Format>
 OCTET_INLINE __m256i EncodeFp8x8(const QuantizeConsts<Format>& c, __m256 y) {
-  constexpr int kDropped = 23 - static_cast<int>(Format::kMantissaBits);
+  constexpr int kDropped = static_cast<int>(Fp8EncodeConstants<Format>::kDropped);
   const __m256i u = _mm256_castps_si256(y);
   const __m256i a = _mm256_and_si256(u, c.abs_mask);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDropped), c.one);

@@ -229,20 +229,15 @@ struct QuantizeConsts {
 template <class Format>
 OCTET_TARGET_AVX512 OCTET_INLINE QuantizeConsts<Format> MakeQuantizeConsts(
     Fp8Saturation sat) {
-  constexpr uint32_t kDropped = 23u - Format::kMantissaBits;
+  using K = Fp8EncodeConstants<Format>;
   constexpr uint32_t kMagicBits = Format::kSubnormalShiftBase << 23;
   QuantizeConsts<Format> c;
   c.abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   c.one = _mm512_set1_epi32(1);
-  // (a + half_ulp - 1 + lsb - (rebias << 23)) >> dropped equals the scalar
-  // ((a + half_ulp - 1 + lsb) >> dropped) - (rebias << mantissa_bits).
-  c.round_bias = _mm512_set1_epi32(static_cast<int>(
-      ((1u << (kDropped - 1u)) - 1u) - (Format::kRebias << 23)));
+  c.round_bias = _mm512_set1_epi32(static_cast<int>(K::kRoundBias));
   c.min_normal = _mm512_set1_epi32(static_cast<int>(Format::kMinNormalAbs));
   c.overflow = _mm512_set1_epi32(static_cast<int>(Format::kOverflowAbs));
-  c.overflow_code = _mm512_set1_epi32(sat == Fp8Saturation::kSatFinite
-                                          ? Format::kMaxFiniteCode
-                                          : Format::kOverflowNoSatCode);
+  c.overflow_code = _mm512_set1_epi32(static_cast<int>(K::OverflowCode(sat)));
   c.inf_bits = _mm512_set1_epi32(0x7F800000);
   c.nan_code = _mm512_set1_epi32(kFp8CanonicalNaN);
   c.sign_byte = _mm512_set1_epi32(0x80);
@@ -254,7 +249,7 @@ OCTET_TARGET_AVX512 OCTET_INLINE QuantizeConsts<Format> MakeQuantizeConsts(
 template <class Format>
 OCTET_TARGET_AVX512 OCTET_INLINE __m512i EncodeFp8x16(
     const QuantizeConsts<Format>& c, __m512 y) {
-  constexpr uint32_t kDropped = 23u - Format::kMantissaBits;
+  constexpr uint32_t kDropped = Fp8EncodeConstants<Format>::kDropped;
   const __m512i u = _mm512_castps_si512(y);
   const __m512i a = _mm512_and_si512(u, c.abs_mask);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kDropped), c.one);

@@ -48,6 +48,22 @@ struct alignas(64) Fp8Tables {
 // Built once from the scalar conversion functions, so every path shares them.
 const Fp8Tables& Tables();
 
+// The integer constants of detail::FloatToFp8Bits's normal range and
+// overflow, as the vector encoders (AVX-512, AVX2) use them.
+template <class Format>
+struct Fp8EncodeConstants {
+  // Float mantissa bits below the fp8 mantissa.
+  static constexpr uint32_t kDropped = 23u - Format::kMantissaBits;
+  // (a + kRoundBias + lsb) >> kDropped, with lsb the lowest kept bit, equals
+  // the scalar ((a + half_ulp - 1 + lsb) >> kDropped) - (rebias << mantissa
+  // bits): the exponent rebias is folded into the rounding add.
+  static constexpr uint32_t kRoundBias = ((1u << (kDropped - 1u)) - 1u) - (Format::kRebias << 23);
+  // The code (without sign) for |x| past Format::kOverflowAbs under `sat`.
+  static constexpr uint32_t OverflowCode(Fp8Saturation sat) {
+    return sat == Fp8Saturation::kSatFinite ? Format::kMaxFiniteCode : Format::kOverflowNoSatCode;
+  }
+};
+
 #if OCTET_CONVERT_X86_KERNELS
 // AVX-512 kernels (convert_avx512.cc); callers check the CPU first.
 // Quantize returns the bits of max |src| (AmaxFromAbsBits turns them into a float).
