@@ -106,6 +106,15 @@ OCTET_INLINE Decoded16 DecodeFp8x16(__m128i codes, Fp8Kind kind) {
   return d;
 }
 
+// The largest of the 8 unsigned lanes.
+OCTET_INLINE uint32_t MaxLane(__m256i v) {
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  uint32_t result = 0;
+  for (const uint32_t x : lanes) result = x > result ? x : result;
+  return result;
+}
+
 // FloatToBf16Bits on 8 lanes (integer round-to-nearest-even, NaN -> 0x7FFF),
 // one result per 32-bit lane.
 OCTET_INLINE __m256i FloatToBf16x8(__m256 x) {
@@ -191,11 +200,7 @@ uint32_t QuantizeAvx2(const float* src, float scale, Fp8Saturation sat,
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
                         PackBytes(codes[0], codes[1], codes[2], codes[3]));
   });
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), amax);
-  uint32_t result = 0;
-  for (const uint32_t v : lanes) result = v > result ? v : result;
-  return result;
+  return MaxLane(amax);
 }
 
 uint32_t AmaxAvx2(const float* src, int64_t n) {
@@ -211,12 +216,8 @@ uint32_t AmaxAvx2(const float* src, int64_t n) {
                       abs_mask));
     }
   }
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                     _mm256_max_epu32(_mm256_max_epu32(acc[0], acc[1]),
-                                      _mm256_max_epu32(acc[2], acc[3])));
-  uint32_t result = 0;
-  for (const uint32_t v : lanes) result = v > result ? v : result;
+  uint32_t result = MaxLane(_mm256_max_epu32(_mm256_max_epu32(acc[0], acc[1]),
+                                             _mm256_max_epu32(acc[2], acc[3])));
   for (; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, src + i, sizeof bits);

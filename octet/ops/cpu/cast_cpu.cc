@@ -42,6 +42,13 @@ const float* AsFloat(const void* src, DType dtype, int64_t n, float* buf) {
   }
 }
 
+// The amax over per-block amaxes (NOTE [amax combine order]).
+float CombineAmax(const std::vector<float>& part) {
+  float m = 0.0f;
+  for (float p : part) m = MaxNaN(m, p);
+  return m;
+}
+
 // Quantizes elements [begin, end) of the flat x into y; returns their amax.
 float QuantizeRange(const char* x, DType xdt, float scale, DType fp8, Fp8Saturation sat, uint8_t* y, int64_t begin,
                     int64_t end) {
@@ -148,9 +155,7 @@ float ColumnSums(const char* x, DType xdt, int64_t R, int64_t C, float* dbias, c
       part[b] = m;
     }
   });
-  float m = 0.0f;
-  for (float p : part) m = MaxNaN(m, p);
-  return m;
+  return CombineAmax(part);
 }
 
 void CheckDbias(const Tensor& dbias, int64_t C) {
@@ -183,9 +188,7 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
       for (int64_t b = b0; b < b1; ++b)
         part[b] = QuantizeRange(xp, xdt, s, fp8, sat, yp, b * kBlock, std::min(n, (b + 1) * kBlock));
     });
-    float m = 0.0f;
-    for (float p : part) m = MaxNaN(m, p);
-    *amax.data<float>() = m;
+    *amax.data<float>() = CombineAmax(part);
     return;
   }
   // Cast-transpose: x (R, C); bands of 64 rows are quantized row-wise into y
@@ -207,9 +210,7 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
       TransposeBytes(band, R, C, ytp, r0, r1);
     }
   });
-  float m = 0.0f;
-  for (float p : part) m = MaxNaN(m, p);
-  *amax.data<float>() = m;
+  *amax.data<float>() = CombineAmax(part);
   if (dbias.defined()) {
     CheckDbias(dbias, C);
     ColumnSums(xp, xdt, R, C, dbias.data<float>());
@@ -286,9 +287,7 @@ void AmaxCpu(const Tensor& x, const Tensor& amax) {
       }
     }
   });
-  float m = 0.0f;
-  for (float p : part) m = MaxNaN(m, p);
-  *amax.data<float>() = m;
+  *amax.data<float>() = CombineAmax(part);
 }
 
 }  // namespace

@@ -219,7 +219,6 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
   const bool fp8 = src_dtype != DType::kBFloat16;
   const int64_t esz = fp8 ? 1 : 2;
   const char* base = static_cast<const char*>(src);
-  auto load = [](const char* p, int64_t n, uint16_t* row) { LoadRow(p, n, row); };
   // NOTE [fp8 packing]: an FP8 block is first gathered as bytes (a plain
   // copy, padding zero = FP8 +0) and then converted in one call over the
   // whole kb x nb tile. Converting each 32- or 64-element run on its own
@@ -233,7 +232,7 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
         LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
         Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
       } else {
-        LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
+        LoadColumnTile(base, esz, sn, blk, kb, nb, LoadRow, tile);
       }
       TransposePairs(tile, kb, nb, out);
       return;
@@ -248,7 +247,7 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
       LoadRowTile(base, esz, sk, sn, blk, kb, nb, CopyBytes, ByteAt, bytes);
       Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
     } else {
-      LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, [](const char* p) { return LoadOne(p); }, tile);
+      LoadRowTile(base, esz, sk, sn, blk, kb, nb, LoadRow, LoadOne, tile);
     }
     InterleaveKMajor(tile, kb, nb, out);
   });
