@@ -46,12 +46,12 @@ class CudaBackend final : public CachingAllocatorBackend {
   }
 
   void RawFree(void* ptr, size_t) override {
-    QuietDeviceGuard guard(device_);
+    DeviceGuard guard(device_, std::nothrow);
     (void)cudaFree(ptr);  // cudaFree waits for work still using the block
   }
 
   EventId RecordEvent(StreamId stream) override {
-    QuietDeviceGuard guard(device_);
+    DeviceGuard guard(device_, std::nothrow);
     cudaEvent_t ev = nullptr;
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
         cudaEventRecord(ev, ToStream(stream)) == cudaSuccess) {
@@ -82,7 +82,7 @@ class CudaBackend final : public CachingAllocatorBackend {
   }
 
   std::string MemoryReport() override {
-    QuietDeviceGuard guard(device_);
+    DeviceGuard guard(device_, std::nothrow);
     size_t free_bytes = 0, total = 0;
     if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
       (void)cudaGetLastError();

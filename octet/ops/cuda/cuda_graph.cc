@@ -103,7 +103,7 @@ void End(int index, void* state) {
 
 void Abort(int index, void* state) {
   auto* s = static_cast<CaptureState*>(state);
-  QuietDeviceGuard guard(index);
+  DeviceGuard guard(index, std::nothrow);
   cudaGraph_t partial = nullptr;
   (void)cudaStreamEndCapture(s->stream, &partial);
   if (partial != nullptr) (void)cudaGraphDestroy(partial);
@@ -118,7 +118,7 @@ void Launch(int index, void* state) {
 }
 
 void Destroy(int index, void* state) {
-  QuietDeviceGuard guard(index);
+  DeviceGuard guard(index, std::nothrow);
   Release(index, static_cast<CaptureState*>(state));
 }
 

@@ -215,17 +215,13 @@ DeviceGuard::DeviceGuard(int device) {
   }
 }
 
-DeviceGuard::~DeviceGuard() {
-  if (prev_ >= 0) (void)cudaSetDevice(prev_);
-}
-
-QuietDeviceGuard::QuietDeviceGuard(int device) {
+DeviceGuard::DeviceGuard(int device, std::nothrow_t) {
   int current = -1;
   if (cudaGetDevice(&current) == cudaSuccess && current != device && cudaSetDevice(device) == cudaSuccess)
     prev_ = current;
 }
 
-QuietDeviceGuard::~QuietDeviceGuard() {
+DeviceGuard::~DeviceGuard() {
   if (prev_ >= 0) (void)cudaSetDevice(prev_);
 }
 

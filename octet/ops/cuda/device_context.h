@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <new>
 #include <string>
 
 namespace octet::cuda {
@@ -73,24 +74,15 @@ class StreamGuard {
 // previous one on destruction).
 class DeviceGuard {
  public:
+  // Throws octet::Error when the device cannot be made current.
   explicit DeviceGuard(int device);
+  // For must-not-throw paths (destructors, allocator backends, releasing a
+  // captured graph): when the device cannot be made current it leaves the
+  // current device as it is, and never throws.
+  DeviceGuard(int device, std::nothrow_t);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = -1;
-};
-
-// DeviceGuard for must-not-throw paths (destructors, allocator backends,
-// releasing a captured graph): when the device cannot be made current it
-// leaves the current device as it is, and never throws.
-class QuietDeviceGuard {
- public:
-  explicit QuietDeviceGuard(int device);
-  ~QuietDeviceGuard();
-  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
-  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
 
  private:
   int prev_ = -1;
