@@ -18,10 +18,23 @@ namespace {
 constexpr int64_t kMaxKBlock = 32;
 constexpr int64_t kMaxNBlock = 64;
 
-// dst[0, n) = src[0, n), bf16 bits (FP8 blocks go through NOTE [fp8 packing]).
-inline void LoadRow(const void* src, int64_t n, uint16_t* dst) {
-  std::memcpy(dst, src, static_cast<size_t>(n) * 2);
+// dst[0, bytes) = src[0, bytes). The runs packing copies are whole rows or
+// columns of a block: 32 to 256 bytes. Those sizes are fixed-size copies the
+// compiler inlines as one to four vector loads and stores; through memcpy's
+// length dispatch, the 64-byte FP8 rows alone cost 2-3 % of a small GPT step
+// at O1 (perf, Zen 5).
+inline void CopyRun(void* dst, const void* src, int64_t bytes) {
+  switch (bytes) {
+    case 32: std::memcpy(dst, src, 32); return;
+    case 64: std::memcpy(dst, src, 64); return;
+    case 128: std::memcpy(dst, src, 128); return;
+    case 256: std::memcpy(dst, src, 256); return;
+    default: std::memcpy(dst, src, static_cast<size_t>(bytes));
+  }
 }
+
+// dst[0, n) = src[0, n), bf16 bits (FP8 blocks go through NOTE [fp8 packing]).
+inline void LoadRow(const void* src, int64_t n, uint16_t* dst) { CopyRun(dst, src, n * 2); }
 
 inline uint16_t LoadOne(const char* p) {
   uint16_t v;
@@ -30,7 +43,7 @@ inline uint16_t LoadOne(const char* p) {
 }
 
 // Raw FP8 codes, for the tiles NOTE [fp8 packing] converts in one call.
-inline void CopyBytes(const char* p, int64_t n, uint8_t* row) { std::memcpy(row, p, static_cast<size_t>(n)); }
+inline void CopyBytes(const char* p, int64_t n, uint8_t* row) { CopyRun(row, p, n); }
 inline uint8_t ByteAt(const char* p) { return static_cast<uint8_t>(*p); }
 
 // o[2n] = r0[n], o[2n + 1] = r1[n] for n in [0, nb). The compiler does not
@@ -113,7 +126,7 @@ inline void TransposePairs(const uint16_t* tile, int64_t kb, int64_t nb, uint16_
 // column-major 866 -> 375 us.
 inline void LoadF32Row(const char* src, DType dtype, int64_t n, float* dst) {
   if (dtype == DType::kFloat32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    CopyRun(dst, src, n * 4);
   } else {
     const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
     for (int64_t i = 0; i < n; ++i) dst[i] = Bf16BitsToFloat(s[i]);
