@@ -7,6 +7,8 @@
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/convert_testing.h>
+#include <octet/core/scaling.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
 #include "tests/test_util.h"
@@ -227,6 +229,54 @@ TEST(Pointwise, NarrowChunkedRunsMatchElementByElement) {
     // tensor-by-scalar-like fast path), against the strided loop.
     EXPECT_EQ(::octet::testing::Bytes(a * row), ::octet::testing::Bytes((at * row).Contiguous())) << Name(dtype);
     EXPECT_EQ(::octet::testing::Bytes(a - col), ::octet::testing::Bytes((at - col).Contiguous())) << Name(dtype);
+  }
+}
+
+// NOTE [pointwise isa dispatch]: the contiguous runs are compiled for the
+// baseline and for AVX-512 from one body. Every op, on every float dtype, in
+// each run shape (two rows, row by broadcast value, value by row) and in
+// GeluFp8, must give the same bits from both builds, across chunk and vector
+// boundaries and for specials. On a CPU without AVX-512 both runs take the
+// baseline and the test checks nothing new.
+TEST(Pointwise, IsaBuildsGiveIdenticalBits) {
+  const int64_t rows = 3, cols = 2 * 512 + 4096 + 45;  // chunks, a GeluFp8 block and ragged tails per row
+  std::vector<double> va = RandomValues(rows * cols, 21, -8.0, 8.0);
+  std::vector<double> vb = RandomValues(rows * cols, 22, 0.05, 3.0);  // positive: log, sqrt, pow, div
+  const double specials[] = {INFINITY, -INFINITY, NAN, 1e-39, -1e-40, 0.0, -0.0, 3e38, 1.00390625, 65504.0, -20.0};
+  for (size_t i = 0; i < std::size(specials); ++i) va[900 + 53 * i] = specials[i];
+  const auto run_all = [&](DType dtype) {
+    const Tensor a = FromVector(va, {rows, cols}, {.dtype = dtype});
+    const Tensor b = FromVector(vb, {rows, cols}, {.dtype = dtype});
+    const Tensor col = b.Slice(1, 7, 8).Contiguous();  // [rows, 1]: a value broadcast along each row
+    std::vector<uint8_t> all;
+    const auto add = [&](const Tensor& t) {
+      const std::vector<uint8_t> bytes = ::octet::testing::Bytes(t);
+      all.insert(all.end(), bytes.begin(), bytes.end());
+    };
+    for (int op = 0; op < static_cast<int>(UnaryOp::kCount); ++op) {
+      add(UnaryRaw(static_cast<UnaryOp>(op), static_cast<UnaryOp>(op) == UnaryOp::kPowScalar ? b : a, 1.7));
+    }
+    for (int op = 0; op < static_cast<int>(BinaryOp::kCount); ++op) {
+      const BinaryOp bop = static_cast<BinaryOp>(op);
+      const Tensor x = bop == BinaryOp::kPowBackward ? b : a;
+      add(BinaryRaw(bop, x, b, 1.3));
+      add(BinaryRaw(bop, x, col, 1.3));
+      add(BinaryRaw(bop, col, x, 1.3));
+    }
+    if (dtype != DType::kFloat64) {
+      const Tensor scale = FromVector(std::vector<double>{17.0}, {1}, {.dtype = DType::kFloat32});
+      for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) add(GeluFp8(a, fp8, scale));
+    }
+    return all;
+  };
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+    std::vector<std::vector<uint8_t>> results;
+    for (bool avx512 : {false, true}) {
+      internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
+      results.push_back(run_all(dtype));
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(results[0], results[1]) << Name(dtype);
   }
 }
 

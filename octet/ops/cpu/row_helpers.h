@@ -12,6 +12,7 @@
 
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
+#include <octet/core/macros.h>
 #include <octet/ops/cpu/loops.h>
 
 namespace octet::cpu {
@@ -70,7 +71,7 @@ class RowIn {
       buf_ = LoadRow(src, n, buf);
     }
   }
-  A operator[](int64_t i) const {
+  OCTET_INLINE A operator[](int64_t i) const {
     if constexpr (std::is_same_v<T, A>) {
       return src_[i];
     } else if constexpr (std::is_same_v<T, bfloat16>) {
