@@ -8,8 +8,10 @@
 #include <cmath>
 #include <vector>
 
+#include <octet/autograd/engine.h>
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/convert_testing.h>
 #include <octet/ops/norm.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
@@ -214,6 +216,49 @@ TEST(Norm, ParameterGradientsDoNotDependOnTheThreadCount) {
   };
   const TensorList one = grads(1), two = grads(2);
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(AllClose(one[i], two[i], 0, 0)) << "gradient " << i;
+}
+
+// NOTE [norm isa dispatch]: the row loops of LayerNorm, RMSNorm, AddLayerNorm
+// and LayerNormFp8, forward and backward, are compiled for the baseline and
+// for AVX-512; both must give the same bits on every float dtype (a width
+// with a ragged tail, rows split across threads, parameter gradients). On a
+// CPU without AVX-512 both runs take the baseline.
+TEST(Norm, IsaBuildsGiveIdenticalBits) {
+  const int64_t rows = 96, c = 777;
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+    std::vector<std::vector<uint8_t>> results;
+    for (bool avx512 : {false, true}) {
+      internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
+      std::vector<uint8_t> all;
+      const auto add = [&](const Tensor& t) {
+        const std::vector<uint8_t> bytes = ::octet::testing::Bytes(t);
+        all.insert(all.end(), bytes.begin(), bytes.end());
+      };
+      Tensor x = RandomTensor({rows, c}, 61, dtype, -3, 3).requires_grad_();
+      Tensor r = RandomTensor({rows, c}, 62, dtype, -1, 1).requires_grad_();
+      Tensor w = RandomTensor({c}, 63, dtype, 0.5, 1.5).requires_grad_();
+      Tensor b = RandomTensor({c}, 64, dtype).requires_grad_();
+      const Tensor dy = RandomTensor({rows, c}, 65, dtype), dsum = RandomTensor({rows, c}, 66, dtype);
+      const Tensor y = LayerNorm(x, w, b);
+      y.Backward(dy);
+      for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) add(t);
+      for (Tensor* t : {&x, &w, &b}) t->zero_grad();
+      const Tensor z = RmsNorm(x, w);
+      z.Backward(dy);
+      for (const Tensor& t : {z, x.grad(), w.grad()}) add(t);
+      for (Tensor* t : {&x, &w}) t->zero_grad();
+      const AddLayerNormResult o = AddLayerNorm(x, r, w, b);
+      autograd::Backward({o.sum, o.out}, {dsum, dy});
+      for (const Tensor& t : {o.sum, o.out, x.grad(), r.grad(), w.grad(), b.grad()}) add(t);
+      if (dtype != DType::kFloat64) {
+        const Tensor scale = FromVector(std::vector<double>{9.0}, {1}, {.dtype = DType::kFloat32});
+        add(LayerNormFp8(x.detach(), w.detach(), b.detach(), DType::kFloat8E4M3, scale));
+      }
+      results.push_back(all);
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(results[0], results[1]) << Name(dtype);
+  }
 }
 
 TEST(Norm, OnlyRequestedGradientsAreComputed) {

@@ -6,7 +6,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
+#include <octet/core/macros.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/norm_kernels.h>
@@ -21,6 +23,13 @@ namespace {
 // are then added in block order. No atomics, and the result is bitwise the
 // same for any OMP_NUM_THREADS.
 constexpr int64_t kParamBlocks = 32;
+
+#if defined(__x86_64__)
+#define OCTET_NORM_X86 1
+#define OCTET_NORM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+#else
+#define OCTET_NORM_X86 0
+#endif
 
 // The affine parameter in the compute type, or `fill` everywhere when absent.
 template <typename T, typename A = AccType<T>>
@@ -44,6 +53,79 @@ struct Fp8RowOut {
   float* row_amax = nullptr;  // (N): max |y| of each row
 };
 
+// What NormFwdRows reads and writes (NormFwd's arguments as pointers).
+template <typename T, typename A = AccType<T>>
+struct FwdArgs {
+  int64_t c;
+  const A* w;      // (C)
+  const A* b;      // (C)
+  const T* x;      // (N,C)
+  const T* res;    // (N,C) or null
+  T* sum;          // (N,C) or null (with res)
+  T* y;            // (N,C), or null with fp8
+  A* mean;         // (N), kCenter only
+  A* rstd;         // (N)
+  A eps, inv_c;
+  const Fp8RowOut* fp8;
+};
+
+// Rows [r0, r1) of NormFwd; xbuf, rbuf, ybuf: (C) scratch, fbuf (C) with fp8
+// when A is not float.
+template <bool kCenter, typename T, typename A>
+OCTET_INLINE void NormFwdRows(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf,
+                              float* fbuf) {
+  const int64_t c = a.c;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* row = a.x + r * c;
+    if (a.res != nullptr) {
+      // h = x + residual, rounded to T and normalised as rounded, so the
+      // result equals Add followed by LayerNorm.
+      const RowIn<T> xin(row, c, xbuf), res(a.res + r * c, c, rbuf);
+      A* h = RowOut(a.sum + r * c, ybuf);
+      for (int64_t i = 0; i < c; ++i) h[i] = xin[i] + res[i];
+      StoreRow(h, a.sum + r * c, c);
+      row = a.sum + r * c;
+    }
+    const RowIn<T> xr(row, c, xbuf);
+    A mu = 0;
+    if constexpr (kCenter) mu = LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * a.inv_c;
+    const A var = LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * a.inv_c;
+    const A rs = A(1) / std::sqrt(var + a.eps);
+    A* yr = a.fp8 != nullptr ? ybuf : RowOut(a.y + r * c, ybuf);
+    for (int64_t i = 0; i < c; ++i) yr[i] = (xr[i] - mu) * rs * a.w[i] + a.b[i];
+    if (a.fp8 != nullptr) {
+      const float* yf = nullptr;
+      if constexpr (std::is_same_v<A, float>) {
+        yf = yr;
+      } else {  // f64 x: the value is rounded to f32 before the multiply, as Quantize does
+        for (int64_t i = 0; i < c; ++i) fbuf[i] = static_cast<float>(yr[i]);
+        yf = fbuf;
+      }
+      a.fp8->row_amax[r] = QuantizeRow(yf, a.fp8->scale, a.fp8->dtype, a.fp8->sat, a.fp8->q + r * c, c);
+    } else {
+      StoreRow(yr, a.y + r * c, c);
+    }
+    if constexpr (kCenter) a.mean[r] = mu;
+    a.rstd[r] = rs;
+  }
+}
+
+// NOTE [norm isa dispatch]: as NOTE [pointwise isa dispatch] in
+// ops/cpu/pointwise_cpu.cc, the row loops are compiled for the baseline and
+// for AVX-512, chosen at run time. The lane sums keep kRowLanes explicit
+// accumulators, so both builds add in the same order and give the same bits.
+template <bool kCenter, typename T, typename A>
+void NormFwdRowsBase(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf, float* fbuf) {
+  NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);
+}
+#if OCTET_NORM_X86
+template <bool kCenter, typename T, typename A>
+OCTET_NORM_AVX512 void NormFwdRowsAvx512(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf,
+                                         float* fbuf) {
+  NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);
+}
+#endif
+
 // y (or, with fp8 non-null, fp8->q) = the normalised rows of x.
 template <bool kCenter, typename T>
 void NormFwd(const Tensor& x,         // (N,C)
@@ -60,52 +142,98 @@ void NormFwd(const Tensor& x,         // (N,C)
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const std::vector<A> w = ParamOrFill<T>(weight, c, A(1));
   const std::vector<A> b = ParamOrFill<T>(bias, c, A(0));
-  const T* xp = x.data<T>();
-  const T* rsp = residual.defined() ? residual.data<T>() : nullptr;
-  T* hp = sum.defined() ? sum.data<T>() : nullptr;
-  T* yp = fp8 == nullptr ? y.data<T>() : nullptr;
-  A* mp = kCenter ? mean.data<A>() : nullptr;
-  A* rp = rstd.data<A>();
-  const A eps_a = static_cast<A>(eps);
-  const A inv_c = A(1) / static_cast<A>(c);
+  const FwdArgs<T, A> args{.c = c,
+                           .w = w.data(),
+                           .b = b.data(),
+                           .x = x.data<T>(),
+                           .res = residual.defined() ? residual.data<T>() : nullptr,
+                           .sum = sum.defined() ? sum.data<T>() : nullptr,
+                           .y = fp8 == nullptr ? y.data<T>() : nullptr,
+                           .mean = kCenter ? mean.data<A>() : nullptr,
+                           .rstd = rstd.data<A>(),
+                           .eps = static_cast<A>(eps),
+                           .inv_c = A(1) / static_cast<A>(c),
+                           .fp8 = fp8};
+  auto run = &NormFwdRowsBase<kCenter, T, A>;
+#if OCTET_NORM_X86
+  if (internal::ActiveConverterIsa().avx512) run = &NormFwdRowsAvx512<kCenter, T, A>;
+#endif
   ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
     std::vector<float> fbuf(fp8 != nullptr && !std::is_same_v<A, float> ? c : 0);
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* row = xp + r * c;
-      if (rsp != nullptr) {
-        // h = x + residual, rounded to T and normalised as rounded, so the
-        // result equals Add followed by LayerNorm.
-        const RowIn<T> xin(row, c, xbuf.data()), res(rsp + r * c, c, rbuf.data());
-        A* h = RowOut(hp + r * c, ybuf.data());
-        for (int64_t i = 0; i < c; ++i) h[i] = xin[i] + res[i];
-        StoreRow(h, hp + r * c, c);
-        row = hp + r * c;
-      }
-      const RowIn<T> xr(row, c, xbuf.data());
-      A mu = 0;
-      if constexpr (kCenter) mu = LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * inv_c;
-      const A var = LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * inv_c;
-      const A rs = A(1) / std::sqrt(var + eps_a);
-      A* yr = fp8 != nullptr ? ybuf.data() : RowOut(yp + r * c, ybuf.data());
-      for (int64_t i = 0; i < c; ++i) yr[i] = (xr[i] - mu) * rs * w[i] + b[i];
-      if (fp8 != nullptr) {
-        const float* yf = nullptr;
-        if constexpr (std::is_same_v<A, float>) {
-          yf = yr;
-        } else {  // f64 x: the value is rounded to f32 before the multiply, as Quantize does
-          for (int64_t i = 0; i < c; ++i) fbuf[i] = static_cast<float>(yr[i]);
-          yf = fbuf.data();
-        }
-        fp8->row_amax[r] = QuantizeRow(yf, fp8->scale, fp8->dtype, fp8->sat, fp8->q + r * c, c);
-      } else {
-        StoreRow(yr, yp + r * c, c);
-      }
-      if constexpr (kCenter) mp[r] = mu;
-      rp[r] = rs;
-    }
+    run(args, r0, r1, xbuf.data(), rbuf.data(), ybuf.data(), fbuf.data());
   });
 }
+
+// What NormBwdRows reads and writes (NormBwd's arguments as pointers).
+template <typename T, typename A = AccType<T>>
+struct BwdArgs {
+  int64_t c;
+  const A* w;     // (C)
+  const T* x;     // (N,C)
+  const T* dy;    // (N,C)
+  const T* dsum;  // (N,C) or null: added to dx
+  T* dx;          // (N,C) or null
+  const A* mean;  // (N), kCenter only
+  const A* rstd;  // (N)
+  A inv_c;
+};
+
+// Rows [r0, r1): dx rows, and dy*xhat / dy added into dw_acc / db_acc (C)
+// when those are non-null. xbuf, dybuf, dxbuf, dsbuf: (C) scratch (dsbuf only
+// with dsum).
+template <bool kCenter, typename T, typename A>
+OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc, A* xbuf,
+                              A* dybuf, A* dxbuf, A* dsbuf) {
+  const int64_t c = a.c;
+  for (int64_t r = r0; r < r1; ++r) {
+    const RowIn<T> xr(a.x + r * c, c, xbuf), dyr(a.dy + r * c, c, dybuf);
+    const A mu = kCenter ? a.mean[r] : A(0);
+    const A rs = a.rstd[r];
+    if (a.dx != nullptr) {
+      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w
+      // (RMSNorm: no mean(g) term).
+      const auto [sum_g, sum_gx] = LaneSum2<A>(c, [&](int64_t i) {
+        const A g = dyr[i] * a.w[i];
+        return std::pair<A, A>{g, g * ((xr[i] - mu) * rs)};
+      });
+      const A mean_g = kCenter ? sum_g * a.inv_c : A(0), mean_gx = sum_gx * a.inv_c;
+      A* dxr = RowOut(a.dx + r * c, dxbuf);
+      auto dx_at = [&](int64_t i) { return rs * (dyr[i] * a.w[i] - mean_g - (xr[i] - mu) * rs * mean_gx); };
+      if (a.dsum != nullptr) {
+        const RowIn<T> ds(a.dsum + r * c, c, dsbuf);
+        for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i) + ds[i];
+      } else {
+        for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i);
+      }
+      StoreRow(dxr, a.dx + r * c, c);
+    }
+    if (dw_acc != nullptr && db_acc != nullptr) {
+      for (int64_t i = 0; i < c; ++i) {
+        dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
+        db_acc[i] += dyr[i];
+      }
+    } else if (dw_acc != nullptr) {
+      for (int64_t i = 0; i < c; ++i) dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
+    } else if (db_acc != nullptr) {
+      for (int64_t i = 0; i < c; ++i) db_acc[i] += dyr[i];
+    }
+  }
+}
+
+// NOTE [norm isa dispatch].
+template <bool kCenter, typename T, typename A>
+void NormBwdRowsBase(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc, A* xbuf, A* dybuf,
+                     A* dxbuf, A* dsbuf) {
+  NormBwdRows<kCenter>(a, r0, r1, dw_acc, db_acc, xbuf, dybuf, dxbuf, dsbuf);
+}
+#if OCTET_NORM_X86
+template <bool kCenter, typename T, typename A>
+OCTET_NORM_AVX512 void NormBwdRowsAvx512(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc,
+                                         A* xbuf, A* dybuf, A* dxbuf, A* dsbuf) {
+  NormBwdRows<kCenter>(a, r0, r1, dw_acc, db_acc, xbuf, dybuf, dxbuf, dsbuf);
+}
+#endif
 
 template <bool kCenter, typename T>
 void NormBwd(const Tensor& dy,      // (N,C)
@@ -120,59 +248,27 @@ void NormBwd(const Tensor& dy,      // (N,C)
   using A = AccType<T>;
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const std::vector<A> w = ParamOrFill<T>(weight, c, A(1));
-  const T* xp = x.data<T>();
-  const T* dyp = dy.data<T>();
   const T* dsp = dsum.defined() ? dsum.data<T>() : nullptr;
-  T* dxp = dx.defined() ? dx.data<T>() : nullptr;
-  const A* mp = kCenter ? mean.data<A>() : nullptr;
-  const A* rp = rstd.data<A>();
   const bool want_dw = dweight.defined(), want_db = dbias.defined();
-  const A inv_c = A(1) / static_cast<A>(c);
-
-  // Rows [r0, r1): dx rows, and dy*xhat / dy added into dw_acc / db_acc (C)
-  // when those are non-null. xbuf, dybuf, dxbuf, dsbuf: (C) scratch (dsbuf only
-  // with dsum).
-  auto rows = [&](int64_t r0, int64_t r1, A* dw_acc, A* db_acc, A* xbuf, A* dybuf, A* dxbuf, A* dsbuf) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const RowIn<T> xr(xp + r * c, c, xbuf), dyr(dyp + r * c, c, dybuf);
-      const A mu = kCenter ? mp[r] : A(0);
-      const A rs = rp[r];
-      if (dxp != nullptr) {
-        // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w
-        // (RMSNorm: no mean(g) term).
-        const auto [sum_g, sum_gx] = LaneSum2<A>(c, [&](int64_t i) {
-          const A g = dyr[i] * w[i];
-          return std::pair<A, A>{g, g * ((xr[i] - mu) * rs)};
-        });
-        const A mean_g = kCenter ? sum_g * inv_c : A(0), mean_gx = sum_gx * inv_c;
-        A* dxr = RowOut(dxp + r * c, dxbuf);
-        auto dx_at = [&](int64_t i) { return rs * (dyr[i] * w[i] - mean_g - (xr[i] - mu) * rs * mean_gx); };
-        if (dsp != nullptr) {
-          const RowIn<T> ds(dsp + r * c, c, dsbuf);
-          for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i) + ds[i];
-        } else {
-          for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i);
-        }
-        StoreRow(dxr, dxp + r * c, c);
-      }
-      if (dw_acc != nullptr && db_acc != nullptr) {
-        for (int64_t i = 0; i < c; ++i) {
-          dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
-          db_acc[i] += dyr[i];
-        }
-      } else if (dw_acc != nullptr) {
-        for (int64_t i = 0; i < c; ++i) dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
-      } else if (db_acc != nullptr) {
-        for (int64_t i = 0; i < c; ++i) db_acc[i] += dyr[i];
-      }
-    }
-  };
+  const BwdArgs<T, A> args{.c = c,
+                           .w = w.data(),
+                           .x = x.data<T>(),
+                           .dy = dy.data<T>(),
+                           .dsum = dsp,
+                           .dx = dx.defined() ? dx.data<T>() : nullptr,
+                           .mean = kCenter ? mean.data<A>() : nullptr,
+                           .rstd = rstd.data<A>(),
+                           .inv_c = A(1) / static_cast<A>(c)};
+  auto rows = &NormBwdRowsBase<kCenter, T, A>;
+#if OCTET_NORM_X86
+  if (internal::ActiveConverterIsa().avx512) rows = &NormBwdRowsAvx512<kCenter, T, A>;
+#endif
 
   const bool parallel = n * c >= kParallelGrain;
   if (!want_dw && !want_db) {
     ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
       std::vector<A> xbuf(c), dybuf(c), dxbuf(c), dsbuf(dsp != nullptr ? c : 0);
-      rows(r0, r1, nullptr, nullptr, xbuf.data(), dybuf.data(), dxbuf.data(), dsbuf.data());
+      rows(args, r0, r1, nullptr, nullptr, xbuf.data(), dybuf.data(), dxbuf.data(), dsbuf.data());
     });
     return;
   }
@@ -182,7 +278,7 @@ void NormBwd(const Tensor& dy,      // (N,C)
   ParallelFor(nblocks, parallel ? 1 : nblocks + 1, [&](int64_t b0, int64_t b1) {
     std::vector<A> xbuf(c), dybuf(c), dxbuf(c), dsbuf(dsp != nullptr ? c : 0);
     for (int64_t blk = b0; blk < b1; ++blk) {
-      rows(n * blk / nblocks, n * (blk + 1) / nblocks, want_dw ? dw_part.data() + blk * c : nullptr,
+      rows(args, n * blk / nblocks, n * (blk + 1) / nblocks, want_dw ? dw_part.data() + blk * c : nullptr,
            want_db ? db_part.data() + blk * c : nullptr, xbuf.data(), dybuf.data(), dxbuf.data(), dsbuf.data());
     }
   });

@@ -102,7 +102,7 @@ inline constexpr int kRowLanes = 16;
 
 // sum_i f(i) over [0, n) with kRowLanes independent accumulators.
 template <typename A, typename F>
-A LaneSum(int64_t n, F&& f) {
+OCTET_INLINE A LaneSum(int64_t n, F&& f) {
   A acc[kRowLanes] = {};
   int64_t i = 0;
   for (; i + kRowLanes <= n; i += kRowLanes)
@@ -116,7 +116,7 @@ A LaneSum(int64_t n, F&& f) {
 // Two sums in one pass: f(i) returns a pair {a_i, b_i}; the result is
 // {sum_i a_i, sum_i b_i}, each with kRowLanes independent accumulators.
 template <typename A, typename F>
-std::pair<A, A> LaneSum2(int64_t n, F&& f) {
+OCTET_INLINE std::pair<A, A> LaneSum2(int64_t n, F&& f) {
   A acc_a[kRowLanes] = {}, acc_b[kRowLanes] = {};
   int64_t i = 0;
   for (; i + kRowLanes <= n; i += kRowLanes)
