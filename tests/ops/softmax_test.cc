@@ -10,6 +10,7 @@
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/convert_testing.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
 #include <octet/ops/softmax.h>
@@ -299,6 +300,44 @@ TEST(CrossEntropy, NonContiguousLogitsGiveTheContiguousResult) {
   const Tensor a = CrossEntropy(base.T(), t, kIgnore, Reduction::kNone);
   const Tensor b = CrossEntropy(base.T().Contiguous(), t, kIgnore, Reduction::kNone);
   EXPECT_TRUE(AllClose(a, b, 0, 0));
+}
+
+// NOTE [softmax isa dispatch]: softmax and log-softmax over the last dim and
+// cross-entropy, forward and backward, are compiled for the baseline and for
+// AVX-512; both must give the same bits on every float dtype (a ragged row
+// width, an ignored target, rows split across threads). On a CPU without
+// AVX-512 both runs take the baseline.
+TEST(CrossEntropy, IsaBuildsGiveIdenticalBits) {
+  const int64_t rows = 64, v = 333;
+  std::vector<int64_t> targets(rows);
+  for (int64_t i = 0; i < rows; ++i) targets[i] = i == 5 ? kIgnore : (i * 37) % v;
+  const Tensor t = FromVector(targets, {rows});
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+    std::vector<std::vector<std::vector<uint8_t>>> results;  // [build][output]
+    for (bool avx512 : {false, true}) {
+      internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
+      std::vector<std::vector<uint8_t>> all;
+      const auto add = [&](const Tensor& x) { all.push_back(::octet::testing::Bytes(x)); };
+      const Tensor dy = RandomTensor({rows, v}, 72, dtype);
+      for (bool log : {false, true}) {
+        Tensor x = RandomTensor({rows, v}, 71, dtype, -9, 9).requires_grad_();
+        const Tensor y = log ? LogSoftmax(x) : Softmax(x);
+        y.Backward(dy);
+        add(y);
+        add(x.grad());
+      }
+      Tensor logits = RandomTensor({rows, v}, 73, dtype, -9, 9).requires_grad_();
+      const Tensor loss = CrossEntropy(logits, t, kIgnore, Reduction::kNone);
+      loss.Backward(RandomTensor({rows}, 74, loss.dtype()));
+      add(loss);
+      add(logits.grad());
+      results.push_back(all);
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    const char* const names[] = {"softmax", "softmax backward", "log_softmax", "log_softmax backward",
+                                 "cross_entropy", "cross_entropy backward"};
+    for (size_t k = 0; k < results[0].size(); ++k) EXPECT_EQ(results[0][k], results[1][k]) << names[k] << " " << Name(dtype);
+  }
 }
 
 TEST(CrossEntropy, AllIgnoredMeanIsZeroWithZeroGradient) {

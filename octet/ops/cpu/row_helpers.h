@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -113,6 +114,24 @@ OCTET_INLINE A LaneSum(int64_t n, F&& f) {
   return r;
 }
 
+// sum over i of a(i) * b(i), with kRowLanes independent accumulators and each
+// product added by an explicit fused multiply-add. Left to the compiler
+// (acc += a * b under -ffp-contract=fast), whether a product is fused is its
+// choice per build: the baseline and AVX-512 builds of a softmax backward
+// summed different bits (NOTE [softmax isa dispatch] in
+// ops/cpu/softmax_cpu.cc).
+template <typename A, typename F, typename G>
+OCTET_INLINE A LaneDot(int64_t n, F&& a, G&& b) {
+  A acc[kRowLanes] = {};
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes)
+    for (int l = 0; l < kRowLanes; ++l) acc[l] = std::fma(a(i + l), b(i + l), acc[l]);
+  A r = 0;
+  for (int l = 0; l < kRowLanes; ++l) r += acc[l];
+  for (; i < n; ++i) r = std::fma(a(i), b(i), r);
+  return r;
+}
+
 // Two sums in one pass: f(i) returns a pair {a_i, b_i}; the result is
 // {sum_i a_i, sum_i b_i}, each with kRowLanes independent accumulators.
 template <typename A, typename F>
@@ -142,7 +161,7 @@ OCTET_INLINE std::pair<A, A> LaneSum2(int64_t n, F&& f) {
 // that go on to sum exp(p[i] - max) get NaN from the NaN elements themselves.
 // p: a pointer or a RowIn.
 template <typename P>
-auto RowMax(const P& p, int64_t n) {
+OCTET_INLINE auto RowMax(const P& p, int64_t n) {
   using A = std::decay_t<decltype(p[0])>;
   A acc[kRowLanes];
   for (A& a : acc) a = p[0];
