@@ -23,6 +23,7 @@
 #include <octet/core/float16.h>
 #include <octet/core/float8.h>
 #include <octet/core/scaling_math.h>
+#include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/adamw_dispatch_internal.h>
 #include <octet/ops/optim_kernels.h>
@@ -196,13 +197,12 @@ void UpdateChunkBase(const Coeffs<float>& k, const float* g, float* mm, float* v
                      float v_scale_inv, float m_mul, float v_scale) {
   UpdateChunkBody(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
 }
-#if defined(__x86_64__)
-#define OCTET_ADAMW_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
-OCTET_ADAMW_AVX512 void AmaxChunkAvx512(const Coeffs<float>& k, const float* g, const float* mo, const float* vo,
+#if OCTET_CPU_AVX512_BUILD
+OCTET_AVX512_TARGET void AmaxChunkAvx512(const Coeffs<float>& k, const float* g, const float* mo, const float* vo,
                                         int64_t len, float v_scale_inv, float* am_io, float* av_io) {
   AmaxChunkBody(k, g, mo, vo, len, v_scale_inv, am_io, av_io);
 }
-OCTET_ADAMW_AVX512 void UpdateChunkAvx512(const Coeffs<float>& k, const float* g, float* mm, float* vv, float* pp,
+OCTET_AVX512_TARGET void UpdateChunkAvx512(const Coeffs<float>& k, const float* g, float* mm, float* vv, float* pp,
                                           int64_t len, float v_scale_inv, float m_mul, float v_scale) {
   UpdateChunkBody(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
 }
@@ -215,8 +215,8 @@ struct ChunkFns {
 
 // The builds this CPU runs (OCTET_DISABLE_AVX512 switches to the baseline).
 ChunkFns ActiveChunkFns() {
-#if defined(__x86_64__)
-  if (internal::ActiveConverterIsa().avx512) return {&AmaxChunkAvx512, &UpdateChunkAvx512};
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) return {&AmaxChunkAvx512, &UpdateChunkAvx512};
 #endif
   return {&AmaxChunkBase, &UpdateChunkBase};
 }

@@ -6,9 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-#include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
+#include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/norm_kernels.h>
@@ -23,13 +23,6 @@ namespace {
 // are then added in block order. No atomics, and the result is bitwise the
 // same for any OMP_NUM_THREADS.
 constexpr int64_t kParamBlocks = 32;
-
-#if defined(__x86_64__)
-#define OCTET_NORM_X86 1
-#define OCTET_NORM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
-#else
-#define OCTET_NORM_X86 0
-#endif
 
 // The affine parameter in the compute type, or `fill` everywhere when absent.
 template <typename T, typename A = AccType<T>>
@@ -118,9 +111,9 @@ template <bool kCenter, typename T, typename A>
 void NormFwdRowsBase(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf, float* fbuf) {
   NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);
 }
-#if OCTET_NORM_X86
+#if OCTET_CPU_AVX512_BUILD
 template <bool kCenter, typename T, typename A>
-OCTET_NORM_AVX512 void NormFwdRowsAvx512(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf,
+OCTET_AVX512_TARGET void NormFwdRowsAvx512(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf,
                                          float* fbuf) {
   NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);
 }
@@ -155,8 +148,8 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .inv_c = A(1) / static_cast<A>(c),
                            .fp8 = fp8};
   auto run = &NormFwdRowsBase<kCenter, T, A>;
-#if OCTET_NORM_X86
-  if (internal::ActiveConverterIsa().avx512) run = &NormFwdRowsAvx512<kCenter, T, A>;
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) run = &NormFwdRowsAvx512<kCenter, T, A>;
 #endif
   ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
@@ -227,9 +220,9 @@ void NormBwdRowsBase(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, 
                      A* dxbuf, A* dsbuf) {
   NormBwdRows<kCenter>(a, r0, r1, dw_acc, db_acc, xbuf, dybuf, dxbuf, dsbuf);
 }
-#if OCTET_NORM_X86
+#if OCTET_CPU_AVX512_BUILD
 template <bool kCenter, typename T, typename A>
-OCTET_NORM_AVX512 void NormBwdRowsAvx512(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc,
+OCTET_AVX512_TARGET void NormBwdRowsAvx512(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc,
                                          A* xbuf, A* dybuf, A* dxbuf, A* dsbuf) {
   NormBwdRows<kCenter>(a, r0, r1, dw_acc, db_acc, xbuf, dybuf, dxbuf, dsbuf);
 }
@@ -260,8 +253,8 @@ void NormBwd(const Tensor& dy,      // (N,C)
                            .rstd = rstd.data<A>(),
                            .inv_c = A(1) / static_cast<A>(c)};
   auto rows = &NormBwdRowsBase<kCenter, T, A>;
-#if OCTET_NORM_X86
-  if (internal::ActiveConverterIsa().avx512) rows = &NormBwdRowsAvx512<kCenter, T, A>;
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) rows = &NormBwdRowsAvx512<kCenter, T, A>;
 #endif
 
   const bool parallel = n * c >= kParallelGrain;

@@ -8,6 +8,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
+#include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/pointwise_kernels.h>
@@ -47,9 +48,9 @@ inline constexpr int64_t kChunk = 512;
 // (UnaryRun, BinaryRun, GeluFp8Block: the arithmetic, with bf16 widened inside
 // it) are therefore compiled twice from always_inline bodies: for the baseline
 // and, on x86-64, for AVX-512 with 512-bit vectors, chosen at run time as the
-// converters are (ActiveConverterIsa().avx512: OCTET_DISABLE_AVX512 selects
-// the baseline). Both compile the same functor, so they compute the same
-// formula; the strided loops and the dispatch stay baseline code.
+// converters are (ops/cpu/isa.h: OCTET_DISABLE_AVX512 selects the baseline).
+// Both compile the same functor, so they compute the same formula; the
+// strided loops and the dispatch stay baseline code.
 // Pointwise.IsaBuildsGiveIdenticalBits checks that both give the same bits.
 // Measured on a Zen 5 (octet_pointwise_bench, 2 threads, 4096x3072, medians
 // of 5, baseline -> AVX-512 runs): GELU f32 4.65 -> 2.54 ms, bf16 5.00 ->
@@ -58,21 +59,6 @@ inline constexpr int64_t kChunk = 512;
 // behind): f32 is now near the memory bandwidth, bf16 still pays its
 // narrowing pass; rounding inside the loop (integer RNE and a pack) measured
 // slower again (3.20 ms).
-#if defined(__x86_64__)
-#define OCTET_PW_X86 1
-#define OCTET_PW_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
-#else
-#define OCTET_PW_X86 0
-#endif
-
-bool UseAvx512Runs() {
-#if OCTET_PW_X86
-  return internal::ActiveConverterIsa().avx512;
-#else
-  return false;
-#endif
-}
-
 // o[0, n) = f(a[i], alpha): a contiguous run (NOTE [narrow pointwise in
 // chunks]; NOTE [pointwise isa dispatch]).
 template <typename T, typename F>
@@ -129,20 +115,20 @@ template <typename T, bool kXRow, bool kYRow, typename F>
 void BinaryRunBase(const T* x, const T* y, T* o, int64_t n, F f, AccType<T> alpha) {
   BinaryRunBody<T, kXRow, kYRow>(x, y, o, n, f, alpha);
 }
-#if OCTET_PW_X86
+#if OCTET_CPU_AVX512_BUILD
 template <typename T, typename F>
-OCTET_PW_AVX512 void UnaryRunAvx512(const T* a, T* o, int64_t n, F f, AccType<T> alpha) {
+OCTET_AVX512_TARGET void UnaryRunAvx512(const T* a, T* o, int64_t n, F f, AccType<T> alpha) {
   UnaryRunBody(a, o, n, f, alpha);
 }
 template <typename T, bool kXRow, bool kYRow, typename F>
-OCTET_PW_AVX512 void BinaryRunAvx512(const T* x, const T* y, T* o, int64_t n, F f, AccType<T> alpha) {
+OCTET_AVX512_TARGET void BinaryRunAvx512(const T* x, const T* y, T* o, int64_t n, F f, AccType<T> alpha) {
   BinaryRunBody<T, kXRow, kYRow>(x, y, o, n, f, alpha);
 }
 #endif
 
 template <typename T, typename F>
 auto UnaryRunFor(bool avx512) {
-#if OCTET_PW_X86
+#if OCTET_CPU_AVX512_BUILD
   if (avx512) return &UnaryRunAvx512<T, F>;
 #endif
   (void)avx512;
@@ -150,7 +136,7 @@ auto UnaryRunFor(bool avx512) {
 }
 template <typename T, bool kXRow, bool kYRow, typename F>
 auto BinaryRunFor(bool avx512) {
-#if OCTET_PW_X86
+#if OCTET_CPU_AVX512_BUILD
   if (avx512) return &BinaryRunAvx512<T, kXRow, kYRow, F>;
 #endif
   (void)avx512;
@@ -161,7 +147,7 @@ template <typename T, typename F>
 void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
-  const auto run = UnaryRunFor<T, F>(UseAvx512Runs());
+  const auto run = UnaryRunFor<T, F>(UseAvx512Kernels());
   StridedIter<2> it(out.shape(), {&out, &x});
   it.Run([&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
@@ -179,7 +165,7 @@ template <typename T, typename F>
 void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double alpha_d) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
-  const bool avx512 = UseAvx512Runs();
+  const bool avx512 = UseAvx512Kernels();
   const auto rows = BinaryRunFor<T, true, true, F>(avx512);
   const auto row_scalar = BinaryRunFor<T, true, false, F>(avx512);
   const auto scalar_row = BinaryRunFor<T, false, true, F>(avx512);
@@ -296,9 +282,9 @@ template <typename T>
 float GeluFp8BlockBase(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat, uint8_t* q) {
   return GeluFp8BlockBody(x, n, scale, fp8, sat, q);
 }
-#if OCTET_PW_X86
+#if OCTET_CPU_AVX512_BUILD
 template <typename T>
-OCTET_PW_AVX512 float GeluFp8BlockAvx512(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat,
+OCTET_AVX512_TARGET float GeluFp8BlockAvx512(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat,
                                          uint8_t* q) {
   return GeluFp8BlockBody(x, n, scale, fp8, sat, q);
 }
@@ -315,8 +301,8 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
   DispatchFloat(x.dtype(), "gelu_fp8", [&]<typename T>() {
     const T* xp = x.data<T>();
     auto block = &GeluFp8BlockBase<T>;
-#if OCTET_PW_X86
-    if (UseAvx512Runs()) block = &GeluFp8BlockAvx512<T>;
+#if OCTET_CPU_AVX512_BUILD
+    if (UseAvx512Kernels()) block = &GeluFp8BlockAvx512<T>;
 #endif
     ParallelFor(blocks, 4, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <vector>
 
-#include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
+#include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/functors.h>
@@ -29,23 +29,9 @@ constexpr int64_t kColBlock = 64;
 // ops/cpu/pointwise_cpu.cc, the row loops (softmax over the last dim and
 // cross-entropy, forward and backward: an exponential an element) are
 // compiled for the baseline and for AVX-512 from one always_inline body each
-// (the *Range functions), chosen at run time by ActiveConverterIsa().avx512.
+// (the *Range functions), chosen at run time (ops/cpu/isa.h).
 // Their lane sums and maxima keep kRowLanes explicit accumulators, so both
 // builds give the same bits. Softmax over a middle dim stays baseline code.
-#if defined(__x86_64__)
-#define OCTET_SOFTMAX_X86 1
-#define OCTET_SOFTMAX_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
-#else
-#define OCTET_SOFTMAX_X86 0
-#endif
-
-bool UseAvx512Rows() {
-#if OCTET_SOFTMAX_X86
-  return internal::ActiveConverterIsa().avx512;
-#else
-  return false;
-#endif
-}
 
 // ---- softmax over the last dim ----------------------------------------------
 
@@ -78,9 +64,9 @@ template <typename T, typename A = AccType<T>>
 void SoftmaxRangeBase(const T* x, int64_t n, bool log, T* y, int64_t r0, int64_t r1, A* xbuf, A* ybuf) {
   SoftmaxRange(x, n, log, y, r0, r1, xbuf, ybuf);
 }
-#if OCTET_SOFTMAX_X86
+#if OCTET_CPU_AVX512_BUILD
 template <typename T, typename A = AccType<T>>
-OCTET_SOFTMAX_AVX512 void SoftmaxRangeAvx512(const T* x, int64_t n, bool log, T* y, int64_t r0, int64_t r1, A* xbuf,
+OCTET_AVX512_TARGET void SoftmaxRangeAvx512(const T* x, int64_t n, bool log, T* y, int64_t r0, int64_t r1, A* xbuf,
                                              A* ybuf) {
   SoftmaxRange(x, n, log, y, r0, r1, xbuf, ybuf);
 }
@@ -92,8 +78,8 @@ void SoftmaxRows(const T* x,  // (rows,n)
                  T* y) {  // (rows,n)
   using A = AccType<T>;
   auto range = &SoftmaxRangeBase<T>;
-#if OCTET_SOFTMAX_X86
-  if (UseAvx512Rows()) range = &SoftmaxRangeAvx512<T>;
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) range = &SoftmaxRangeAvx512<T>;
 #endif
   ParallelFor(rows, RowGrain(n), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(n), ybuf(n);
@@ -125,9 +111,9 @@ void SoftmaxBwdRangeBase(const T* dy, const T* y, int64_t n, bool log, T* dx, in
                          A* ybuf, A* dxbuf) {
   SoftmaxBwdRange(dy, y, n, log, dx, r0, r1, dybuf, ybuf, dxbuf);
 }
-#if OCTET_SOFTMAX_X86
+#if OCTET_CPU_AVX512_BUILD
 template <typename T, typename A = AccType<T>>
-OCTET_SOFTMAX_AVX512 void SoftmaxBwdRangeAvx512(const T* dy, const T* y, int64_t n, bool log, T* dx, int64_t r0,
+OCTET_AVX512_TARGET void SoftmaxBwdRangeAvx512(const T* dy, const T* y, int64_t n, bool log, T* dx, int64_t r0,
                                                 int64_t r1, A* dybuf, A* ybuf, A* dxbuf) {
   SoftmaxBwdRange(dy, y, n, log, dx, r0, r1, dybuf, ybuf, dxbuf);
 }
@@ -139,8 +125,8 @@ void SoftmaxBwdRows(const T* dy, const T* y,  // (rows,n)
                     T* dx) {  // (rows,n)
   using A = AccType<T>;
   auto range = &SoftmaxBwdRangeBase<T>;
-#if OCTET_SOFTMAX_X86
-  if (UseAvx512Rows()) range = &SoftmaxBwdRangeAvx512<T>;
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) range = &SoftmaxBwdRangeAvx512<T>;
 #endif
   ParallelFor(rows, RowGrain(n), [&](int64_t r0, int64_t r1) {
     std::vector<A> dybuf(n), ybuf(n), dxbuf(n);
@@ -286,9 +272,9 @@ void CeFwdRangeBase(const T* x, const I* t, int64_t v, int64_t ignore_index, A* 
                     A* xbuf) {
   CeFwdRange(x, t, v, ignore_index, lp, sp, r0, r1, xbuf);
 }
-#if OCTET_SOFTMAX_X86
+#if OCTET_CPU_AVX512_BUILD
 template <typename T, typename I, typename A = AccType<T>>
-OCTET_SOFTMAX_AVX512 void CeFwdRangeAvx512(const T* x, const I* t, int64_t v, int64_t ignore_index, A* lp, A* sp,
+OCTET_AVX512_TARGET void CeFwdRangeAvx512(const T* x, const I* t, int64_t v, int64_t ignore_index, A* lp, A* sp,
                                            int64_t r0, int64_t r1, A* xbuf) {
   CeFwdRange(x, t, v, ignore_index, lp, sp, r0, r1, xbuf);
 }
@@ -320,9 +306,9 @@ void CeBwdRangeBase(const T* x, const I* t, const A* sp, const A* gp, int64_t gs
                     int64_t ignore_index, T* dp, int64_t r0, int64_t r1, A* xbuf, A* dbuf) {
   CeBwdRange(x, t, sp, gp, gstride, scale, v, ignore_index, dp, r0, r1, xbuf, dbuf);
 }
-#if OCTET_SOFTMAX_X86
+#if OCTET_CPU_AVX512_BUILD
 template <typename T, typename I, typename A = AccType<T>>
-OCTET_SOFTMAX_AVX512 void CeBwdRangeAvx512(const T* x, const I* t, const A* sp, const A* gp, int64_t gstride,
+OCTET_AVX512_TARGET void CeBwdRangeAvx512(const T* x, const I* t, const A* sp, const A* gp, int64_t gstride,
                                            double scale, int64_t v, int64_t ignore_index, T* dp, int64_t r0,
                                            int64_t r1, A* xbuf, A* dbuf) {
   CeBwdRange(x, t, sp, gp, gstride, scale, v, ignore_index, dp, r0, r1, xbuf, dbuf);
@@ -341,8 +327,8 @@ CrossEntropyFwdResult CrossEntropyFwdTyped(const Tensor& logits, const Tensor& t
   A* lp = loss.data<A>();
   A* sp = lse.data<A>();
   auto range = &CeFwdRangeBase<T, I>;
-#if OCTET_SOFTMAX_X86
-  if (UseAvx512Rows()) range = &CeFwdRangeAvx512<T, I>;
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) range = &CeFwdRangeAvx512<T, I>;
 #endif
   ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(v);
@@ -363,8 +349,8 @@ void CrossEntropyBwdTyped(const Tensor& logits, const Tensor& targets, const Ten
   const int64_t gstride = dloss.stride(0);
   T* dp = dlogits.data<T>();
   auto range = &CeBwdRangeBase<T, I>;
-#if OCTET_SOFTMAX_X86
-  if (UseAvx512Rows()) range = &CeBwdRangeAvx512<T, I>;
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) range = &CeBwdRangeAvx512<T, I>;
 #endif
   ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(v), dbuf(v);
