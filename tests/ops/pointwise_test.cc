@@ -229,6 +229,7 @@ TEST(Pointwise, NarrowChunkedRunsMatchElementByElement) {
     // tensor-by-scalar-like fast path), against the strided loop.
     EXPECT_EQ(::octet::testing::Bytes(a * row), ::octet::testing::Bytes((at * row).Contiguous())) << Name(dtype);
     EXPECT_EQ(::octet::testing::Bytes(a - col), ::octet::testing::Bytes((at - col).Contiguous())) << Name(dtype);
+    EXPECT_EQ(::octet::testing::Bytes(col - a), ::octet::testing::Bytes((col - at).Contiguous())) << Name(dtype);
   }
 }
 

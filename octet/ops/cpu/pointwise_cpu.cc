@@ -82,7 +82,9 @@ OCTET_INLINE void UnaryRunBody(const T* a, T* o, int64_t n, F f, AccType<T> alph
 template <typename T, bool kXRow, bool kYRow, typename F>
 OCTET_INLINE void BinaryRunBody(const T* x, const T* y, T* o, int64_t n, F f, AccType<T> alpha) {
   using A = AccType<T>;
-  const A xv = ConvertElement<A>(x[0]), yv = ConvertElement<A>(y[0]);
+  // A broadcast operand's one value (a row operand is not read here: its run
+  // may be empty).
+  const A xv = kXRow ? A(0) : ConvertElement<A>(x[0]), yv = kYRow ? A(0) : ConvertElement<A>(y[0]);
   if constexpr (kWidenInChunks<T>) {
     alignas(64) A buf_x[kChunk], buf_y[kChunk], res[kChunk];
     for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
