@@ -106,7 +106,11 @@ OCTET_INLINE void NormFwdRows(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
 // NOTE [norm isa dispatch]: as NOTE [pointwise isa dispatch] in
 // ops/cpu/pointwise_cpu.cc, the row loops are compiled for the baseline and
 // for AVX-512, chosen at run time. The lane sums keep kRowLanes explicit
-// accumulators, so both builds add in the same order and give the same bits.
+// accumulators, so both builds add in the same order. The products inside
+// them (the variance, g * xhat) are left to -ffp-contract=fast, which may fuse
+// them in one build and not the other (it did so in a softmax backward: LaneDot
+// in row_helpers.h); today both builds agree, and
+// Norm.IsaBuildsGiveIdenticalBits is what holds them to it.
 template <bool kCenter, typename T, typename A>
 void NormFwdRowsBase(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf, float* fbuf) {
   NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);

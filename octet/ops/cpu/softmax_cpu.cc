@@ -31,7 +31,10 @@ constexpr int64_t kColBlock = 64;
 // compiled for the baseline and for AVX-512 from one always_inline body each
 // (the *Range functions), chosen at run time (ops/cpu/isa.h).
 // Their lane sums and maxima keep kRowLanes explicit accumulators, so both
-// builds give the same bits. Softmax over a middle dim stays baseline code.
+// builds add in the same order; the one sum of products (softmax backward)
+// fuses them explicitly (LaneDot), since the two builds contracted it
+// differently. CrossEntropy.IsaBuildsGiveIdenticalBits checks the bits.
+// Softmax over a middle dim stays baseline code.
 
 // ---- softmax over the last dim ----------------------------------------------
 
