@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include <octet/core/bf16_simd_internal.h>
 #include <octet/core/bfloat16.h>
 #include <octet/core/float16.h>
 
@@ -115,16 +116,7 @@ OCTET_INLINE uint32_t MaxLane(__m256i v) {
   return result;
 }
 
-// FloatToBf16Bits on 8 lanes (integer round-to-nearest-even, NaN -> 0x7FFF),
-// one result per 32-bit lane.
-OCTET_INLINE __m256i FloatToBf16x8(__m256 x) {
-  const __m256i u = _mm256_castps_si256(x);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-  return _mm256_blendv_epi8(r, _mm256_set1_epi32(kBf16CanonicalNaN), nan);
-}
+// FloatToBf16x8: core/bf16_simd_internal.h.
 
 // --- float -> fp8, one lane per 32-bit element (detail::FloatToFp8Bits).
 

@@ -60,10 +60,10 @@ Tensor AmpLinear(const Tensor& x, const Tensor& w, const Tensor* b, amp::Level l
   switch (level) {
     case amp::Level::kO0:
       return linear(x, w, b ? *b : Tensor());
-    case amp::Level::kO2: {
-      const DType cd = amp::ComputeDType(level);
-      return linear(x.To(cd), w.To(cd), b ? b->To(cd) : Tensor());
-    }
+    case amp::Level::kO2:
+      // NOTE [cast linear] (ops/matmul.h): no bf16 copy of an f32 master
+      // weight where the GEMM reads it as it is.
+      return CastLinear(x, w, b ? *b : Tensor(), amp::ComputeDType(level), gelu);
     case amp::Level::kO1: {
       if (!*fp8) *fp8 = std::make_shared<amp::Fp8LinearState>(owner, prefix, label, recipe);
       // NOTE [fused gelu at O1]: fused only where the GEMM epilogue runs it

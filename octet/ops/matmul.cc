@@ -19,6 +19,7 @@ OCTET_DEFINE_KERNEL(matmul_kernel, MatmulKernelFn);
 OCTET_DEFINE_KERNEL(scaled_matmul_kernel, ScaledMatmulKernelFn);
 OCTET_DEFINE_KERNEL(fp8_gemm_needs_tn, Fp8GemmNeedsTnFn);
 OCTET_DEFINE_KERNEL(gemm_epilogue_gelu, GemmEpilogueGeluFn);
+OCTET_DEFINE_KERNEL(gemm_mixed_bf16, GemmMixedBf16Fn);
 
 namespace {
 
@@ -110,7 +111,10 @@ struct MatmulOp : autograd::Op<MatmulOp> {
   }
 };
 
-void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+// same_dtype: x, weight and bias must share one dtype (Linear; CastLinear
+// casts each to its compute dtype and checks that instead).
+void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     bool same_dtype = true) {
   const std::string all = "x " + Describe(x) + ", weight " + Describe(weight) +
                           (bias.defined() ? ", bias " + Describe(bias) : std::string());
   CheckGemmOperand(op, x, "x", all);
@@ -119,13 +123,13 @@ void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& weight, cons
   OCTET_CHECK(weight.dim() == 2, op, ": weight must be 2-D (N, K) (", all, ")");
   OCTET_CHECK(x.shape().back() == weight.size(1), op, ": the last dim of x (", x.shape().back(),
               ") does not match weight's in_features (", weight.size(1), ") (", all, ")");
-  OCTET_CHECK(x.dtype() == weight.dtype(), op, ": dtype mismatch (", all, ")");
+  OCTET_CHECK(!same_dtype || x.dtype() == weight.dtype(), op, ": dtype mismatch (", all, ")");
   CheckSameDevice(op, x, weight);
   if (bias.defined()) {
     CheckGemmOperand(op, bias, "bias", all);
     OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias must have shape [",
                 weight.size(0), "] (", all, ")");
-    OCTET_CHECK(bias.dtype() == x.dtype(), op, ": dtype mismatch (", all, ")");
+    OCTET_CHECK(!same_dtype || bias.dtype() == x.dtype(), op, ": dtype mismatch (", all, ")");
     CheckSameDevice(op, x, bias);
   }
 }
@@ -187,6 +191,73 @@ struct LinearGeluOp : autograd::Op<LinearGeluOp> {
   }
 };
 
+// -1: as the backend says; 0/1: forced by SetCastLinearFusionForTesting.
+std::atomic<int> cast_linear_fusion_override{-1};
+
+// NOTE [cast linear]: y = Linear(x.To(c), weight.To(c), bias.To(c)) as one
+// op. Fused (a bf16 compute dtype, an f32 weight, a device whose GEMM takes
+// mixed bf16 operands): the GEMMs read the f32 weight, rounding it while
+// packing (NOTE [narrowed B] in ops/cpu/dnnl_gemm.cc), and the weight GEMM
+// writes its f32 accumulators straight into the f32 gradient. Otherwise the
+// casts are made here, and the gradients computed in c and cast back.
+bool CastLinearFuses(const Tensor& x, const Tensor& weight, DType compute) {
+  if (compute != DType::kBFloat16 || weight.dtype() != DType::kFloat32) return false;
+  const int forced = cast_linear_fusion_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  return gemm_mixed_bf16(x.device())(x.device());
+}
+
+struct CastLinearOp : autograd::Op<CastLinearOp> {
+  static constexpr const char* kName = "cast_linear";
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, DType compute,
+                        bool gelu) {
+    CheckLinearArgs(gelu ? "cast_linear_gelu" : "cast_linear", x, weight, bias, /*same_dtype=*/false);
+    OCTET_CHECK(IsUnscaledFloat(compute),
+                "cast_linear: compute dtype must be float32, float64, bfloat16 or float16, got ", Name(compute));
+    const Tensor xc = x.detach().To(compute);
+    const Tensor bc = bias.defined() ? bias.detach().To(compute) : Tensor();
+    const bool fused = CastLinearFuses(x, weight, compute);
+    const Tensor wc = fused ? weight.detach() : weight.detach().To(compute);
+    const int64_t n = wc.size(0);
+    const Tensor x2 = Rows(xc);
+    const TensorOptions options{.dtype = compute, .device = x.device()};
+    Tensor y2 = Empty({x2.size(0), n}, options);
+    Tensor pre2 = gelu ? Empty({x2.size(0), n}, options) : Tensor();
+    matmul_kernel(x.device())(x2, wc.T(), bc, y2, pre2);
+    Shape shape = x.shape();
+    shape.back() = n;
+    ctx.Save(xc);
+    ctx.Save(wc);
+    if (gelu) ctx.Save(pre2.View(shape));
+    ctx.ints = {fused, gelu};
+    ctx.dtypes = {x.dtype(), weight.dtype(), bias.defined() ? bias.dtype() : compute};
+    return y2.View(shape);
+  }
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+    const bool fused = ctx.ints[0] != 0, gelu = ctx.ints[1] != 0;
+    const Tensor xc = ctx.Saved(0), wc = ctx.Saved(1);
+    const Tensor dz = gelu ? BinaryRaw(BinaryOp::kGeluBackward, dy, ctx.Saved(2)) : dy;
+    const Tensor dz2 = Rows(dz);  // (R, N), compute dtype
+    const DType compute = dz.dtype();
+    Tensor dx, dweight, dbias;
+    if (ctx.NeedsInputGrad(0)) {
+      // (R, N)·(N, K): a master weight is narrowed as the GEMM reads it.
+      dx = Empty({dz2.size(0), wc.size(1)}, {.dtype = compute, .device = dz.device()});
+      matmul_kernel(dz.device())(dz2, wc, Tensor(), dx, Tensor());
+      dx = dx.View(xc.shape()).To(ctx.dtypes[0]);
+    }
+    if (ctx.NeedsInputGrad(1)) {
+      // (N, R)·(R, K); fused: the f32 accumulators are the gradient.
+      const DType out = fused ? ctx.dtypes[1] : compute;
+      dweight = Empty({dz2.size(1), xc.shape().back()}, {.dtype = out, .device = dz.device()});
+      matmul_kernel(dz.device())(dz2.T(), Rows(xc), Tensor(), dweight, Tensor());
+      dweight = dweight.To(ctx.dtypes[1]);
+    }
+    if (ctx.NeedsInputGrad(2)) dbias = Sum(dz2, {0}).To(ctx.dtypes[2]);
+    return {dx, dweight, dbias};
+  }
+};
+
 }  // namespace
 
 Tensor Matmul(const Tensor& a, const Tensor& b) {
@@ -219,6 +290,21 @@ Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   CheckDefined("linear_gelu", x, "x");
   CheckDefined("linear_gelu", weight, "weight");
   return LinearGeluOp::Apply(x, weight, bias);
+}
+
+Tensor CastLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, DType compute, bool gelu) {
+  const char* op = gelu ? "cast_linear_gelu" : "cast_linear";
+  CheckDefined(op, x, "x");
+  CheckDefined(op, weight, "weight");
+  return CastLinearOp::Apply(x, weight, bias, compute, gelu);
+}
+
+bool CastLinearFusesFor(const Tensor& x, const Tensor& weight, DType compute) {
+  return CastLinearFuses(x, weight, compute);
+}
+
+void SetCastLinearFusionForTesting(std::optional<bool> value) {
+  cast_linear_fusion_override.store(value.has_value() ? static_cast<int>(*value) : -1, std::memory_order_relaxed);
 }
 
 namespace {

@@ -53,6 +53,23 @@ Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // Arguments and errors as Linear; differentiable in x, weight and bias.
 Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// Linear(x.To(compute), weight.To(compute), bias.To(compute)) — or, with
+// `gelu`, LinearGelu of them — as one op: an amp layer whose parameters stay
+// in a master dtype (float32) while it computes in another (bfloat16 at O2).
+// The output is bit-identical to that composition. NOTE [cast linear]: with
+// a bfloat16 compute dtype and a float32 weight, on a device whose GEMM
+// takes mixed operands (the CPU), no bf16 copy of the weight is made: the
+// GEMMs round the f32 weight as they pack it (the same values the cast
+// gives), backward keeps the f32 weight itself, and the weight gradient is
+// the GEMM's f32 accumulator, not rounded to bfloat16 and widened again as
+// the composition's is (so it can differ from it, by that one rounding, in
+// the direction of the exact value). dx and dbias are the composition's
+// (computed in `compute`, cast to x's and bias's dtypes); on other devices
+// (CUDA) so is dweight. x, weight, bias: float dtypes (not FP8), one device,
+// shapes as Linear; compute: float32, float64, bfloat16 or float16.
+// Differentiable in x, weight and bias.
+Tensor CastLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, DType compute, bool gelu = false);
+
 // FP8 x FP8 GEMM with per-tensor scales, as cuBLASLt runs it (CUDA_NOTES §1):
 //   out = (a_fp8 · b_fp8) * (scale_inv_a * scale_inv_b) + bias
 // computed with exact products and float32 accumulation. On the CPU every

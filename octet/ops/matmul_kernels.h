@@ -29,7 +29,9 @@ namespace octet {
 
 // a, b, out: one dtype of f32/f64/bf16/f16; bias: (N) of out's dtype, or
 // undefined. Accumulation in f32 (f64 for f64); bias added before the final
-// rounding to out's dtype.
+// rounding to out's dtype. Where gemm_mixed_bf16 says so, also a bf16 a with
+// an f32 b (its values rounded to bf16 as they are read) and/or an f32 out
+// (the accumulators unrounded); bias then bf16 or f32.
 using MatmulKernelFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out,
                             const Tensor& gelu_pre);
 
@@ -56,6 +58,12 @@ OCTET_DECLARE_KERNEL(fp8_gemm_needs_tn, Fp8GemmNeedsTnFn);
 // pass after it. Backs GemmEpilogueRunsGelu.
 using GemmEpilogueGeluFn = bool(Device device);
 OCTET_DECLARE_KERNEL(gemm_epilogue_gelu, GemmEpilogueGeluFn);
+
+// Whether matmul_kernel on `device` takes the mixed bf16 operands above
+// (NOTE [mixed bf16 GEMM operands] in ops/cpu/matmul_cpu.cc). Backs
+// CastLinear's fused route (NOTE [cast linear] in ops/matmul.h).
+using GemmMixedBf16Fn = bool(Device device);
+OCTET_DECLARE_KERNEL(gemm_mixed_bf16, GemmMixedBf16Fn);
 
 namespace cpu {
 

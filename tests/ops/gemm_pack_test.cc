@@ -178,6 +178,77 @@ TEST_P(PackShapes, F32FromFp8Codes) {
   }
 }
 
+// An f32 value for (k, n) that rounding to bf16 changes: specials (NaN,
+// +-inf, a value past the largest bf16, an f32 subnormal), exact ties
+// between two bf16 values, and values between ties.
+float NarrowingValue(int64_t k, int64_t n) {
+  switch ((k * 31 + n * 17) % 10) {
+    case 0: return std::nanf("");
+    case 1: return INFINITY;
+    case 2: return -3.4e38f;                  // rounds to -inf (bf16 max 3.3895e38)
+    case 3: return 1e-40f;                    // f32 subnormal
+    case 4: return 1.0f + 0x1p-8f;            // tie: to even, 1.0
+    case 5: return -(1.0f + 3 * 0x1p-8f);     // tie: to even, -(1 + 2^-6)
+    default: return static_cast<float>(Value(k, n)) * (1.0f + 0x1p-10f * static_cast<float>(n % 7 + 1));
+  }
+}
+
+// The two closed-form ties NarrowingValue relies on, under the reference
+// rounding both packers must reproduce.
+TEST(GemmPack, ReferenceRoundingTiesToEven) {
+  EXPECT_EQ(FloatToBf16Bits(1.0f + 0x1p-8f), 0x3F80);
+  EXPECT_EQ(FloatToBf16Bits(-(1.0f + 3 * 0x1p-8f)), 0xBF82);
+  EXPECT_EQ(FloatToBf16Bits(-3.4e38f), 0xFF80);
+}
+
+// NOTE [narrowed B]: an f32 B packed into the bf16 VNNI layout holds
+// FloatToBf16Bits of each element, at its offset, from every layout.
+TEST_P(PackShapes, VnniFromF32Rounds) {
+  const auto [K, N] = GetParam();
+  for (const Strides& st : StridesFor(K, N)) {
+    std::vector<float> src(static_cast<size_t>(Span(K, N, st)), 7.0f);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) src[k * st.sk + n * st.sn] = NarrowingValue(k, n);
+    for (int64_t nb : {16, 64}) {
+      const PackedBLayout l = LayoutFor(K, N, 32, nb);
+      std::vector<uint16_t> dst(static_cast<size_t>(PackedElements(l)), 0xFFFF);
+      PackVnniB(src.data(), DType::kFloat32, K, N, st.sk, st.sn, l, dst.data());
+      for (int64_t k = 0; k < l.k_padded; ++k)
+        for (int64_t n = 0; n < l.n_padded; ++n) {
+          const uint16_t want = k < K && n < N ? FloatToBf16Bits(NarrowingValue(k, n)) : 0;
+          ASSERT_EQ(dst[VnniOffset(l, k, n)], want) << st.name << " nb " << nb << " (" << k << ", " << n << ")";
+        }
+    }
+  }
+}
+
+// The FP32-FMA path's form: PackF32B with round_to_bf16 holds the widened
+// bf16 value of each f32 element; bf16 sources are unchanged by the flag.
+TEST_P(PackShapes, F32RoundedFromF32) {
+  const auto [K, N] = GetParam();
+  for (const Strides& st : StridesFor(K, N)) {
+    std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st) * 4), 0xAB);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const float v = NarrowingValue(k, n);
+        std::memcpy(src.data() + (k * st.sk + n * st.sn) * 4, &v, 4);
+      }
+    for (int64_t kb : {8, 16}) {
+      const PackedBLayout l = LayoutFor(K, N, kb, 64);
+      std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
+      PackF32B(src.data(), DType::kFloat32, K, N, st.sk, st.sn, l, dst.data(), /*round_to_bf16=*/true);
+      for (int64_t k = 0; k < l.k_padded; ++k)
+        for (int64_t n = 0; n < l.n_padded; ++n) {
+          const float want = k < K && n < N ? Bf16BitsToFloat(FloatToBf16Bits(NarrowingValue(k, n))) : 0.0f;
+          uint32_t got_bits, want_bits;
+          std::memcpy(&got_bits, &dst[F32Offset(l, k, n)], 4);
+          std::memcpy(&want_bits, &want, 4);
+          ASSERT_EQ(got_bits, want_bits) << st.name << " kb " << kb << " (" << k << ", " << n << ")";
+        }
+    }
+  }
+}
+
 // Whole blocks only, edge blocks in K, in N and in both, and a B smaller than
 // one block.
 INSTANTIATE_TEST_SUITE_P(Shapes, PackShapes,
@@ -205,6 +276,11 @@ TEST(GemmPack, RejectsLayoutsItCannotWrite) {
   EXPECT_NE(MessageOf<Error>([&] {
               PackVnniB(src.data(), DType::kBFloat16, 64, 64, 64, 1, odd, reinterpret_cast<uint16_t*>(dst.data()));
             }).find("PackVnniB: unsupported layout"),
+            std::string::npos);
+  EXPECT_NE(MessageOf<Error>([&] {
+              PackVnniB(src.data(), DType::kFloat16, 64, 64, 64, 1, LayoutFor(64, 64, 32, 64),
+                        reinterpret_cast<uint16_t*>(dst.data()));
+            }).find("PackVnniB: B must be bfloat16, float32 or FP8, got float16"),
             std::string::npos);
 }
 

@@ -23,6 +23,15 @@
 // octet's packer, since oneDNN's f32 reorder took 1.0 ms for a 768 x 3072 B
 // (8 % of the GEMM). Other layouts fall back to a oneDNN reorder. Whether
 // packing pays is the caller's decision (WorthPacking in matmul_cpu.cc).
+//
+// NOTE [narrowed B]: a bf16 GEMM may take an f32 B (b_user_dtype f32): an
+// amp Linear's FP32 master weight (NOTE [cast linear] in ops/matmul.h). Its
+// values are rounded to bf16 on the way in, exactly as FloatToBf16Bits
+// rounds (nearest even, NaN to the canonical NaN), fused with the packing:
+// the GEMM then gives the same bits as one on a bf16 copy of B, without the
+// pass that makes the copy and the pass that reads it. On the FP32-FMA path
+// (b_round_bf16) the f32 values are rounded to bf16 precision and kept in
+// f32, so both paths compute on the same values.
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -37,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <octet/core/bfloat16.h>
 #include <octet/core/convert.h>
 #include <octet/ops/cpu/gemm_pack.h>
 #include <octet/ops/cpu/loops.h>
@@ -82,9 +92,19 @@ void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst
     const uint16_t* s = static_cast<const uint16_t*>(src);
     float* d = static_cast<float*>(dst);
     ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { Bf16ToFloatRow(s + b, d + b, e - b); });
+  } else if (from == DType::kFloat32 && to == DType::kBFloat16) {
+    const float* s = static_cast<const float*>(src);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { FloatToBf16Row(s + b, d + b, e - b); });
   } else {
     OCTET_FAIL("matmul: no operand conversion from ", Name(from), " to ", Name(to));
   }
+}
+
+void RoundElementsToBf16(const float* src, int64_t n, float* dst) {
+  ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = Bf16BitsToFloat(FloatToBf16Bits(src[i]));
+  });
 }
 
 namespace {
@@ -204,6 +224,7 @@ std::string KeyOf(const DnnlGemmSpec& s) {
   // The user dtype shapes only a packing reorder; an unpacked B is converted
   // before the primitive sees it, so its primitive is the plain f32 one.
   k.push_back(s.pack_b && s.b_user_dtype ? static_cast<int64_t>(*s.b_user_dtype) : -1);
+  k.push_back(s.pack_b && s.b_round_bf16);
   return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
 }
 
@@ -211,7 +232,11 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   auto p = std::make_shared<Primitive>();
   p->a_md = Md(s.a.dims, s.a.strides, s.a.dtype);
   p->b_md = Md(s.b.dims, s.b.strides, s.b.dtype);
-  p->b_user_md = s.b_user_dtype ? Md(s.b.dims, s.b.strides, *s.b_user_dtype) : p->b_md;
+  // A widened bf16 B can go through a oneDNN reorder as it is (exact); a
+  // narrowed f32 one is rounded by octet's converter first (NOTE [narrowed
+  // B]), so its reorder, if any, reads bf16.
+  const bool widened = s.b_user_dtype && *s.b_user_dtype == DType::kBFloat16;
+  p->b_user_md = widened ? Md(s.b.dims, s.b.strides, *s.b_user_dtype) : p->b_md;
   if (s.pack_b) {
     p->b_md = memory::desc(memory::dims(s.b.dims.begin(), s.b.dims.end()), DnnlType(s.b.dtype),
                            memory::format_tag::any);
@@ -339,6 +364,15 @@ const void* ConvertedSpan(const MatView& v, DType from, Workspace& ws) {
   return dst;
 }
 
+// v's f32 elements rounded to bf16 precision (RoundElementsToBf16) into ws,
+// with the same strides.
+const void* RoundedSpan(const MatView& v, Workspace& ws) {
+  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
+  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * sizeof(float)));
+  RoundElementsToBf16(static_cast<const float*>(v.data), span, dst);
+  return dst;
+}
+
 std::string ViewStr(const MatView& v) {
   return std::string(Name(v.dtype)) + ShapeStr(v.dims) + " strides " + ShapeStr(v.strides);
 }
@@ -352,20 +386,29 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     std::unordered_map<int, memory> args;
     args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(spec.a.data)));
     DnnlBuffers& buffers = ThreadDnnlBuffers();
+    // What b.data holds: FP8 codes, a bf16 or f32 b_user_dtype, or b.dtype.
+    const DType b_source = spec.b_fp8 ? *spec.b_fp8 : spec.b_user_dtype.value_or(spec.b.dtype);
     if (p->f32_pack) {
-      // See NOTE [packed weights]; a bf16 or FP8 B is widened in the same pass.
+      // See NOTE [packed weights]; a bf16 or FP8 B is widened, a rounded f32
+      // one rounded, in the same pass.
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
-      PackF32B(spec.b.data, spec.b_fp8 ? *spec.b_fp8 : spec.b_user_dtype.value_or(DType::kFloat32), spec.b.dims[0], spec.b.dims[1],
-               spec.b.strides[0], spec.b.strides[1], p->layout, static_cast<float*>(packed));
+      PackF32B(spec.b.data, b_source, spec.b.dims[0], spec.b.dims[1], spec.b.strides[0], spec.b.strides[1], p->layout,
+               static_cast<float*>(packed), spec.b_round_bf16);
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->vnni_pack) {
-      // See NOTE [packed weights]; FP8 is converted in the same pass.
+      // See NOTE [packed weights]; FP8 is converted, f32 rounded, in the same pass.
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
-      PackVnniB(spec.b.data, spec.b_fp8.value_or(DType::kBFloat16), spec.b.dims[0], spec.b.dims[1], spec.b.strides[0],
-                spec.b.strides[1], p->layout, static_cast<uint16_t*>(packed));
+      PackVnniB(spec.b.data, b_source, spec.b.dims[0], spec.b.dims[1], spec.b.strides[0], spec.b.strides[1], p->layout,
+                static_cast<uint16_t*>(packed));
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->packed) {
-      const void* b_data = spec.b_fp8 ? ConvertedSpan(spec.b, *spec.b_fp8, buffers.b_plain) : spec.b.data;
+      // oneDNN's reorder packs; octet's converters first make what it reads
+      // (b_user_md): FP8 and narrowed f32 become bf16, a rounded f32 B is rounded.
+      const bool narrowed = b_source == DType::kFloat32 && spec.b.dtype == DType::kBFloat16;
+      const void* b_data = spec.b_fp8 ? ConvertedSpan(spec.b, *spec.b_fp8, buffers.b_plain)
+                           : narrowed ? ConvertedSpan(spec.b, DType::kFloat32, buffers.b_plain)
+                           : spec.b_round_bf16 ? RoundedSpan(spec.b, buffers.b_plain)
+                                               : spec.b.data;
       memory packed(p->b_md, eng, buffers.packed_b.Get(p->b_md.get_size()));
       std::unordered_map<int, memory> pack_args;
       pack_args.emplace(DNNL_ARG_FROM, memory(p->b_user_md, eng, const_cast<void*>(b_data)));
@@ -379,7 +422,9 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     } else {
       // Plain B (NOTE [plain weights] when pack_b was asked for).
       const std::optional<DType> from = spec.b_fp8 ? spec.b_fp8 : spec.b_user_dtype;
-      const void* b_data = from ? ConvertedSpan(spec.b, *from, buffers.b_plain) : spec.b.data;
+      const void* b_data = from                ? ConvertedSpan(spec.b, *from, buffers.b_plain)
+                           : spec.b_round_bf16 ? RoundedSpan(spec.b, buffers.b_plain)
+                                               : spec.b.data;
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
     }
     args.emplace(DNNL_ARG_DST, memory(p->out_md, eng, const_cast<void*>(spec.out.data)));

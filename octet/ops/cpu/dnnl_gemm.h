@@ -40,10 +40,14 @@ struct DnnlGemmSpec {
   // they are converted exactly on the way in, fused with the packing when b
   // is packed.
   std::optional<DType> b_fp8;
-  // When set, b.data holds elements of this dtype (bf16) while b.dtype (f32)
-  // is what the GEMM computes on: converted exactly on the way in, like
-  // b_fp8 (fused with the packing when b is packed).
+  // When set, b.data holds elements of this dtype while b.dtype is what the
+  // GEMM computes on, converted on the way in like b_fp8 (fused with the
+  // packing when b is packed): bf16 for an f32 GEMM (exact), or f32 for a
+  // bf16 GEMM (rounded to nearest even: NOTE [narrowed B] in dnnl_gemm.cc).
   std::optional<DType> b_user_dtype;
+  // An f32 b (b.dtype f32, no b_user_dtype) whose values are rounded to bf16
+  // precision on the way in: the FP32-FMA path's form of a narrowed B.
+  bool b_round_bf16 = false;
 };
 
 // Runs spec. bias: (N) elements with spec.bias_stride, or null; scale: one
@@ -54,10 +58,15 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
 // `dims` with `strides` touches (0 when a dim is 0).
 int64_t SpanOf(const Shape& dims, const Shape& strides);
 
-// dst[0, n) = src[0, n) converted exactly from `from` to `to`: FP8 codes to
-// bf16 or f32 (unscaled), bf16 to f32, on the OpenMP pool. The one converter
-// of GEMM operands oneDNN cannot read as they are. Throws for other pairs.
+// dst[0, n) = src[0, n) converted from `from` to `to`: FP8 codes to bf16 or
+// f32 (unscaled) and bf16 to f32, exactly; f32 to bf16 rounded to nearest
+// even (FloatToBf16Bits); on the OpenMP pool. The one converter of GEMM
+// operands oneDNN cannot read as they are. Throws for other pairs.
 void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst);
+
+// dst[0, n) = src[0, n) rounded to bf16 precision and widened back to f32
+// (Bf16BitsToFloat(FloatToBf16Bits(x))), on the OpenMP pool.
+void RoundElementsToBf16(const float* src, int64_t n, float* dst);
 
 // A grow-only 64-byte aligned buffer (one per thread and purpose); Get may
 // move the memory, so earlier pointers from the same buffer become invalid.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <octet/core/bf16_simd_internal.h>
 #include <octet/core/bfloat16.h>
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
@@ -133,10 +134,59 @@ inline void LoadF32Row(const char* src, DType dtype, int64_t n, float* dst) {
   }
 }
 
-inline float LoadF32One(const char* p, DType dtype) {
+// dst[i] = the f32 value of src[i] (f32) rounded to bf16 precision (NOTE
+// [narrowed B]): what widening FloatToBf16Bits(src[i]) gives, so the FP32-FMA
+// path computes on exactly the bf16 values the BF16 path would.
+inline void LoadF32RoundedRow(const char* src, int64_t n, float* dst) {
+  const float* s = reinterpret_cast<const float*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16BitsToFloat(FloatToBf16Bits(s[i]));
+}
+
+// NOTE [narrowed B] for an f32 B: each element rounded as FloatToBf16Bits
+// does, eight at a time with AVX2 integer arithmetic, straight from B into
+// the tile or the block. (A first version rounded in a plain loop per
+// element, which the compiler did not vectorise well: packing went from 4 %
+// to 7 % of a wide GPT step at O2; gathering each block as f32 and rounding
+// it with one FloatToBf16Row call was no faster, two extra passes over the
+// block.)
+
+// dst[i] = FloatToBf16Bits(src[i]), i < n: a contiguous run of an f32 B.
+inline void NarrowRun(const char* src, int64_t n, uint16_t* dst) {
+  const float* s = reinterpret_cast<const float*>(src);
+  int64_t i = 0;
+#if defined(__AVX2__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = convert_internal::FloatToBf16x8(_mm256_loadu_ps(s + i));
+    const __m256i hi = convert_internal::FloatToBf16x8(_mm256_loadu_ps(s + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = FloatToBf16Bits(s[i]);
+}
+
+inline uint16_t NarrowOne(const char* p) {
   float v;
-  LoadF32Row(p, dtype, 1, &v);
-  return v;
+  std::memcpy(&v, p, 4);
+  return FloatToBf16Bits(v);
+}
+
+// o[2n] = bf16(r0[n]), o[2n + 1] = bf16(r1[n]), n < nb: two rows of an f32 B
+// rounded and interleaved in one step (the pair is one 32-bit word, r1's
+// value in the high half).
+inline void NarrowInterleaveRows(const float* r0, const float* r1, int64_t nb, uint16_t* o) {
+  int64_t n = 0;
+#if defined(__AVX2__)
+  for (; n + 8 <= nb; n += 8) {
+    const __m256i a = convert_internal::FloatToBf16x8(_mm256_loadu_ps(r0 + n));
+    const __m256i b = convert_internal::FloatToBf16x8(_mm256_loadu_ps(r1 + n));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2 * n), _mm256_or_si256(a, _mm256_slli_epi32(b, 16)));
+  }
+#endif
+  for (; n < nb; ++n) {
+    o[2 * n] = FloatToBf16Bits(r0[n]);
+    o[2 * n + 1] = FloatToBf16Bits(r1[n]);
+  }
 }
 
 void CheckLayout(const char* who, const PackedBLayout& l, int64_t K, int64_t N, bool pairs) {
@@ -229,21 +279,25 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
                const PackedBLayout& layout, uint16_t* dst) {
   CheckLayout("PackVnniB", layout, K, N, /*pairs=*/true);
   const int64_t kb = layout.k_block, nb = layout.n_block;
-  const bool fp8 = src_dtype != DType::kBFloat16;
-  const int64_t esz = fp8 ? 1 : 2;
+  const bool fp8 = IsFp8(src_dtype), f32 = src_dtype == DType::kFloat32;
+  OCTET_CHECK(fp8 || f32 || src_dtype == DType::kBFloat16, "PackVnniB: B must be bfloat16, float32 or FP8, got ",
+              Name(src_dtype));
+  const int64_t esz = SizeOf(src_dtype);
   const char* base = static_cast<const char*>(src);
   // NOTE [fp8 packing]: an FP8 block is first gathered as bytes (a plain
   // copy, padding zero = FP8 +0) and then converted in one call over the
   // whole kb x nb tile. Converting each 32- or 64-element run on its own
   // paid the converter's dispatch and table loads per run: with FP8 B
   // operands at O1 that was most of the conversion time in a wide GPT step
-  // (perf, Zen 5).
+  // (perf, Zen 5). An f32 B is rounded as it is read (NOTE [narrowed B]).
   ForEachBlock(layout, K, N, dst, [&](const Block& blk, uint16_t* tile, uint16_t* out) {
     alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
     if (sn != 1 && sk == 1) {  // column-major: pairs (k, k+1) are adjacent in B
       if (fp8) {
         LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
         Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
+      } else if (f32) {
+        LoadColumnTile(base, esz, sn, blk, kb, nb, NarrowRun, tile);
       } else {
         LoadColumnTile(base, esz, sn, blk, kb, nb, LoadRow, tile);
       }
@@ -251,7 +305,13 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
       return;
     }
     if (sn == 1 && !fp8 && blk.kn == kb && blk.nn == nb) {
-      // A whole block of a row-major bf16 B: interleave straight from B.
+      // A whole block of a row-major bf16 or f32 B: interleave straight from B.
+      if (f32) {
+        const float* s0 = reinterpret_cast<const float*>(base) + blk.k0 * sk + blk.n0;
+        for (int64_t p = 0; p < kb / 2; ++p)
+          NarrowInterleaveRows(s0 + 2 * p * sk, s0 + (2 * p + 1) * sk, nb, out + p * 2 * nb);
+        return;
+      }
       const uint16_t* s0 = reinterpret_cast<const uint16_t*>(base) + blk.k0 * sk + blk.n0;
       for (int64_t p = 0; p < kb / 2; ++p) InterleaveRows(s0 + 2 * p * sk, s0 + (2 * p + 1) * sk, nb, out + p * 2 * nb);
       return;
@@ -259,6 +319,8 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
     if (fp8) {
       LoadRowTile(base, esz, sk, sn, blk, kb, nb, CopyBytes, ByteAt, bytes);
       Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
+    } else if (f32) {
+      LoadRowTile(base, esz, sk, sn, blk, kb, nb, NarrowRun, NarrowOne, tile);
     } else {
       LoadRowTile(base, esz, sk, sn, blk, kb, nb, LoadRow, LoadOne, tile);
     }
@@ -267,7 +329,7 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
 }
 
 void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
-              const PackedBLayout& layout, float* dst) {
+              const PackedBLayout& layout, float* dst, bool round_to_bf16) {
   const bool fp8 = IsFp8(src_dtype);
   OCTET_CHECK(src_dtype == DType::kFloat32 || src_dtype == DType::kBFloat16 || fp8, "PackF32B: B must be float32, ",
               "bfloat16 or FP8, got ", Name(src_dtype));
@@ -275,7 +337,19 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
   const int64_t kb = layout.k_block, nb = layout.n_block;
   const int64_t esz = fp8 ? 1 : src_dtype == DType::kFloat32 ? 4 : 2;
   const char* base = static_cast<const char*>(src);
-  auto load = [&](const char* p, int64_t n, float* row) { LoadF32Row(p, src_dtype, n, row); };
+  // bf16 and FP8 values are bf16 values already: only an f32 B is rounded.
+  const bool round = round_to_bf16 && src_dtype == DType::kFloat32;
+  auto load = [&](const char* p, int64_t n, float* row) {
+    if (round)
+      LoadF32RoundedRow(p, n, row);
+    else
+      LoadF32Row(p, src_dtype, n, row);
+  };
+  auto load_one = [&](const char* p) {
+    float v;
+    load(p, 1, &v);
+    return v;
+  };
   // FP8: NOTE [fp8 packing] (bytes gathered, then one conversion per block).
   ForEachBlock(layout, K, N, dst, [&](const Block& blk, float* tile, float* out) {
     alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
@@ -302,8 +376,7 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
       LoadRowTile(base, esz, sk, sn, blk, kb, nb, CopyBytes, ByteAt, bytes);
       DequantizeRow(bytes, src_dtype, 1.0f, out, kb * nb);
     } else {
-      LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, [&](const char* p) { return LoadF32One(p, src_dtype); },
-                  out);
+      LoadRowTile(base, esz, sk, sn, blk, kb, nb, load, load_one, out);
     }
   });
 }

@@ -39,19 +39,21 @@ struct PackedBLayout {
 int64_t PackedElements(const PackedBLayout& layout);
 
 // dst = B (K, N) packed as `layout`, bf16 bits; padding zeroed. Element
-// (k, n) of B is at src + (k * sk + n * sn) elements of src_dtype (bfloat16,
-// fp8_e4m3 or fp8_e5m2; FP8 is converted exactly). Any strides work; sn == 1
-// (row-major) and sk == 1 (column-major) take the fast paths. Runs on the
-// OpenMP pool.
+// (k, n) of B is at src + (k * sk + n * sn) elements of src_dtype (bfloat16;
+// fp8_e4m3 or fp8_e5m2, converted exactly; or float32, rounded to nearest
+// even as FloatToBf16Bits does: NOTE [narrowed B] in dnnl_gemm.cc). Any
+// strides work; sn == 1 (row-major) and sk == 1 (column-major) take the fast
+// paths. Runs on the OpenMP pool.
 void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
                const PackedBLayout& layout, uint16_t* dst);
 
 // dst = B (K, N) packed as the f32 blocked layout (k_block <= 32, n_block <=
 // 64); padding zeroed. src_dtype is float32, bfloat16 or FP8 (widened
-// exactly; the FP8 codes, unscaled); strides as for PackVnniB. oneDNN's
-// reorder does the same at ~18 GB/s here (1.0 ms for a 768 x 3072 B, 8 % of
-// the GEMM it feeds).
+// exactly; the FP8 codes, unscaled); strides as for PackVnniB. With
+// round_to_bf16 an f32 B's values are first rounded to bf16 precision (NOTE
+// [narrowed B]). oneDNN's reorder does the same at ~18 GB/s here (1.0 ms for
+// a 768 x 3072 B, 8 % of the GEMM it feeds).
 void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk, int64_t sn,
-              const PackedBLayout& layout, float* dst);
+              const PackedBLayout& layout, float* dst, bool round_to_bf16 = false);
 
 }  // namespace octet::cpu

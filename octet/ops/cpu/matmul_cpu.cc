@@ -280,8 +280,9 @@ WidenBuffers& ThreadWidenBuffers() {
 }
 
 // out = a·b (* *scale when scale is set) (+ bias) with f32 FMAs. a, b: bf16
-// or FP8 (their bytes; the FP8 scales are the caller's `scale`); bias: (N)
-// f32 or bf16, or undefined; out: contiguous f32 or bf16.
+// or FP8 (their bytes; the FP8 scales are the caller's `scale`), or b f32
+// rounded to bf16 values (NOTE [narrowed B] in dnnl_gemm.cc); bias: (N) f32
+// or bf16, or undefined; out: contiguous f32 or bf16.
 void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
   WidenBuffers& ws = ThreadWidenBuffers();
   Tensor ka, kb;
@@ -299,8 +300,10 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   // (one pass over B instead of two), or span-wise when it stays plain.
   if (IsFp8(b.dtype()))
     spec.b_fp8 = b.dtype();
-  else
+  else if (b.dtype() == DType::kBFloat16)
     spec.b_user_dtype = DType::kBFloat16;
+  else
+    spec.b_round_bf16 = true;  // an f32 B of a bf16 GEMM (NOTE [narrowed B] in dnnl_gemm.cc)
   spec.b.dtype = DType::kFloat32;
   spec.scale = scale != nullptr;
   const float* bias32 = nullptr;
@@ -374,12 +377,24 @@ void MatmulF64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
 
 // ---- f32 / bf16 / f16 / f64 ----------------------------------------------------------
 
+// NOTE [mixed bf16 GEMM operands]: besides one dtype for a, b and out, the
+// CPU kernel takes a bf16 GEMM whose B is f32 (rounded to bf16 on the way
+// in, NOTE [narrowed B] in dnnl_gemm.cc) and whose out is f32 (the f32
+// accumulators, not rounded to bf16): an amp Linear's master weight and its
+// gradient (NOTE [cast linear] in ops/matmul.h). oneDNN's bf16 matmul
+// writes f32 itself; on the FP32-FMA path WidenedGemm takes both.
 void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
   if (a.shape().back() == 0) return FillEmptyProduct(bias, out);
   const DType dtype = out.dtype();
-  if (dtype == DType::kFloat64) return MatmulF64(a, b, bias, out);
-  if (dtype == DType::kFloat16) {
+  if (a.dtype() != b.dtype() || a.dtype() != dtype) {
+    auto f32_or_bf16 = [](DType d) { return d == DType::kFloat32 || d == DType::kBFloat16; };
+    OCTET_CHECK(a.dtype() == DType::kBFloat16 && f32_or_bf16(b.dtype()) && f32_or_bf16(dtype),
+                "matmul: mixed operands a ", Name(a.dtype()), ", b ", Name(b.dtype()), ", out ", Name(dtype),
+                ": the CPU GEMM mixes only a bfloat16 a with a float32 b and/or out");
+  } else if (dtype == DType::kFloat64) {
+    return MatmulF64(a, b, bias, out);
+  } else if (dtype == DType::kFloat16) {
     // No f16 GEMM on CPUs without AVX512-FP16: compute in f32, round once.
     Tensor out32 = Empty(out.shape(), {.dtype = DType::kFloat32});
     MatmulCpuImpl(a.To(DType::kFloat32), b.To(DType::kFloat32), bias.defined() ? bias.To(DType::kFloat32) : Tensor(),
@@ -388,12 +403,16 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
     o.CopyFrom_(out32);
     return;
   }
-  if (dtype == DType::kBFloat16 && ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma)
+  if (a.dtype() == DType::kBFloat16 && ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma)
     return WidenedGemm(a, b, bias, out, nullptr);
   Tensor ka, kb;
   DnnlGemmSpec spec;
   spec.a = ViewOf(a, &ka);
   spec.b = ViewOf(b, &kb);
+  if (b.dtype() != a.dtype()) {  // an f32 B of a bf16 GEMM
+    spec.b_user_dtype = DType::kFloat32;
+    spec.b.dtype = DType::kBFloat16;
+  }
   spec.out = OutView(out);
   Coalesce(spec.a, spec.b, spec.out);
   spec.pack_b = WorthPacking(spec.b, spec.out);
@@ -459,5 +478,6 @@ OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCPU, &ScaledMatmulCpu);
 // The CPU GEMM packs FP8 operands from any layout (ops/matmul.h).
 OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCPU, +[](Device) { return false; });
 OCTET_REGISTER_KERNEL(gemm_epilogue_gelu, DeviceType::kCPU, +[](Device) { return false; });
+OCTET_REGISTER_KERNEL(gemm_mixed_bf16, DeviceType::kCPU, +[](Device) { return true; });
 
 }  // namespace octet::cpu

@@ -251,5 +251,8 @@ OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCUDA, &MatmulCuda);
 OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCUDA, &ScaledMatmulCuda);
 OCTET_REGISTER_KERNEL(fp8_gemm_needs_tn, DeviceType::kCUDA, &Fp8GemmNeedsTnCuda);
 OCTET_REGISTER_KERNEL(gemm_epilogue_gelu, DeviceType::kCUDA, +[](Device) { return true; });
+// cuBLASLt reads A and B in one dtype: CastLinear casts the master weight
+// first (NOTE [cast linear] in ops/matmul.h).
+OCTET_REGISTER_KERNEL(gemm_mixed_bf16, DeviceType::kCUDA, +[](Device) { return false; });
 
 }  // namespace octet::cuda
