@@ -23,7 +23,9 @@
 // the truth; here the checkpoint simply holds the float32 parameters, so a
 // resumed run is bit-identical at every level. The per-forward casts cost one
 // pass over the weights (small next to the GEMMs: each weight element is
-// reused B·T times); at O1 the FP8 weight copy is cached per weight version
+// reused B·T times); an O2 Linear on the CPU skips even that, its GEMMs
+// rounding the float32 weight as they pack it (NOTE [cast linear] in
+// ops/matmul.h); at O1 the FP8 weight copy is cached per weight version
 // instead (NOTE [weight scaling] in nn/fp8_linear.h).
 #pragma once
 

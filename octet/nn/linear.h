@@ -2,8 +2,10 @@
 //
 // amp (the level is amp_level(): SetAmp, an Autocast scope, or the opt-out):
 //   O0  ops/matmul.h Linear in the parameters' dtype; x must have that dtype.
-//   O2  x, w and b are cast to bfloat16 (the casts are differentiable, so the
-//       float32 masters receive float32 gradients); output bfloat16.
+//   O2  ops/matmul.h CastLinear: the Linear of x, w and b cast to bfloat16,
+//       the float32 masters receiving float32 gradients; output bfloat16. On
+//       the CPU no bf16 copy of w is made and its gradient is the GEMM's f32
+//       accumulator (NOTE [cast linear]).
 //   O1  the FP8 Linear of nn/fp8_linear.h (NOTE [fp8 linear]): FP8 fprop,
 //       dgrad and wgrad, the FP8 copy of x saved for backward, the FP8 weight
 //       cached per optimizer step; output bfloat16. The FP8 scaling state is
