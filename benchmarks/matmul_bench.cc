@@ -159,11 +159,13 @@ void BM_PackB(benchmark::State& state) {
   const int64_t K = 768, N = 3072;
   const bool col_major = state.range(0) == 1;
   // dtype 0: bf16 -> VNNI, 1: fp8_e4m3 -> VNNI, 2: f32 -> f32 blocked, 3: bf16 -> f32 blocked (the fp32-FMA
-  // path), 4: f32 -> VNNI (an O2 master weight, NOTE [narrowed B])
+  // path), 4: f32 -> VNNI (an O2 master weight, NOTE [narrowed B]), 5: f32 rounded to bf16 values -> f32
+  // blocked (the same on the fp32-FMA path)
   const DType dtype = state.range(1) == 0 || state.range(1) == 3 ? DType::kBFloat16
                       : state.range(1) == 1                      ? DType::kFloat8E4M3
                                                                  : DType::kFloat32;
-  const bool to_f32 = state.range(1) == 2 || state.range(1) == 3;
+  const bool to_f32 = state.range(1) == 2 || state.range(1) == 3 || state.range(1) == 5;
+  const bool round = state.range(1) == 5;
   const int64_t esz = SizeOf(dtype), out_esz = to_f32 ? 4 : 2, kb = to_f32 ? 16 : 32;
   std::vector<uint8_t> src(static_cast<size_t>(K * N * esz));
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>((i * 37) % 97);  // finite values
@@ -173,18 +175,19 @@ void BM_PackB(benchmark::State& state) {
   const int64_t sk = col_major ? 1 : N, sn = col_major ? K : 1;
   for (auto _ : state) {
     if (to_f32) {
-      cpu::PackF32B(src.data(), dtype, K, N, sk, sn, layout, dst.data());
+      cpu::PackF32B(src.data(), dtype, K, N, sk, sn, layout, dst.data(), round);
     } else {
       cpu::PackVnniB(src.data(), dtype, K, N, sk, sn, layout, reinterpret_cast<uint16_t*>(dst.data()));
     }
     benchmark::DoNotOptimize(dst.data());
   }
   state.SetBytesProcessed(state.iterations() * K * N * (esz + out_esz));
-  state.SetLabel(std::string(Name(dtype)) + (to_f32 ? " -> f32" : " -> bf16 vnni") + (col_major ? " col-major" : " row-major"));
+  state.SetLabel(std::string(Name(dtype)) + (round ? " rounded" : "") + (to_f32 ? " -> f32" : " -> bf16 vnni") +
+                 (col_major ? " col-major" : " row-major"));
 }
 BENCHMARK(BM_PackB)
     ->Name("PackB")
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5}})
     ->ArgNames({"col_major", "dtype"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
