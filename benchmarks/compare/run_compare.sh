@@ -10,7 +10,8 @@
 # libtorch program (fp32 and bf16 autocast) on the same threads (default
 # OMP_NUM_THREADS=2, OMP_WAIT_POLICY=passive for both), and prints per
 # repetition the speed-ups of octet over libtorch and of O1/O2 over O0, from
-# wall-clock and from CPU time (all threads; steadier on a shared machine).
+# wall-clock and from CPU time (all threads; steadier on a shared machine),
+# then the median of each over the repetitions.
 # Needs build_dir/benchmarks/octet_train_step_bench (configure with
 # -DOCTET_BUILD_BENCHMARKS=ON). Neither octet's build nor its tests need
 # libtorch; this script is the only thing that does.
@@ -70,7 +71,7 @@ while [ "$r" -le "$reps" ]; do
   "$bench" --benchmark_format=csv --benchmark_min_time=2 2>/dev/null > "$out/octet.csv"
   "$torch_bin" "$steps" > "$out/torch.txt"
   # octet csv: the header names the counter columns; rows are "TrainStep/config:C/amp:L/..."
-  awk -F, -v rep="$r" '
+  awk -F, -v rep="$r" -v ratios="$out/ratios.txt" '
     FNR == NR {
       if (FNR == 1) { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); col[h] = i } ; next }
       split($1, p, "/"); sub("config:", "", p[2]); sub("amp:", "", p[3]); sub("state:", "", p[4])
@@ -93,7 +94,30 @@ while [ "$r" -le "$reps" ]; do
           wall[c, "torch_bf16"] / wall[c, "O2"], cpu[c, "torch_bf16"] / cpu[c, "O2"],
           wall[c, "O1"] / wall[c, "O0"], cpu[c, "O1"] / cpu[c, "O0"],
           wall[c, "O2"] / wall[c, "O0"], cpu[c, "O2"] / cpu[c, "O0"]
+        # One line per repetition and config for the medians below.
+        printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", c,
+          wall[c, "torch_fp32"] / wall[c, "O0"], cpu[c, "torch_fp32"] / cpu[c, "O0"],
+          wall[c, "torch_bf16"] / wall[c, "O1"], cpu[c, "torch_bf16"] / cpu[c, "O1"],
+          wall[c, "torch_bf16"] / wall[c, "O2"], cpu[c, "torch_bf16"] / cpu[c, "O2"],
+          wall[c, "O1"] / wall[c, "O0"], cpu[c, "O1"] / cpu[c, "O0"],
+          wall[c, "O2"] / wall[c, "O0"], cpu[c, "O2"] / cpu[c, "O0"] >> ratios
       }
     }' "$out/octet.csv" "$out/torch.txt"
   r=$((r + 1))
+done
+
+# The median of each ratio over the repetitions (a single repetition moves by
+# up to +-20 % on a shared machine; the median is what to quote).
+for c in small wide; do
+  grep "^$c " "$out/ratios.txt" | awk -v c="$c" '
+    { for (i = 2; i <= NF; i++) v[i, NR] = $i; n = NR }
+    END {
+      for (i = 2; i <= 11; i++) {
+        for (a = 1; a <= n; a++) s[a] = v[i, a]
+        for (a = 1; a <= n; a++) for (b = a + 1; b <= n; b++) if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
+        m[i] = n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+      }
+      printf "median of %d %-5s speed-up wall (cpu): O0 vs torch fp32 %.2fx (%.2fx)  O1 vs torch bf16 %.2fx (%.2fx)  O2 vs torch bf16 %.2fx (%.2fx)  O1/O0 time %.2f (%.2f)  O2/O0 time %.2f (%.2f)\n",
+        n, c, m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11]
+    }'
 done
