@@ -3,6 +3,8 @@
 //   OMP_NUM_THREADS=2 octet_train_step_bench --benchmark_counters_tabular=true \
 //       --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true
 //
+// The step: ZeroGrad, Loss, Backward, AdamW Step, and at O1 the FP8 state's
+// delayed-scaling update (nn/fp8_state.h), as examples/gpt's training loop.
 // Configs (vocab 256, the byte tokenizer of examples/gpt):
 //   small  4 layers, width 256, 4 heads,  T=128, B=8
 //   wide   2 layers, width 768, 12 heads, T=256, B=4
@@ -59,6 +61,7 @@
 #include <octet/core/random.h>
 #include <octet/core/tensor.h>
 #include <octet/nn/amp.h>
+#include <octet/nn/fp8_state.h>
 #include <octet/nn/gpt.h>
 #include <octet/optim/adamw.h>
 
@@ -128,12 +131,19 @@ void BM_TrainStep(benchmark::State& state) {
     model.SetAmp(level);
     model.Train();
     optim::AdamW opt(model.NamedParameters(), {.lr = 1e-4, .state_dtype = state_dtype});
+    // The O1 step as examples/gpt runs it and nn/fp8_state.h prescribes: one
+    // delayed-scaling update after each optimizer step. (Without it every
+    // quantization falls back to current scaling, an extra amax pass each,
+    // and the LayerNorm / GELU -> FP8 fusions, which need a delayed scale,
+    // stay off.) A no-op at O0 and O2, which have no FP8 slots.
+    nn::amp::Fp8State fp8(model);
     const Tensor x = RandomTokens(c.B, c.T, 1), y = RandomTokens(c.B, c.T, 2);
     auto step = [&] {
       model.ZeroGrad();
       Tensor loss = model.Loss(x, y);
       loss.Backward();
       opt.Step();
+      fp8.Update();
       return loss;
     };
     for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(step().Item());  // primitives, caches, FP8 scales

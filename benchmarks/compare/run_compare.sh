@@ -56,12 +56,19 @@ case "$blas" in
 esac
 
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# OMP_WAIT_POLICY=default runs both under libgomp's default (spin a while,
+# then sleep): what a program gets that sets nothing. passive makes CPU time
+# meaningful (no spinning) but costs every parallel region a futex wake-up:
+# 24 us per fork/join on this VM against 4 us (a 2-thread empty region,
+# measured 2026-11-24), and a GPT step opens 250-350 of them.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+[ "$OMP_WAIT_POLICY" = default ] && unset OMP_WAIT_POLICY
 steps=${STEPS:-10}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), OMP_NUM_THREADS=$OMP_NUM_THREADS," \
+     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "libtorch BLAS: ${blas:-bundled}"
 "$build/octet-device-info" 2>/dev/null | head -2 || true
