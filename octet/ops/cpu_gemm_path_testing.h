@@ -11,4 +11,9 @@ namespace octet::internal {
 // GetCpuGemmPath decides again from the environment).
 void SetCpuGemmPathForTesting(std::optional<CpuGemmPath> path);
 
+// Whether this CPU can run the BF16-dot-product path at all (oneDNN has a
+// bf16 matmul: AVX-512, subject to ONEDNN_MAX_CPU_ISA). Tests that force
+// kBf16Dot skip without it.
+bool CpuRunsBf16Gemm();
+
 }  // namespace octet::internal

@@ -53,7 +53,11 @@ class ScopedGemmEnv {
 // Forces one path for the test's lifetime.
 class GemmPathTest : public ::testing::TestWithParam<CpuGemmPath> {
  protected:
-  void SetUp() override { internal::SetCpuGemmPathForTesting(GetParam()); }
+  void SetUp() override {
+    if (GetParam() == CpuGemmPath::kBf16Dot && !internal::CpuRunsBf16Gemm())
+      GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (it needs AVX-512)";
+    internal::SetCpuGemmPathForTesting(GetParam());
+  }
   void TearDown() override { internal::SetCpuGemmPathForTesting(std::nullopt); }
 };
 
@@ -256,6 +260,23 @@ TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
   internal::ForceScalarConvertersForTesting(false);
   EXPECT_GE(after.plain_b - before.plain_b, 2);  // both orientations asked for packing and got plain
   EXPECT_EQ(after.b_reorders, before.b_reorders);
+}
+
+// The BF16 path forced where oneDNN has no bf16 matmul (AVX2 only): the
+// error says why and what to do, and CpuRunsBf16Gemm (what the forced-path
+// tests skip on) says no. Own process, as above.
+TEST(CpuGemmPath, ForcedBf16PathWithoutAvx512SaysWhy) {
+  if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success)
+    GTEST_SKIP() << "oneDNN already made a primitive in this process (run it alone, as ctest does)";
+  EXPECT_FALSE(internal::CpuRunsBf16Gemm());
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);
+  const Tensor a = RandomTensor({8, 16}, 1, DType::kBFloat16), b = RandomTensor({16, 4}, 2, DType::kBFloat16);
+  const std::string error = ErrorOf([&] { Matmul(a, b); });
+  internal::SetCpuGemmPathForTesting(std::nullopt);
+  EXPECT_NE(error.find("this CPU's oneDNN has no bf16 matmul (it needs AVX-512): BF16 and FP8 GEMMs run on the "
+                       "FP32-FMA path here, which OCTET_CPU_GEMM=bf16 overrides"),
+            std::string::npos)
+      << error;
 }
 
 TEST(CpuGemmPath, OverrideIsHonoured) {

@@ -14,6 +14,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
 #include <octet/core/log.h>
+#include <octet/ops/cpu/dnnl_gemm.h>
 
 namespace octet {
 namespace {
@@ -177,6 +178,8 @@ std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value) {
   OCTET_FAIL("OCTET_CPU_GEMM='", value, "' is not a CPU GEMM path: use bf16 (BF16 dot products), fp32 (widen to ",
              "FP32 and use FMAs) or auto (measure; the default)");
 }
+
+bool CpuRunsBf16Gemm() { return cpu::DnnlHasBf16Matmul(); }
 
 void SetCpuGemmPathForTesting(std::optional<CpuGemmPath> path) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -379,6 +379,19 @@ std::string ViewStr(const MatView& v) {
 
 }  // namespace
 
+bool DnnlHasBf16Matmul() {
+  static const bool has = [] {
+    try {
+      const memory::desc md({16, 16}, memory::data_type::bf16, memory::format_tag::ab);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), Engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
 void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale) {
   try {
     std::shared_ptr<const Primitive> p = Cache().Get(spec);
@@ -445,8 +458,13 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     p->prim.execute(Stream(), args);
     Stream().wait();
   } catch (const dnnl::error& e) {
+    const bool bf16 = spec.a.dtype == DType::kBFloat16 || spec.b.dtype == DType::kBFloat16;
     OCTET_FAIL("matmul: oneDNN failed (", e.what(), ", status ", static_cast<int>(e.status), ") for a ",
-               ViewStr(spec.a), " x b ", ViewStr(spec.b), " -> ", ViewStr(spec.out));
+               ViewStr(spec.a), " x b ", ViewStr(spec.b), " -> ", ViewStr(spec.out),
+               bf16 && !DnnlHasBf16Matmul()
+                   ? "; this CPU's oneDNN has no bf16 matmul (it needs AVX-512): BF16 and FP8 GEMMs run on the "
+                     "FP32-FMA path here, which OCTET_CPU_GEMM=bf16 overrides"
+                   : "");
   }
 }
 

@@ -54,6 +54,12 @@ struct DnnlGemmSpec {
 // f32, or null. Throws octet::Error naming the operands if oneDNN fails.
 void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale);
 
+// Whether oneDNN has a bf16 matmul on this CPU (decided once per process by
+// making a small primitive): AVX-512 (with or without its BF16 extension,
+// subject to ONEDNN_MAX_CPU_ISA). Without it only the FP32-FMA path can run
+// BF16 and FP8 GEMMs (NOTE [CPU GEMM path]).
+bool DnnlHasBf16Matmul();
+
 // Elements between the first and one past the last element that a view of
 // `dims` with `strides` touches (0 when a dim is 0).
 int64_t SpanOf(const Shape& dims, const Shape& strides);
