@@ -1,19 +1,24 @@
-// FloatToBf16Bits on eight f32 lanes with AVX2 integer arithmetic (internal):
-// shared by the AVX2 row converter (core/convert_avx2.cc) and the GEMM packer
-// that rounds f32 B operands while it packs them (ops/cpu/gemm_pack.cc,
-// NOTE [narrowed B]). Compiled for AVX2 wherever it is inlined; callers run
-// it only on CPUs that have AVX2.
+// FloatToBf16Bits with AVX2 integer arithmetic, inline (internal), and the
+// word packing it needs: shared by
+// the AVX2 row converter (core/convert_avx2.cc), the GEMM packer that rounds
+// f32 B operands while it packs them (ops/cpu/gemm_pack.cc, NOTE [narrowed
+// B]) and the span rounding of the CPU GEMM (ops/cpu/dnnl_gemm.cc). The
+// vector helpers are compiled for AVX2 wherever they are inlined; callers run
+// them only on CPUs that have AVX2.
 #pragma once
 
+#include <cstdint>
+
+#include <octet/core/bfloat16.h>
 #include <octet/core/convert_internal.h>
 
 #if OCTET_CONVERT_X86_KERNELS
-
 #include <immintrin.h>
-
-#include <octet/core/bfloat16.h>
+#endif
 
 namespace octet::convert_internal {
+
+#if OCTET_CONVERT_X86_KERNELS
 
 // FloatToBf16Bits on 8 lanes (integer round-to-nearest-even, so MXCSR does
 // not matter; NaN -> 0x7FFF), one result in the low half of each 32-bit lane.
@@ -25,6 +30,32 @@ __attribute__((target("avx2"))) OCTET_INLINE __m256i FloatToBf16x8(__m256 x) {
   return _mm256_blendv_epi8(r, _mm256_set1_epi32(kBf16CanonicalNaN), nan);
 }
 
-}  // namespace octet::convert_internal
+// Two vectors of 8 int32 values in [0, 0xFFFF] -> 16 words in element order
+// (packus works per 128-bit lane; the permute puts the lanes back in order).
+__attribute__((target("avx2"))) OCTET_INLINE __m256i PackWords(__m256i w0, __m256i w1) {
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(w0, w1), 0xD8);
+}
+
+// FloatToBf16Bits of src[0, 16), as 16 packed bf16 words in order.
+__attribute__((target("avx2"))) OCTET_INLINE __m256i FloatToBf16x16(const float* src) {
+  return PackWords(FloatToBf16x8(_mm256_loadu_ps(src)), FloatToBf16x8(_mm256_loadu_ps(src + 8)));
+}
 
 #endif  // OCTET_CONVERT_X86_KERNELS
+
+// dst[i] = Bf16BitsToFloat(FloatToBf16Bits(src[i])), i < n: f32 values
+// rounded to bf16 precision and kept in f32. Eight lanes at a time where the
+// including file is compiled for AVX2 (the plain loop is not vectorised
+// well).
+inline void RoundToBf16Row(const float* src, int64_t n, float* dst) {
+  int64_t i = 0;
+#if OCTET_CONVERT_X86_KERNELS && defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_slli_epi32(FloatToBf16x8(_mm256_loadu_ps(src + i)), 16);
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(bits));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = Bf16BitsToFloat(FloatToBf16Bits(src[i]));
+}
+
+}  // namespace octet::convert_internal

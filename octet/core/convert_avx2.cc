@@ -71,10 +71,7 @@ OCTET_INLINE __m256i PackBytes(__m256i c0, __m256i c1, __m256i c2,
   return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Two vectors of 8 int32 values in [0, 0xFFFF] -> 16 words in element order.
-OCTET_INLINE __m256i PackWords(__m256i w0, __m256i w1) {
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(w0, w1), 0xD8);
-}
+// PackWords: core/bf16_simd_internal.h.
 
 // 16 codes decoded per NOTE [avx2 fp8 decode]: their exact float values
 // (elements 0-7 and 8-15) and, per 16-bit element, all-ones for NaN codes.
@@ -116,7 +113,7 @@ OCTET_INLINE uint32_t MaxLane(__m256i v) {
   return result;
 }
 
-// FloatToBf16x8: core/bf16_simd_internal.h.
+// FloatToBf16x8, FloatToBf16x16: core/bf16_simd_internal.h.
 
 // --- float -> fp8, one lane per 32-bit element (detail::FloatToFp8Bits).
 
@@ -251,9 +248,7 @@ void Fp8ToBf16Avx2(const uint8_t* src, Fp8Kind kind, uint16_t* dst, int64_t n) {
 void FloatToBf16Avx2(const float* src, uint16_t* dst, int64_t n) {
   ForEachBlock(src, dst, n, [&](const float* in, uint16_t* out) {
     for (int k = 0; k < 2; ++k) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * k),
-                          PackWords(FloatToBf16x8(_mm256_loadu_ps(in + 16 * k)),
-                                    FloatToBf16x8(_mm256_loadu_ps(in + 16 * k + 8))));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * k), FloatToBf16x16(in + 16 * k));
     }
   });
 }

@@ -46,7 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <octet/core/bfloat16.h>
+#include <octet/core/bf16_simd_internal.h>
 #include <octet/core/convert.h>
 #include <octet/ops/cpu/gemm_pack.h>
 #include <octet/ops/cpu/loops.h>
@@ -102,9 +102,7 @@ void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst
 }
 
 void RoundElementsToBf16(const float* src, int64_t n, float* dst) {
-  ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = Bf16BitsToFloat(FloatToBf16Bits(src[i]));
-  });
+  ParallelFor(n, 1 << 15, [&](int64_t b, int64_t e) { convert_internal::RoundToBf16Row(src + b, e - b, dst + b); });
 }
 
 namespace {

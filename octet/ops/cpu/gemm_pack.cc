@@ -138,16 +138,7 @@ inline void LoadF32Row(const char* src, DType dtype, int64_t n, float* dst) {
 // [narrowed B]): what widening FloatToBf16Bits(src[i]) gives, so the FP32-FMA
 // path computes on exactly the bf16 values the BF16 path would.
 inline void LoadF32RoundedRow(const char* src, int64_t n, float* dst) {
-  const float* s = reinterpret_cast<const float*>(src);
-  int64_t i = 0;
-#if defined(__AVX2__)
-  // The plain loop below is not vectorised well (NOTE [narrowed B]).
-  for (; i + 8 <= n; i += 8) {
-    const __m256i bits = _mm256_slli_epi32(convert_internal::FloatToBf16x8(_mm256_loadu_ps(s + i)), 16);
-    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(bits));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = Bf16BitsToFloat(FloatToBf16Bits(s[i]));
+  convert_internal::RoundToBf16Row(reinterpret_cast<const float*>(src), n, dst);
 }
 
 // NOTE [narrowed B] for an f32 B: each element rounded as FloatToBf16Bits
@@ -163,12 +154,8 @@ inline void NarrowRun(const char* src, int64_t n, uint16_t* dst) {
   const float* s = reinterpret_cast<const float*>(src);
   int64_t i = 0;
 #if defined(__AVX2__)
-  for (; i + 16 <= n; i += 16) {
-    const __m256i lo = convert_internal::FloatToBf16x8(_mm256_loadu_ps(s + i));
-    const __m256i hi = convert_internal::FloatToBf16x8(_mm256_loadu_ps(s + i + 8));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
-                        _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8));
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), convert_internal::FloatToBf16x16(s + i));
 #endif
   for (; i < n; ++i) dst[i] = FloatToBf16Bits(s[i]);
 }
