@@ -206,6 +206,15 @@ bool AsF32BlockedLayout(const memory::desc& md, PackedBLayout* out) {
   return LayoutOf(d, kb, nb, out);
 }
 
+// The dtype a packing reorder reads B in when it is not b.dtype: a bf16 B of
+// an f32 GEMM, which oneDNN's reorder widens exactly itself. Every other
+// conversion (FP8 codes, a narrowed f32 B, a rounded f32 B) is octet's,
+// before the reorder or in its own packers (NOTE [narrowed B]), so it does
+// not shape a primitive.
+std::optional<DType> ReorderSource(const DnnlGemmSpec& s) {
+  return s.b_user_dtype == DType::kBFloat16 ? s.b_user_dtype : std::nullopt;
+}
+
 std::string KeyOf(const DnnlGemmSpec& s) {
   std::vector<int64_t> k;
   for (const MatView* v : {&s.a, &s.b, &s.out}) {
@@ -221,8 +230,8 @@ std::string KeyOf(const DnnlGemmSpec& s) {
   k.push_back(s.pack_b);
   // The user dtype shapes only a packing reorder; an unpacked B is converted
   // before the primitive sees it, so its primitive is the plain f32 one.
-  k.push_back(s.pack_b && s.b_user_dtype ? static_cast<int64_t>(*s.b_user_dtype) : -1);
-  k.push_back(s.pack_b && s.b_round_bf16);
+  const std::optional<DType> reorder_source = ReorderSource(s);
+  k.push_back(s.pack_b && reorder_source ? static_cast<int64_t>(*reorder_source) : -1);
   return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
 }
 
@@ -230,11 +239,8 @@ std::shared_ptr<const Primitive> CreatePrimitive(const DnnlGemmSpec& s) {
   auto p = std::make_shared<Primitive>();
   p->a_md = Md(s.a.dims, s.a.strides, s.a.dtype);
   p->b_md = Md(s.b.dims, s.b.strides, s.b.dtype);
-  // A widened bf16 B can go through a oneDNN reorder as it is (exact); a
-  // narrowed f32 one is rounded by octet's converter first (NOTE [narrowed
-  // B]), so its reorder, if any, reads bf16.
-  const bool widened = s.b_user_dtype && *s.b_user_dtype == DType::kBFloat16;
-  p->b_user_md = widened ? Md(s.b.dims, s.b.strides, *s.b_user_dtype) : p->b_md;
+  const std::optional<DType> reorder_source = ReorderSource(s);
+  p->b_user_md = reorder_source ? Md(s.b.dims, s.b.strides, *reorder_source) : p->b_md;
   if (s.pack_b) {
     p->b_md = memory::desc(memory::dims(s.b.dims.begin(), s.b.dims.end()), DnnlType(s.b.dtype),
                            memory::format_tag::any);
@@ -371,6 +377,18 @@ const void* RoundedSpan(const MatView& v, Workspace& ws) {
   return dst;
 }
 
+// spec.b's elements as a reader of b.dtype takes them — a oneDNN reorder
+// (which itself widens a B held in `reader_widens`) or the primitive: FP8
+// codes and any other user dtype converted span-wise into ws, a rounded f32
+// B rounded, anything else as it is.
+const void* PreparedB(const DnnlGemmSpec& spec, std::optional<DType> reader_widens, Workspace& ws) {
+  const std::optional<DType> from = spec.b_fp8                           ? spec.b_fp8
+                                    : spec.b_user_dtype != reader_widens ? spec.b_user_dtype
+                                                                         : std::nullopt;
+  if (from) return ConvertedSpan(spec.b, *from, ws);
+  return spec.b_round_bf16 ? RoundedSpan(spec.b, ws) : spec.b.data;
+}
+
 std::string ViewStr(const MatView& v) {
   return std::string(Name(v.dtype)) + ShapeStr(v.dims) + " strides " + ShapeStr(v.strides);
 }
@@ -413,13 +431,8 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
                 static_cast<uint16_t*>(packed));
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->packed) {
-      // oneDNN's reorder packs; octet's converters first make what it reads
-      // (b_user_md): FP8 and narrowed f32 become bf16, a rounded f32 B is rounded.
-      const bool narrowed = b_source == DType::kFloat32 && spec.b.dtype == DType::kBFloat16;
-      const void* b_data = spec.b_fp8 ? ConvertedSpan(spec.b, *spec.b_fp8, buffers.b_plain)
-                           : narrowed ? ConvertedSpan(spec.b, DType::kFloat32, buffers.b_plain)
-                           : spec.b_round_bf16 ? RoundedSpan(spec.b, buffers.b_plain)
-                                               : spec.b.data;
+      // oneDNN's reorder packs what octet's converters made of B (b_user_md).
+      const void* b_data = PreparedB(spec, ReorderSource(spec), buffers.b_plain);
       memory packed(p->b_md, eng, buffers.packed_b.Get(p->b_md.get_size()));
       std::unordered_map<int, memory> pack_args;
       pack_args.emplace(DNNL_ARG_FROM, memory(p->b_user_md, eng, const_cast<void*>(b_data)));
@@ -432,10 +445,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       args.emplace(DNNL_ARG_WEIGHTS, packed);
     } else {
       // Plain B (NOTE [plain weights] when pack_b was asked for).
-      const std::optional<DType> from = spec.b_fp8 ? spec.b_fp8 : spec.b_user_dtype;
-      const void* b_data = from                ? ConvertedSpan(spec.b, *from, buffers.b_plain)
-                           : spec.b_round_bf16 ? RoundedSpan(spec.b, buffers.b_plain)
-                                               : spec.b.data;
+      const void* b_data = PreparedB(spec, std::nullopt, buffers.b_plain);
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
     }
     args.emplace(DNNL_ARG_DST, memory(p->out_md, eng, const_cast<void*>(spec.out.data)));
