@@ -23,6 +23,7 @@
 #include <octet/ops/matmul_testing.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
+#include "tests/gemm_path_fixture.h"
 #include "tests/test_util.h"
 
 namespace octet {
@@ -41,15 +42,10 @@ struct Case {
   bool gelu;
 };
 
-class CastLinearTest : public ::testing::TestWithParam<CpuGemmPath> {
+class CastLinearTest : public ::octet::testing::ForcedGemmPathTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == CpuGemmPath::kBf16Dot && !internal::CpuRunsBf16Gemm())
-      GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (it needs AVX-512)";
-    internal::SetCpuGemmPathForTesting(GetParam());
-  }
   void TearDown() override {
-    internal::SetCpuGemmPathForTesting(std::nullopt);
+    ForcedGemmPathTest::TearDown();
     SetCastLinearFusionForTesting(std::nullopt);
   }
 };
@@ -160,8 +156,7 @@ TEST_P(CastLinearTest, UnfusedRouteIsTheComposition) {
   EXPECT_EQ(Bytes(unfused.db), Bytes(ref.db));
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, CastLinearTest, ::testing::Values(CpuGemmPath::kBf16Dot, CpuGemmPath::kFp32Fma),
-                         [](const auto& info) { return info.param == CpuGemmPath::kBf16Dot ? "bf16" : "fp32"; });
+INSTANTIATE_TEST_SUITE_P(Paths, CastLinearTest, ::octet::testing::AllGemmPaths(), ::octet::testing::GemmPathName);
 
 // An f32 x is cast like the composition's x.To(bf16), and its gradient comes
 // back as f32; other compute dtypes take the composition.

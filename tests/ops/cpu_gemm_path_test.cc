@@ -25,6 +25,7 @@
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/ops/reduce.h>
+#include "tests/gemm_path_fixture.h"
 #include "tests/scoped_env.h"
 #include "tests/test_util.h"
 
@@ -51,15 +52,7 @@ class ScopedGemmEnv {
 };
 
 // Forces one path for the test's lifetime.
-class GemmPathTest : public ::testing::TestWithParam<CpuGemmPath> {
- protected:
-  void SetUp() override {
-    if (GetParam() == CpuGemmPath::kBf16Dot && !internal::CpuRunsBf16Gemm())
-      GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (it needs AVX-512)";
-    internal::SetCpuGemmPathForTesting(GetParam());
-  }
-  void TearDown() override { internal::SetCpuGemmPathForTesting(std::nullopt); }
-};
+class GemmPathTest : public ::octet::testing::ForcedGemmPathTest {};
 
 // |got - a·b (+ bias)| within the tolerance above, elementwise; a (Ba, M, K)
 // or (M, K), b (K, N) (shared) or (Ba, K, N); any layouts (read through
@@ -226,8 +219,7 @@ TEST_P(GemmPathTest, PathDecidesWhichPrimitiveRuns) {
   EXPECT_EQ(after_f32.misses - after_bf16.misses, widened ? 0 : 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::testing::Values(CpuGemmPath::kBf16Dot, CpuGemmPath::kFp32Fma),
-                         [](const ::testing::TestParamInfo<CpuGemmPath>& i) { return std::string(Name(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::octet::testing::AllGemmPaths(), ::octet::testing::GemmPathName);
 
 // NOTE [plain weights] (ops/cpu/dnnl_gemm.cc): with oneDNN limited to AVX2
 // (what an AVX2-only CPU runs: gemm:jit, no blocked weights layout), packed B
