@@ -32,6 +32,29 @@
 // pass that makes the copy and the pass that reads it. On the FP32-FMA path
 // (b_round_bf16) the f32 values are rounded to bf16 precision and kept in
 // f32, so both paths compute on the same values.
+//
+// NOTE [f32 GEMM efficiency]: issue 12 asks for f32 GEMMs at 85 % of the
+// FP32 FMA peak; on two threads they reach 74-82 % (octet_matmul_bench
+// Matmul/f32, Zen 5, 2026-11-24). Measured why: the primitive alone on one
+// thread runs at 84-89 % of one core's peak, and two single-threaded
+// processes side by side keep 83-87 % each, so neither the cores nor the
+// memory system are the bound; on two threads in one process the primitive
+// alone reaches 80-82 % (ONEDNN_VERBOSE execution times; 86 % in a bare
+// program with a prepacked B) and the whole call 74-79 %: packing B
+// (PackF32B, ~3.5 % of the samples) and the wait at the end of oneDNN's
+// parallel region (libgomp, ~7.5 %) are the difference; fresh output pages
+// are not (the CPU allocator caches them). Splitting one GEMM into halves
+// run one per thread did not help (378/350 against 367/370 GFLOP/s,
+// 1024x3072x768, bare program), nor did OMP_PROC_BIND. A blocked GEMM of
+// octet's own was tried and not kept: a 12 x 32 AVX-512 register tile (24
+// accumulators; alone it runs at 95-98 % of peak), B packed once into
+// 32-column panels by PackF32B, threads splitting M, row-major f32 A read
+// in place and any other A widened per block (which would also have removed
+// the FP32-FMA path's A and output passes, NOTE [CPU GEMM path]). It matched
+// oneDNN where B fits in L2 (1024x768x768: 86 % against 84 %) and fell 15-20 %
+// behind where it does not (N or K 3072, 2048^3: 65-75 %), on one thread as
+// on two; the loss is in streaming B panels from L3 (larger M blocks did not
+// recover it), which the ±20 % noise of this VM did not let me tune.
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
