@@ -51,10 +51,11 @@
 // 32-column panels by PackF32B, threads splitting M, row-major f32 A read
 // in place and any other A widened per block (which would also have removed
 // the FP32-FMA path's A and output passes, NOTE [CPU GEMM path]). It matched
-// oneDNN where B fits in L2 (1024x768x768: 86 % against 84 %) and fell 15-20 %
-// behind where it does not (N or K 3072, 2048^3: 65-75 %), on one thread as
-// on two; the loss is in streaming B panels from L3 (larger M blocks did not
-// recover it), which the ±20 % noise of this VM did not let me tune.
+// oneDNN where B fits in L2 (1024x768x768 on two threads: 347-348 against
+// 341-359 GFLOP/s) and fell 15-20 % behind where it does not (N or K 3072,
+// 2048^3: 65-75 % of peak), on one thread as on two; the loss is in
+// streaming B panels from L3. Larger M blocks did not recover it, and the
+// ±20 % run-to-run noise of the VM it was measured on left it untuned.
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
