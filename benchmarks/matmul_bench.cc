@@ -154,10 +154,15 @@ namespace {
 // Packing alone (ops/cpu/gemm_pack.h): a 768 x 3072 B (K x N) into oneDNN's
 // blocked layouts, bf16 VNNI BA16a64b2a (from bf16, fp8_e4m3 or f32) and f32
 // BA16a64b, row-major (a Linear's dgrad B) or column-major (its forward B =
-// W^T). Reports GB/s of the bytes read plus written.
+// W^T). Reports GB/s of the bytes read plus written. cold:1 packs a
+// different copy of B each time, from a set of copies larger than any
+// last-level cache: as in a training step, where B (a weight, an activation)
+// was last touched long before and comes from memory; cold:0 packs the same
+// B again and again, from the cache.
 void BM_PackB(benchmark::State& state) {
   const int64_t K = 768, N = 3072;
   const bool col_major = state.range(0) == 1;
+  const bool cold = state.range(2) == 1;
   // dtype 0: bf16 -> VNNI, 1: fp8_e4m3 -> VNNI, 2: f32 -> f32 blocked, 3: bf16 -> f32 blocked (the fp32-FMA
   // path), 4: f32 -> VNNI (an O2 master weight, NOTE [narrowed B]), 5: f32 rounded to bf16 values -> f32
   // blocked (the same on the fp32-FMA path)
@@ -167,28 +172,33 @@ void BM_PackB(benchmark::State& state) {
   const bool to_f32 = state.range(1) == 2 || state.range(1) == 3 || state.range(1) == 5;
   const bool round = state.range(1) == 5;
   const int64_t esz = SizeOf(dtype), out_esz = to_f32 ? 4 : 2, kb = to_f32 ? 16 : 32;
-  std::vector<uint8_t> src(static_cast<size_t>(K * N * esz));
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>((i * 37) % 97);  // finite values
+  const size_t bytes = static_cast<size_t>(K * N * esz);
+  const size_t copies = cold ? (size_t{256} << 20) / bytes + 1 : 1;
+  std::vector<uint8_t> src(bytes * copies);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>((i % bytes * 37) % 97);  // finite values
   const cpu::PackedBLayout layout{.k_padded = K, .k_block = kb, .n_padded = N, .n_block = 64,
                                   .stride_kb = kb * 64, .stride_nb = K * 64};
   std::vector<float> dst(static_cast<size_t>(cpu::PackedElements(layout)));
   const int64_t sk = col_major ? 1 : N, sn = col_major ? K : 1;
+  size_t next = 0;
   for (auto _ : state) {
+    const uint8_t* b = src.data() + next * bytes;
+    next = (next + 1) % copies;
     if (to_f32) {
-      cpu::PackF32B(src.data(), dtype, K, N, sk, sn, layout, dst.data(), round);
+      cpu::PackF32B(b, dtype, K, N, sk, sn, layout, dst.data(), round);
     } else {
-      cpu::PackVnniB(src.data(), dtype, K, N, sk, sn, layout, reinterpret_cast<uint16_t*>(dst.data()));
+      cpu::PackVnniB(b, dtype, K, N, sk, sn, layout, reinterpret_cast<uint16_t*>(dst.data()));
     }
     benchmark::DoNotOptimize(dst.data());
   }
   state.SetBytesProcessed(state.iterations() * K * N * (esz + out_esz));
   state.SetLabel(std::string(Name(dtype)) + (round ? " rounded" : "") + (to_f32 ? " -> f32" : " -> bf16 vnni") +
-                 (col_major ? " col-major" : " row-major"));
+                 (col_major ? " col-major" : " row-major") + (cold ? ", from memory" : ", from cache"));
 }
 BENCHMARK(BM_PackB)
     ->Name("PackB")
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5}})
-    ->ArgNames({"col_major", "dtype"})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5}, {0, 1}})
+    ->ArgNames({"col_major", "dtype", "cold"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

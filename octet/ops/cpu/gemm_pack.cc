@@ -11,6 +11,7 @@
 #include <octet/core/bfloat16.h>
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
+#include <octet/core/macros.h>
 #include <octet/ops/cpu/loops.h>
 
 namespace octet::cpu {
@@ -199,18 +200,45 @@ struct Block {
   int64_t k0, n0, kn, nn;
 };
 
+// NOTE [pack order]: in a training step packing mostly reads B from memory,
+// not from a cache: a weight or an activation was last touched long before
+// its GEMM. Visited in the order of the output (down each nb-wide column
+// panel, k blocks inner), a row-major B is read as kb rows of nb elements,
+// each row a separate stream 3-12 KiB from the next, and the hardware
+// prefetchers do not follow; a column-major B as nb column streams, too many
+// for them to track. So a row-major B is visited along its rows (n blocks
+// inner: each of the kb row streams runs on across the blocks) and a
+// column-major one down its columns (k blocks inner) with the next run of
+// each column prefetched in software (PrefetchColumnRuns).
+// Measured on a Zen 5 (2 threads, 2026-11-24; minima of 5 runs, old -> new):
+// octet_matmul_bench PackB, 768 x 3072, from memory (cold:1), row-major /
+// column-major, in us: bf16 -> VNNI 300 -> 221-245 / 317-325 -> 183-184;
+// f32 -> VNNI 767-873 -> 483-531 / 793-898 -> 524-616; f32 -> f32 459-463
+// -> 363-366 / 676-679 -> 362-393; bf16 -> f32 538-555 -> 244-284 / 591-605
+// -> 297-328. From the cache (cold:0) the new order is 10-35 % slower (the
+// output is no longer written in order; row-major bf16 84 -> 115 us), and a
+// training step sees mostly the first case: in octet_train_step_bench,
+// timing every pack call, six alternating runs of the wide GPT at O2 gave
+// 0.535 -> 0.449 ms per call (lower in each pair; ~2.3 ms of a 168 ms
+// step), five of the small one at O2 0.072 -> 0.063 ms and of the wide one
+// at O0 0.760 -> 0.695 ms.
+enum class PackOrder {
+  kAlongRows,     // n blocks inner: a row-major B
+  kDownColumns,   // k blocks inner: a column-major (or any other) B
+};
+
 // Calls fn(block, tile, out) for every block of `l` that overlaps B, on the
-// OpenMP pool, in output order (k blocks inner: writes stream, reads stay
-// within an nb-wide column panel of B); out is the block's place in dst and
-// tile a per-thread scratch of kMaxKBlock x kMaxNBlock elements. Blocks
-// wholly in the padding are zeroed here.
+// OpenMP pool, in `order` (NOTE [pack order]); out is the block's place in
+// dst and tile a per-thread scratch of kMaxKBlock x kMaxNBlock elements.
+// Blocks wholly in the padding are zeroed here.
 template <typename E, typename F>
-void ForEachBlock(const PackedBLayout& l, int64_t K, int64_t N, E* dst, F&& fn) {
+void ForEachBlock(const PackedBLayout& l, int64_t K, int64_t N, E* dst, PackOrder order, F&& fn) {
   const int64_t kb = l.k_block, nb = l.n_block, kblocks = l.k_padded / kb, nblocks = l.n_padded / nb;
+  const bool along_rows = order == PackOrder::kAlongRows;
   ParallelFor(kblocks * nblocks, 16, [&](int64_t b0, int64_t b1) {
     alignas(64) E tile[kMaxNBlock * kMaxKBlock];
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t nbi = b / kblocks, kbi = b % kblocks;
+      const int64_t nbi = along_rows ? b % nblocks : b / kblocks, kbi = along_rows ? b / nblocks : b % kblocks;
       const Block blk{kbi * kb, nbi * nb, std::clamp<int64_t>(K - kbi * kb, 0, kb),
                       std::clamp<int64_t>(N - nbi * nb, 0, nb)};
       E* out = dst + kbi * l.stride_kb + nbi * l.stride_nb;
@@ -221,6 +249,22 @@ void ForEachBlock(const PackedBLayout& l, int64_t K, int64_t N, E* dst, F&& fn) 
       fn(blk, tile, out);
     }
   });
+}
+
+// Prefetches, in each column of blk in a column-major B of K rows, the run
+// of the block kPrefetchBytes further down (NOTE [pack order]; 64 to 1024
+// bytes measured, 128-256 best). Always inlined: GCC takes a function whose
+// only effect is a prefetch for pure, and drops the calls to it.
+inline constexpr int64_t kPrefetchBytes = 128;
+OCTET_INLINE void PrefetchColumnRuns(const char* base, int64_t esz, int64_t sn, const Block& blk, int64_t kb, int64_t K) {
+  const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / (kb * esz));
+  const int64_t k0 = blk.k0 + ahead * kb;
+  if (k0 >= K) return;
+  const int64_t bytes = std::min(kb, K - k0) * esz;
+  for (int64_t n = 0; n < blk.nn; ++n) {
+    const char* p = base + ((blk.n0 + n) * sn + k0) * esz;
+    for (int64_t c = 0; c < bytes; c += 64) __builtin_prefetch(p + c, /*rw=*/0, /*locality=*/3);
+  }
 }
 
 // tile[n * kb + k] = B(k0 + k, n0 + n), zero-padded to kb x nb, from a
@@ -285,9 +329,11 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
   // paid the converter's dispatch and table loads per run: with FP8 B
   // operands at O1 that was most of the conversion time in a wide GPT step
   // (perf, Zen 5). An f32 B is rounded as it is read (NOTE [narrowed B]).
-  ForEachBlock(layout, K, N, dst, [&](const Block& blk, uint16_t* tile, uint16_t* out) {
+  const PackOrder order = sn == 1 ? PackOrder::kAlongRows : PackOrder::kDownColumns;
+  ForEachBlock(layout, K, N, dst, order, [&](const Block& blk, uint16_t* tile, uint16_t* out) {
     alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
     if (sn != 1 && sk == 1) {  // column-major: pairs (k, k+1) are adjacent in B
+      PrefetchColumnRuns(base, esz, sn, blk, kb, K);
       if (fp8) {
         LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
         Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
@@ -341,9 +387,11 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
       load(p, 1, &v);
       return v;
     };
-    ForEachBlock(layout, K, N, dst, [&](const Block& blk, float* tile, float* out) {
+    const PackOrder order = sn == 1 ? PackOrder::kAlongRows : PackOrder::kDownColumns;
+    ForEachBlock(layout, K, N, dst, order, [&](const Block& blk, float* tile, float* out) {
       alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
       if (sn != 1 && sk == 1) {  // column-major: transpose a tile of B's columns
+        PrefetchColumnRuns(base, esz, sn, blk, kb, K);
         if (fp8) {
           LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
           DequantizeRow(bytes, src_dtype, 1.0f, tile, kb * nb);  // exact: FP8 values are f32 values
