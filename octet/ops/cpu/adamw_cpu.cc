@@ -184,42 +184,13 @@ OCTET_INLINE void UpdateChunkBody(const Coeffs<float>& k, const float* __restric
   }
 }
 
-using AmaxChunkFn = void (*)(const Coeffs<float>&, const float*, const float*, const float*, int64_t, float, float*,
-                             float*);
-using UpdateChunkFn = void (*)(const Coeffs<float>&, const float*, float*, float*, float*, int64_t, float, float,
-                               float);
-
-void AmaxChunkBase(const Coeffs<float>& k, const float* g, const float* mo, const float* vo, int64_t len,
-                   float v_scale_inv, float* am_io, float* av_io) {
-  AmaxChunkBody(k, g, mo, vo, len, v_scale_inv, am_io, av_io);
-}
-void UpdateChunkBase(const Coeffs<float>& k, const float* g, float* mm, float* vv, float* pp, int64_t len,
-                     float v_scale_inv, float m_mul, float v_scale) {
-  UpdateChunkBody(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
-}
-#if OCTET_CPU_AVX512_BUILD
-OCTET_AVX512_TARGET void AmaxChunkAvx512(const Coeffs<float>& k, const float* g, const float* mo, const float* vo,
-                                        int64_t len, float v_scale_inv, float* am_io, float* av_io) {
-  AmaxChunkBody(k, g, mo, vo, len, v_scale_inv, am_io, av_io);
-}
-OCTET_AVX512_TARGET void UpdateChunkAvx512(const Coeffs<float>& k, const float* g, float* mm, float* vv, float* pp,
-                                          int64_t len, float v_scale_inv, float m_mul, float v_scale) {
-  UpdateChunkBody(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
-}
-#endif
-
 struct ChunkFns {
-  AmaxChunkFn amax;
-  UpdateChunkFn update;
+  IsaBuilds<&AmaxChunkBody>::Fn amax;
+  IsaBuilds<&UpdateChunkBody>::Fn update;
 };
 
 // The builds this CPU runs (OCTET_DISABLE_AVX512 switches to the baseline).
-ChunkFns ActiveChunkFns() {
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) return {&AmaxChunkAvx512, &UpdateChunkAvx512};
-#endif
-  return {&AmaxChunkBase, &UpdateChunkBase};
-}
+ChunkFns ActiveChunkFns() { return {IsaBuild<&AmaxChunkBody>(), IsaBuild<&UpdateChunkBody>()}; }
 
 template <typename P, typename G, typename M, typename V, bool kMaster>
 void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {

@@ -1,10 +1,11 @@
 // CPU kernels compiled twice: for the library's baseline (OCTET_CPU_ARCH,
 // x86-64-v3 wherever the CPU runs it) and, on x86-64, for AVX-512 with
 // 512-bit vectors. A kernel family writes its arithmetic once as an
-// always_inline body, instantiates it in a plain function and in one marked
-// OCTET_AVX512_TARGET, and calls the second where UseAvx512Kernels() says so
-// (NOTE [pointwise isa dispatch] in ops/cpu/pointwise_cpu.cc). The pointwise,
-// norm, softmax / cross-entropy and AdamW kernels do; the attention tiles have
+// always_inline body and runs IsaBuild<&Body<...>>(): IsaBuilds instantiates
+// the body in a plain function and in one marked OCTET_AVX512_TARGET, and
+// IsaBuild returns the second where UseAvx512Kernels() says so (NOTE
+// [pointwise isa dispatch] in ops/cpu/pointwise_cpu.cc). The pointwise, norm,
+// softmax / cross-entropy and AdamW kernels do; the attention tiles have
 // their own blocking per ISA (NOTE [attention isa dispatch]).
 #pragma once
 
@@ -28,6 +29,31 @@ inline bool UseAvx512Kernels() {
 #else
   return false;
 #endif
+}
+
+// The two builds of kBody, a pointer to an always_inline function: each is
+// a plain call of it, which the compiler inlines and compiles for the
+// enclosing function's target (the AVX-512 build's vectors are 512 bits:
+// `objdump -d liboctet_internal.so` shows zmm registers in the Avx512
+// members and no call of the body).
+template <auto kBody>
+struct IsaBuilds;
+template <typename R, typename... Args, R (*kBody)(Args...)>
+struct IsaBuilds<kBody> {
+  using Fn = R (*)(Args...);
+  static R Base(Args... args) { return kBody(args...); }
+#if OCTET_CPU_AVX512_BUILD
+  OCTET_AVX512_TARGET static R Avx512(Args... args) { return kBody(args...); }
+#endif
+};
+
+// The build of kBody to run on this CPU (UseAvx512Kernels()).
+template <auto kBody>
+auto IsaBuild() -> typename IsaBuilds<kBody>::Fn {
+#if OCTET_CPU_AVX512_BUILD
+  if (UseAvx512Kernels()) return &IsaBuilds<kBody>::Avx512;
+#endif
+  return &IsaBuilds<kBody>::Base;
 }
 
 }  // namespace octet::cpu

@@ -111,17 +111,6 @@ OCTET_INLINE void NormFwdRows(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
 // them in one build and not the other (it did so in a softmax backward: LaneDot
 // in row_helpers.h); today both builds agree, and
 // Norm.IsaBuildsGiveIdenticalBits is what holds them to it.
-template <bool kCenter, typename T, typename A>
-void NormFwdRowsBase(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf, float* fbuf) {
-  NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <bool kCenter, typename T, typename A>
-OCTET_AVX512_TARGET void NormFwdRowsAvx512(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A* xbuf, A* rbuf, A* ybuf,
-                                         float* fbuf) {
-  NormFwdRows<kCenter>(a, r0, r1, xbuf, rbuf, ybuf, fbuf);
-}
-#endif
 
 // y (or, with fp8 non-null, fp8->q) = the normalised rows of x.
 template <bool kCenter, typename T>
@@ -151,10 +140,7 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .eps = static_cast<A>(eps),
                            .inv_c = A(1) / static_cast<A>(c),
                            .fp8 = fp8};
-  auto run = &NormFwdRowsBase<kCenter, T, A>;
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) run = &NormFwdRowsAvx512<kCenter, T, A>;
-#endif
+  const auto run = IsaBuild<&NormFwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
   ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
     std::vector<float> fbuf(fp8 != nullptr && !std::is_same_v<A, float> ? c : 0);
@@ -218,20 +204,6 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
   }
 }
 
-// NOTE [norm isa dispatch].
-template <bool kCenter, typename T, typename A>
-void NormBwdRowsBase(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc, A* xbuf, A* dybuf,
-                     A* dxbuf, A* dsbuf) {
-  NormBwdRows<kCenter>(a, r0, r1, dw_acc, db_acc, xbuf, dybuf, dxbuf, dsbuf);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <bool kCenter, typename T, typename A>
-OCTET_AVX512_TARGET void NormBwdRowsAvx512(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw_acc, A* db_acc,
-                                         A* xbuf, A* dybuf, A* dxbuf, A* dsbuf) {
-  NormBwdRows<kCenter>(a, r0, r1, dw_acc, db_acc, xbuf, dybuf, dxbuf, dsbuf);
-}
-#endif
-
 template <bool kCenter, typename T>
 void NormBwd(const Tensor& dy,      // (N,C)
              const Tensor& x,       // (N,C)
@@ -256,10 +228,7 @@ void NormBwd(const Tensor& dy,      // (N,C)
                            .mean = kCenter ? mean.data<A>() : nullptr,
                            .rstd = rstd.data<A>(),
                            .inv_c = A(1) / static_cast<A>(c)};
-  auto rows = &NormBwdRowsBase<kCenter, T, A>;
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) rows = &NormBwdRowsAvx512<kCenter, T, A>;
-#endif
+  const auto rows = IsaBuild<&NormBwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
 
   const bool parallel = n * c >= kParallelGrain;
   if (!want_dw && !want_db) {

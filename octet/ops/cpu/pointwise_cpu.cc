@@ -115,46 +115,10 @@ OCTET_INLINE void BinaryRunBody(const T* x, const T* y, T* o, int64_t n, F f, Ac
 }
 
 template <typename T, typename F>
-void UnaryRunBase(const T* a, T* o, int64_t n, F f, AccType<T> alpha) {
-  UnaryRunBody(a, o, n, f, alpha);
-}
-template <typename T, bool kXRow, bool kYRow, typename F>
-void BinaryRunBase(const T* x, const T* y, T* o, int64_t n, F f, AccType<T> alpha) {
-  BinaryRunBody<T, kXRow, kYRow>(x, y, o, n, f, alpha);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <typename T, typename F>
-OCTET_AVX512_TARGET void UnaryRunAvx512(const T* a, T* o, int64_t n, F f, AccType<T> alpha) {
-  UnaryRunBody(a, o, n, f, alpha);
-}
-template <typename T, bool kXRow, bool kYRow, typename F>
-OCTET_AVX512_TARGET void BinaryRunAvx512(const T* x, const T* y, T* o, int64_t n, F f, AccType<T> alpha) {
-  BinaryRunBody<T, kXRow, kYRow>(x, y, o, n, f, alpha);
-}
-#endif
-
-template <typename T, typename F>
-auto UnaryRunFor(bool avx512) {
-#if OCTET_CPU_AVX512_BUILD
-  if (avx512) return &UnaryRunAvx512<T, F>;
-#endif
-  (void)avx512;
-  return &UnaryRunBase<T, F>;
-}
-template <typename T, bool kXRow, bool kYRow, typename F>
-auto BinaryRunFor(bool avx512) {
-#if OCTET_CPU_AVX512_BUILD
-  if (avx512) return &BinaryRunAvx512<T, kXRow, kYRow, F>;
-#endif
-  (void)avx512;
-  return &BinaryRunBase<T, kXRow, kYRow, F>;
-}
-
-template <typename T, typename F>
 void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
-  const auto run = UnaryRunFor<T, F>(UseAvx512Kernels());
+  const auto run = IsaBuild<&UnaryRunBody<T, F>>();
   StridedIter<2> it(out.shape(), {&out, &x});
   it.Run([&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
@@ -172,10 +136,9 @@ template <typename T, typename F>
 void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double alpha_d) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
-  const bool avx512 = UseAvx512Kernels();
-  const auto rows = BinaryRunFor<T, true, true, F>(avx512);
-  const auto row_scalar = BinaryRunFor<T, true, false, F>(avx512);
-  const auto scalar_row = BinaryRunFor<T, false, true, F>(avx512);
+  const auto rows = IsaBuild<&BinaryRunBody<T, true, true, F>>();
+  const auto row_scalar = IsaBuild<&BinaryRunBody<T, true, false, F>>();
+  const auto scalar_row = IsaBuild<&BinaryRunBody<T, false, true, F>>();
   StridedIter<3> it(out.shape(), {&out, &a, &b});
   it.Run([&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
     T* o = reinterpret_cast<T*>(p[0]);
@@ -284,19 +247,6 @@ OCTET_INLINE float GeluFp8BlockBody(const T* x, int64_t n, float scale, DType fp
   return QuantizeRow(g, scale, fp8, sat, q, n);
 }
 
-// NOTE [pointwise isa dispatch]: the block's GELU in either build.
-template <typename T>
-float GeluFp8BlockBase(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat, uint8_t* q) {
-  return GeluFp8BlockBody(x, n, scale, fp8, sat, q);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <typename T>
-OCTET_AVX512_TARGET float GeluFp8BlockAvx512(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat,
-                                         uint8_t* q) {
-  return GeluFp8BlockBody(x, n, scale, fp8, sat, q);
-}
-#endif
-
 void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const Tensor& q, const Tensor& scale_inv,
                 const Tensor& amax) {
   const float s = *scale.data<float>();
@@ -307,10 +257,7 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
   const DType fp8 = q.dtype();
   DispatchFloat(x.dtype(), "gelu_fp8", [&]<typename T>() {
     const T* xp = x.data<T>();
-    auto block = &GeluFp8BlockBase<T>;
-#if OCTET_CPU_AVX512_BUILD
-    if (UseAvx512Kernels()) block = &GeluFp8BlockAvx512<T>;
-#endif
+    const auto block = IsaBuild<&GeluFp8BlockBody<T>>();  // NOTE [pointwise isa dispatch]
     ParallelFor(blocks, 4, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t i0 = b * kGeluFp8Block, m = std::min(kGeluFp8Block, n - i0);

@@ -63,27 +63,12 @@ OCTET_INLINE void SoftmaxRange(const T* x, int64_t n, bool log, T* y, int64_t r0
   }
 }
 
-template <typename T, typename A = AccType<T>>
-void SoftmaxRangeBase(const T* x, int64_t n, bool log, T* y, int64_t r0, int64_t r1, A* xbuf, A* ybuf) {
-  SoftmaxRange(x, n, log, y, r0, r1, xbuf, ybuf);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <typename T, typename A = AccType<T>>
-OCTET_AVX512_TARGET void SoftmaxRangeAvx512(const T* x, int64_t n, bool log, T* y, int64_t r0, int64_t r1, A* xbuf,
-                                             A* ybuf) {
-  SoftmaxRange(x, n, log, y, r0, r1, xbuf, ybuf);
-}
-#endif
-
 template <typename T>
 void SoftmaxRows(const T* x,  // (rows,n)
                  int64_t rows, int64_t n, bool log,
                  T* y) {  // (rows,n)
   using A = AccType<T>;
-  auto range = &SoftmaxRangeBase<T>;
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) range = &SoftmaxRangeAvx512<T>;
-#endif
+  const auto range = IsaBuild<&SoftmaxRange<T, A>>();
   ParallelFor(rows, RowGrain(n), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(n), ybuf(n);
     range(x, n, log, y, r0, r1, xbuf.data(), ybuf.data());
@@ -109,28 +94,12 @@ OCTET_INLINE void SoftmaxBwdRange(const T* dy, const T* y, int64_t n, bool log, 
   }
 }
 
-template <typename T, typename A = AccType<T>>
-void SoftmaxBwdRangeBase(const T* dy, const T* y, int64_t n, bool log, T* dx, int64_t r0, int64_t r1, A* dybuf,
-                         A* ybuf, A* dxbuf) {
-  SoftmaxBwdRange(dy, y, n, log, dx, r0, r1, dybuf, ybuf, dxbuf);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <typename T, typename A = AccType<T>>
-OCTET_AVX512_TARGET void SoftmaxBwdRangeAvx512(const T* dy, const T* y, int64_t n, bool log, T* dx, int64_t r0,
-                                                int64_t r1, A* dybuf, A* ybuf, A* dxbuf) {
-  SoftmaxBwdRange(dy, y, n, log, dx, r0, r1, dybuf, ybuf, dxbuf);
-}
-#endif
-
 template <typename T>
 void SoftmaxBwdRows(const T* dy, const T* y,  // (rows,n)
                     int64_t rows, int64_t n, bool log,
                     T* dx) {  // (rows,n)
   using A = AccType<T>;
-  auto range = &SoftmaxBwdRangeBase<T>;
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) range = &SoftmaxBwdRangeAvx512<T>;
-#endif
+  const auto range = IsaBuild<&SoftmaxBwdRange<T, A>>();
   ParallelFor(rows, RowGrain(n), [&](int64_t r0, int64_t r1) {
     std::vector<A> dybuf(n), ybuf(n), dxbuf(n);
     range(dy, y, n, log, dx, r0, r1, dybuf.data(), ybuf.data(), dxbuf.data());
@@ -270,19 +239,6 @@ OCTET_INLINE void CeFwdRange(const T* x, const I* t, int64_t v, int64_t ignore_i
   }
 }
 
-template <typename T, typename I, typename A = AccType<T>>
-void CeFwdRangeBase(const T* x, const I* t, int64_t v, int64_t ignore_index, A* lp, A* sp, int64_t r0, int64_t r1,
-                    A* xbuf) {
-  CeFwdRange(x, t, v, ignore_index, lp, sp, r0, r1, xbuf);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <typename T, typename I, typename A = AccType<T>>
-OCTET_AVX512_TARGET void CeFwdRangeAvx512(const T* x, const I* t, int64_t v, int64_t ignore_index, A* lp, A* sp,
-                                           int64_t r0, int64_t r1, A* xbuf) {
-  CeFwdRange(x, t, v, ignore_index, lp, sp, r0, r1, xbuf);
-}
-#endif
-
 // Rows [r0, r1) of the cross-entropy backward: dlogits = (softmax - onehot)
 // * g, softmax recomputed from lse; xbuf, dbuf: (v) scratch.
 template <typename T, typename I, typename A = AccType<T>>
@@ -304,20 +260,6 @@ OCTET_INLINE void CeBwdRange(const T* x, const I* t, const A* sp, const A* gp, i
   }
 }
 
-template <typename T, typename I, typename A = AccType<T>>
-void CeBwdRangeBase(const T* x, const I* t, const A* sp, const A* gp, int64_t gstride, double scale, int64_t v,
-                    int64_t ignore_index, T* dp, int64_t r0, int64_t r1, A* xbuf, A* dbuf) {
-  CeBwdRange(x, t, sp, gp, gstride, scale, v, ignore_index, dp, r0, r1, xbuf, dbuf);
-}
-#if OCTET_CPU_AVX512_BUILD
-template <typename T, typename I, typename A = AccType<T>>
-OCTET_AVX512_TARGET void CeBwdRangeAvx512(const T* x, const I* t, const A* sp, const A* gp, int64_t gstride,
-                                           double scale, int64_t v, int64_t ignore_index, T* dp, int64_t r0,
-                                           int64_t r1, A* xbuf, A* dbuf) {
-  CeBwdRange(x, t, sp, gp, gstride, scale, v, ignore_index, dp, r0, r1, xbuf, dbuf);
-}
-#endif
-
 template <typename T, typename I>
 CrossEntropyFwdResult CrossEntropyFwdTyped(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                            const Tensor& loss, const Tensor& lse) {
@@ -329,10 +271,7 @@ CrossEntropyFwdResult CrossEntropyFwdTyped(const Tensor& logits, const Tensor& t
   const T* x = logits.data<T>();
   A* lp = loss.data<A>();
   A* sp = lse.data<A>();
-  auto range = &CeFwdRangeBase<T, I>;
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) range = &CeFwdRangeAvx512<T, I>;
-#endif
+  const auto range = IsaBuild<&CeFwdRange<T, I, A>>();
   ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(v);
     range(x, t, v, ignore_index, lp, sp, r0, r1, xbuf.data());
@@ -351,10 +290,7 @@ void CrossEntropyBwdTyped(const Tensor& logits, const Tensor& targets, const Ten
   const A* gp = dloss.data<A>();
   const int64_t gstride = dloss.stride(0);
   T* dp = dlogits.data<T>();
-  auto range = &CeBwdRangeBase<T, I>;
-#if OCTET_CPU_AVX512_BUILD
-  if (UseAvx512Kernels()) range = &CeBwdRangeAvx512<T, I>;
-#endif
+  const auto range = IsaBuild<&CeBwdRange<T, I, A>>();
   ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(v), dbuf(v);
     range(x, t, sp, gp, gstride, scale, v, ignore_index, dp, r0, r1, xbuf.data(), dbuf.data());
