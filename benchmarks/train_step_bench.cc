@@ -33,7 +33,8 @@
 //                  (--benchmark_filter=.../wide/O1).
 //   base_rss_MiB   the resident set at that start (libraries, earlier state)
 //   peak_alloc_MiB octet's CPU caching allocator's high-water mark of large
-//                  blocks in use (a per-process maximum: the same caveat).
+//                  blocks in use during this benchmark (reset at its start
+//                  with the RSS: ResetCpuPeakMemoryStats).
 //   reserved_MiB   large blocks the caching allocator holds at the end (in
 //                  use or cached for reuse): resident, so part of the RSS
 //   malloc_MiB     bytes malloc has handed out at the end (mallinfo2: heap
@@ -96,10 +97,11 @@ long MinorFaults() {
   return ru.ru_minflt;
 }
 
-void ResetPeakRss() {
+void ResetPeaks() {
   EmptyCpuCache();
   malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";
+  ResetCpuPeakMemoryStats();
 }
 
 Tensor RandomTokens(int64_t B, int64_t T, uint64_t seed) {
@@ -119,7 +121,7 @@ void BM_TrainStep(benchmark::State& state) {
   const bench::PeakKind kind =
       level == nn::amp::Level::kO0 ? bench::PeakKind::kFp32Fma : bench::LowPrecisionPeakKind();
   const double peak = bench::BestPeak(kind);
-  ResetPeakRss();
+  ResetPeaks();
   const double base_rss = StatusKiB("VmRSS") / 1024.0;
   {
     nn::GPT model({.n_layer = c.n_layer,
