@@ -16,7 +16,20 @@ namespace octet::cpu {
 inline constexpr int64_t kParallelGrain = 32768;
 
 // Runs body(begin, end) over [0, n) split across OpenMP threads when n is
-// at least `grain`.
+// at least `grain`: one contiguous share per thread (NOTE [static split]).
+//
+// NOTE [static split]: every body computes element by element or block by
+// block (partials indexed by block, never by thread), so its results do not
+// depend on the split. A work-stealing split was measured against this one
+// (2026-11-24, Zen 5 VM whose second vCPU ran FMA-bound loops 1.5x and
+// load/store loops 1.8x slower than the first when pinned): each thread took
+// its share as 8 pieces front to back and then stole pieces from the back of
+// the other's. Time threads spent waiting at the end of these regions fell
+// from 7.8 to 6.3 ms per step (small GPT at O1, 60 steps), but step times did
+// not move (octet_train_step_bench small O1, four alternating pairs:
+// 59.4/58.8/62.9/59.5 ms static, 61.0/59.7/58.3/61.6 stealing; same losses
+// bit for bit), so the simpler split stays. The largest waits left are
+// regions with one block per thread (ColumnSums in ops/cpu/cast_cpu.cc).
 template <typename F>
 void ParallelFor(int64_t n, int64_t grain, F&& body) {
   if (n <= 0) return;
