@@ -184,14 +184,6 @@ OCTET_INLINE void UpdateChunkBody(const Coeffs<float>& k, const float* __restric
   }
 }
 
-struct ChunkFns {
-  IsaBuilds<&AmaxChunkBody>::Fn amax;
-  IsaBuilds<&UpdateChunkBody>::Fn update;
-};
-
-// The builds this CPU runs (OCTET_DISABLE_AVX512 switches to the baseline).
-ChunkFns ActiveChunkFns() { return {IsaBuild<&AmaxChunkBody>(), IsaBuild<&UpdateChunkBody>()}; }
-
 template <typename P, typename G, typename M, typename V, bool kMaster>
 void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
   constexpr bool kScaled = std::is_same_v<M, float8_e4m3>;
@@ -206,7 +198,9 @@ void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
   // fp8 m is dequantized by DequantizeRow itself; a scaled f16 v in the loop.
   const float m_scale_inv = kScaled ? a.m_scale_inv.data<float>()[0] : 1.0f;
   const float v_scale_inv = kScaled ? a.v_scale_inv.data<float>()[0] : 1.0f;
-  const ChunkFns fns = ActiveChunkFns();
+  // The builds this CPU runs (ops/cpu/isa.h).
+  const auto amax_chunk = IsaBuild<&AmaxChunkBody>();
+  const auto update_chunk = IsaBuild<&UpdateChunkBody>();
 
   float m_scale = 1.0f, v_scale = 1.0f;
   if constexpr (kScaled) {
@@ -221,7 +215,7 @@ void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
           const float* g = Widen(grad + c, gbuf, len);
           const float* mo = Widen(m + c, mbuf, len, m_scale_inv);
           const float* vo = Widen(v + c, vbuf, len);
-          fns.amax(k, g, mo, vo, len, v_scale_inv, &am, &av);
+          amax_chunk(k, g, mo, vo, len, v_scale_inv, &am, &av);
         }
         m_amax[b] = am;
         v_amax[b] = av;
@@ -245,7 +239,7 @@ void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
       float* pp = kMaster ? master + c : Widen(param + c, pbuf, len);
       // fp8 m: QuantizeRow applies m_scale; other m: the loop does (exactly 1 when unscaled).
       const float m_mul = kScaled ? 1.0f : m_scale;
-      fns.update(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
+      update_chunk(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
       Narrow(pp, param + c, len);  // master: its rounding goes to the parameter
       Narrow(mm, m + c, len, m_scale);
       Narrow(vv, v + c, len);
