@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <octet/core/convert_testing.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
@@ -121,6 +122,42 @@ TEST(BiasGrad, QuantizeForGemmSumsFromTheCastItMakes) {
   (void)QuantizeForGemm(x, DType::kFloat8E5M2, scale, /*columnwise=*/false, Fp8Saturation::kSatFinite, &dbias);
   EXPECT_FALSE(dbias.defined());
   SetFp8TransposedCopiesForTesting(std::nullopt);
+}
+
+// The sums in their defined order, computed here one float addition at a
+// time: column c is ((0 + x[0][c]) + x[1][c]) + ... in f32.
+std::vector<float> RowOrderSums(const Tensor& x) {
+  const std::vector<double> v = x.ToDoubles();
+  const int64_t R = x.size(0), C = x.size(1);
+  std::vector<float> s(C, 0.0f);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t r = 0; r < R; ++r) s[c] = s[c] + static_cast<float>(v[r * C + c]);
+  return s;
+}
+
+// NOTE [column sums]: the kernel adds four rows per accumulator load, in
+// column blocks of up to 1024; the shapes cover ragged row counts, several
+// blocks and narrow matrices, in both ISA builds and for every input dtype.
+TEST(BiasGrad, SumsAreRowOrderFloatSumsInBothIsaBuilds) {
+  const Tensor scale = Full({1}, 0.5);
+  for (const Shape& s : {Shape{1, 1}, Shape{3, 5}, Shape{37, 2100}, Shape{130, 96}, Shape{64, 1030}, Shape{5, 17}}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+      SCOPED_TRACE(::testing::Message() << Name(dtype) << " " << ShapeStr(s));
+      const Tensor x = RandomTensor(s, 77, dtype, -40.0, 40.0);
+      const std::vector<float> want = RowOrderSums(x);
+      for (bool avx512 : {false, true}) {
+        internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
+        const QuantizeBiasGrad p = QuantizeWithBiasGrad(x, DType::kFloat8E5M2, scale);
+        const std::vector<double> got = p.dbias.ToDoubles();
+        ASSERT_EQ(got.size(), want.size());
+        for (int64_t c = 0; c < s[1]; ++c)
+          ASSERT_EQ(static_cast<float>(got[c]), want[c]) << "column " << c << (avx512 ? " avx512" : " baseline");
+        const std::vector<double> sum = Sum(x.To(DType::kFloat32), {0}).ToDoubles();
+        for (int64_t c = 0; c < s[1]; ++c) ASSERT_EQ(static_cast<float>(sum[c]), want[c]) << "Sum, column " << c;
+      }
+      internal::ForceScalarConvertersForTesting(false);
+    }
+  }
 }
 
 TEST(BiasGrad, ErrorsNameTheOp) {

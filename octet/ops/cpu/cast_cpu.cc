@@ -9,7 +9,6 @@
 #include <emmintrin.h>
 #endif
 
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/ops/cast_kernels.h>
+#include <octet/ops/cpu/column_sums.h>
 #include <octet/ops/cpu/loops.h>
 
 namespace octet::cpu {
@@ -112,52 +112,6 @@ void TransposeBytes(const uint8_t* band, int64_t R, int64_t C, uint8_t* yt, int6
   scalar(c_full, C, r0, r1);      // the last columns, every row
 }
 
-// Where ColumnSums also quantizes: y = fp8(x * scale) under `sat`.
-struct RowQuantize {
-  float scale;
-  DType fp8;
-  Fp8Saturation sat;
-  uint8_t* y;  // (R, C) contiguous
-};
-
-// dbias[c] = sum over rows of x[r, c] as f32, rows added in order 0..R-1
-// from +0 (the order and bits of the CPU's Sum(x.To(f32), {0}),
-// ops/cpu/reduce_cpu.cc). With q, the same pass also quantizes x into q->y
-// (QuantizeWithBiasGrad, ops/cast.h) and the amax is returned (0 without q).
-// Threads take blocks of columns and run down their rows, so each column
-// still adds rows 0..R-1 in order while the quantize reads the same segment.
-//   x: (R, C) contiguous, f32/f64/bf16/f16; dbias: (C) f32.
-float ColumnSums(const char* x, DType xdt, int64_t R, int64_t C, float* dbias, const RowQuantize* q = nullptr) {
-  // As few, as wide column blocks as keep every thread busy: each row
-  // segment costs two converter calls, so narrow blocks paid more in calls
-  // than the fusion saved (128 columns measured slower than the separate
-  // passes on a wide GPT step).
-  constexpr int64_t kMaxCols = 1024;
-  const int64_t threads = std::max(omp_get_max_threads(), 1);
-  const int64_t cols = std::clamp<int64_t>(((C + threads - 1) / threads + 63) / 64 * 64, 64, kMaxCols);
-  const int64_t sz = SizeOf(xdt);
-  const int64_t nblocks = (C + cols - 1) / cols;
-  std::vector<float> part(std::max<int64_t>(nblocks, 1), 0.0f);
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R * cols, 1));
-  ParallelFor(nblocks, grain, [&](int64_t b0, int64_t b1) {
-    alignas(64) float buf[kMaxCols];
-    float acc[kMaxCols];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t c0 = b * cols, w = std::min(cols, C - c0);
-      float m = 0.0f;
-      for (int64_t j = 0; j < w; ++j) acc[j] = 0.0f;
-      for (int64_t r = 0; r < R; ++r) {
-        const float* f = AsFloat(x + (r * C + c0) * sz, xdt, w, buf);
-        if (q != nullptr) m = MaxNaN(m, QuantizeRow(f, q->scale, q->fp8, q->sat, q->y + r * C + c0, w));
-        for (int64_t j = 0; j < w; ++j) acc[j] += f[j];
-      }
-      for (int64_t j = 0; j < w; ++j) dbias[c0 + j] = acc[j];
-      part[b] = m;
-    }
-  });
-  return CombineAmax(part);
-}
-
 void CheckDbias(const Tensor& dbias, int64_t C) {
   OCTET_CHECK(dbias.dtype() == DType::kFloat32 && dbias.numel() == C && dbias.is_contiguous() &&
                   dbias.device().is_cpu(),
@@ -172,15 +126,14 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
   const DType fp8 = y.defined() ? y.dtype() : yt.dtype();
   const char* xp = static_cast<const char*>(x.raw_data());
   const int64_t n = x.numel();
-  if (!yt.defined() && dbias.defined()) {
-    OCTET_CHECK(x.dim() == 2 && y.defined(), "quantize (CPU): dbias needs a 2-D x and y, got x ", Describe(x));
-    CheckDbias(dbias, x.size(1));
-    const RowQuantize q{s, fp8, sat, static_cast<uint8_t*>(y.raw_data())};
-    *amax.data<float>() = ColumnSums(xp, xdt, x.size(0), x.size(1), dbias.data<float>(), &q);
-    return;
-  }
   if (!yt.defined()) {
-    // Plain quantize: independent blocks, one amax per block.
+    // Plain quantize: independent blocks, one amax per block; with dbias,
+    // then the column sums (NOTE [column sums]: a pass of their own, faster
+    // than adding each row segment as it is quantized).
+    if (dbias.defined()) {
+      OCTET_CHECK(x.dim() == 2 && y.defined(), "quantize (CPU): dbias needs a 2-D x and y, got x ", Describe(x));
+      CheckDbias(dbias, x.size(1));
+    }
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     std::vector<float> part(std::max<int64_t>(blocks, 1), 0.0f);
     uint8_t* yp = static_cast<uint8_t*>(y.raw_data());
@@ -189,6 +142,7 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
         part[b] = QuantizeRange(xp, xdt, s, fp8, sat, yp, b * kBlock, std::min(n, (b + 1) * kBlock));
     });
     *amax.data<float>() = CombineAmax(part);
+    if (dbias.defined()) ColumnSumsF32(xp, xdt, x.size(0), x.size(1), dbias.data<float>());
     return;
   }
   // Cast-transpose: x (R, C); bands of 64 rows are quantized row-wise into y
@@ -213,7 +167,7 @@ void QuantizeCpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const 
   *amax.data<float>() = CombineAmax(part);
   if (dbias.defined()) {
     CheckDbias(dbias, C);
-    ColumnSums(xp, xdt, R, C, dbias.data<float>());
+    ColumnSumsF32(xp, xdt, R, C, dbias.data<float>());
   }
 }
 

@@ -1,7 +1,8 @@
 // CPU reductions. Three shapes of work:
 //  - reduced dims innermost and contiguous: one independent run per output;
 //  - reduced dims outermost of a contiguous tensor ([R, N] -> [N], e.g. bias
-//    gradients): rows are added into per-thread column blocks;
+//    gradients): rows are added into per-thread column blocks (f32 sums of
+//    f32 / bf16 by the kernel the FP8 casts share, ops/cpu/column_sums.h);
 //  - anything else: the input is permuted to [kept..., reduced...] and made
 //    contiguous first.
 // Sums use 16 independent accumulators so the compiler vectorises them
@@ -9,8 +10,11 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
+#include <vector>
 
 #include <octet/core/dtype_traits.h>
+#include <octet/ops/cpu/column_sums.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/reduce_kernels.h>
 
@@ -72,6 +76,17 @@ void ReduceRows(const T* x, int64_t outer, int64_t n, T* out) {
 template <typename R, typename T>
 void ReduceColumns(const T* x, int64_t rows, int64_t n, T* out) {
   using A = AccType<T>;
+  if constexpr (std::is_same_v<R, SumR<float>> && (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>)) {
+    // f32 sums of f32 or bf16 columns: the shared kernel (NOTE [column sums]).
+    if constexpr (std::is_same_v<T, float>) {
+      return ColumnSumsF32(x, DType::kFloat32, rows, n, out);
+    } else {
+      std::vector<float> sums(n);
+      ColumnSumsF32(x, DType::kBFloat16, rows, n, sums.data());
+      for (int64_t j = 0; j < n; ++j) out[j] = ConvertElement<T>(sums[j]);
+      return;
+    }
+  }
   constexpr int64_t kBlock = 256;
   const int64_t nblocks = (n + kBlock - 1) / kBlock;
   ParallelFor(nblocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(rows * kBlock, 1)),

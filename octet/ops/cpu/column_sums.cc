@@ -1,0 +1,118 @@
+// NOTE [column sums]: a bias gradient is the column sum of an output
+// gradient (R, C), and its defined order is Sum's: every column adds its rows
+// 0..R-1 in f32, from +0. Threads take blocks of columns and walk down the
+// rows; inside a block the kernel holds a column's running sum in a register
+// across four rows (((acc + x0) + x1) + x2) + x3, the same additions in the
+// same order as row by row, with one load and store of the accumulator per
+// four rows instead of one per row, and bf16 rows widened inside the loop (a
+// shift). It is compiled for AVX-512 as well (NOTE [pointwise isa dispatch]).
+// The fused form it replaces (widen a row segment into a buffer, quantize it,
+// add it: three calls per row segment) ran at 0.28 ns an element on a GPT
+// output gradient, 3.5x the plain quantize of the same tensor; measured
+// after, in the commit that introduced this file.
+#include <octet/ops/cpu/column_sums.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include <octet/core/convert.h>
+#include <octet/core/dtype_traits.h>
+#include <octet/core/macros.h>
+#include <octet/ops/cpu/isa.h>
+#include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/row_helpers.h>
+
+namespace octet::cpu {
+namespace {
+
+// The widest column block: its accumulators (4 KiB) stay in L1.
+constexpr int64_t kMaxCols = 1024;
+
+template <typename T>
+OCTET_INLINE float Widen(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return Bf16BitsToFloat(v.bits);
+  }
+}
+
+// acc[0, w) += rows [0, R) of x (row stride ld elements), in row order.
+//   T: float or bfloat16.
+template <typename T>
+OCTET_INLINE void AddRowsBody(const T* x, int64_t R, int64_t ld, int64_t w, float* acc) {
+  int64_t r = 0;
+  for (; r + 4 <= R; r += 4) {
+    const T* __restrict x0 = x + r * ld;
+    const T* __restrict x1 = x0 + ld;
+    const T* __restrict x2 = x1 + ld;
+    const T* __restrict x3 = x2 + ld;
+    float* __restrict a = acc;
+    for (int64_t j = 0; j < w; ++j) {
+      float s = a[j];
+      s += Widen(x0[j]);
+      s += Widen(x1[j]);
+      s += Widen(x2[j]);
+      s += Widen(x3[j]);
+      a[j] = s;
+    }
+  }
+  for (; r < R; ++r) {
+    const T* __restrict xr = x + r * ld;
+    float* __restrict a = acc;
+    for (int64_t j = 0; j < w; ++j) a[j] += Widen(xr[j]);
+  }
+}
+
+// The same for f16 and f64 rows, widened a row at a time into buf (w elements).
+template <typename T>
+void AddRowsWidened(const T* x, int64_t R, int64_t ld, int64_t w, float* acc, float* buf) {
+  for (int64_t r = 0; r < R; ++r) {
+    if constexpr (std::is_same_v<T, double>) {
+      for (int64_t j = 0; j < w; ++j) buf[j] = static_cast<float>(x[r * ld + j]);
+    } else {
+      LoadRow(x + r * ld, w, buf);
+    }
+    for (int64_t j = 0; j < w; ++j) acc[j] += buf[j];
+  }
+}
+
+template <typename T>
+void ColumnSumsTyped(const T* x, int64_t R, int64_t C, float* out) {
+  // As many equal blocks as threads (a multiple of 16 columns), at most
+  // kMaxCols wide: each thread one contiguous share of the columns.
+  const int64_t threads = std::max(omp_get_max_threads(), 1);
+  const int64_t cols = std::clamp<int64_t>(((C + threads - 1) / threads + 15) / 16 * 16, 16, kMaxCols);
+  const int64_t nblocks = (C + cols - 1) / cols;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R * cols, 1));
+  ParallelFor(nblocks, grain, [&](int64_t b0, int64_t b1) {
+    alignas(64) float acc[kMaxCols];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t c0 = b * cols, w = std::min(cols, C - c0);
+      std::fill(acc, acc + w, 0.0f);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
+        IsaBuild<&AddRowsBody<T>>()(x + c0, R, C, w, acc);
+      } else {
+        alignas(64) float buf[kMaxCols];
+        AddRowsWidened(x + c0, R, C, w, acc, buf);
+      }
+      std::copy(acc, acc + w, out + c0);
+    }
+  });
+}
+
+}  // namespace
+
+void ColumnSumsF32(const void* x, DType dtype, int64_t R, int64_t C, float* out) {
+  if (C <= 0) return;
+  if (R <= 0) {
+    std::fill(out, out + C, 0.0f);
+    return;
+  }
+  Dispatch<DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64>(
+      dtype, "column sums", [&]<typename T>() { ColumnSumsTyped(static_cast<const T*>(x), R, C, out); });
+}
+
+}  // namespace octet::cpu
