@@ -13,6 +13,17 @@
 namespace octet::cpu {
 
 // Below this many elements a pointwise loop runs on one thread.
+//
+// NOTE [fork-join cost]: under OMP_WAIT_POLICY=passive every parallel
+// region pays futex wake-ups (~24 us against ~4 us spinning, an empty
+// 2-thread region on a Zen 5 VM), and a small GPT step at O1 opens ~400
+// regions (counted by interposing GOMP_parallel: 8037 in 20 train_gpt
+// steps). train_gpt small O1 ran 70-72 ms/step passive against 56-58 spinning
+// (2026-11-24). Scaling the grain by the measured cost was tried: a 6x grain
+// (small ops on one thread) gave 62.3 / 63.5 / 63.3 ms against 62.2 / 62.0 /
+// 62.9 ms (alternating runs) — no gain, because the wake-ups that cost are
+// those of regions carrying real work (oneDNN's GEMMs, attention, packing),
+// which run in parallel at any grain. The grain stays a constant.
 inline constexpr int64_t kParallelGrain = 32768;
 
 // Runs body(begin, end) over [0, n) split across OpenMP threads when n is
@@ -29,7 +40,8 @@ inline constexpr int64_t kParallelGrain = 32768;
 // not move (octet_train_step_bench small O1, four alternating pairs:
 // 59.4/58.8/62.9/59.5 ms static, 61.0/59.7/58.3/61.6 stealing; same losses
 // bit for bit), so the simpler split stays. The largest waits left are
-// regions with one block per thread (ColumnSums in ops/cpu/cast_cpu.cc).
+// regions with one block per thread (then the bias-gradient column sums,
+// now ops/cpu/column_sums.cc).
 template <typename F>
 void ParallelFor(int64_t n, int64_t grain, F&& body) {
   if (n <= 0) return;
