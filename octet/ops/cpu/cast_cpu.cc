@@ -9,7 +9,6 @@
 #include <emmintrin.h>
 #endif
 
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
