@@ -33,52 +33,29 @@ namespace {
 // The widest column block: its accumulators (4 KiB) stay in L1.
 constexpr int64_t kMaxCols = 1024;
 
+// acc[0, w) += rows [0, R) of x (row stride ld elements) as f32, in row
+// order. f32 and bf16 rows are read in place (bf16 widened inside the loop);
+// f16 and f64 rows are widened into bufs (4 x w floats) first.
 template <typename T>
-OCTET_INLINE float Widen(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return Bf16BitsToFloat(v.bits);
-  }
-}
-
-// acc[0, w) += rows [0, R) of x (row stride ld elements), in row order.
-//   T: float or bfloat16.
-template <typename T>
-OCTET_INLINE void AddRowsBody(const T* x, int64_t R, int64_t ld, int64_t w, float* acc) {
+OCTET_INLINE void AddRowsBody(const T* x, int64_t R, int64_t ld, int64_t w, float* acc, float* bufs) {
   int64_t r = 0;
   for (; r + 4 <= R; r += 4) {
-    const T* __restrict x0 = x + r * ld;
-    const T* __restrict x1 = x0 + ld;
-    const T* __restrict x2 = x1 + ld;
-    const T* __restrict x3 = x2 + ld;
+    const RowIn<T, float> x0(x + r * ld, w, bufs), x1(x + (r + 1) * ld, w, bufs + w),
+        x2(x + (r + 2) * ld, w, bufs + 2 * w), x3(x + (r + 3) * ld, w, bufs + 3 * w);
     float* __restrict a = acc;
     for (int64_t j = 0; j < w; ++j) {
       float s = a[j];
-      s += Widen(x0[j]);
-      s += Widen(x1[j]);
-      s += Widen(x2[j]);
-      s += Widen(x3[j]);
+      s += x0[j];
+      s += x1[j];
+      s += x2[j];
+      s += x3[j];
       a[j] = s;
     }
   }
   for (; r < R; ++r) {
-    const T* __restrict xr = x + r * ld;
+    const RowIn<T, float> xr(x + r * ld, w, bufs);
     float* __restrict a = acc;
-    for (int64_t j = 0; j < w; ++j) a[j] += Widen(xr[j]);
-  }
-}
-
-// The same for f16 and f64 rows, widened a row at a time into buf (w elements).
-template <typename T>
-void AddRowsWidened(const T* x, int64_t R, int64_t ld, int64_t w, float* acc, float* buf) {
-  for (int64_t r = 0; r < R; ++r) {
-    if constexpr (std::is_same_v<T, double>) {
-      for (int64_t j = 0; j < w; ++j) buf[j] = static_cast<float>(x[r * ld + j]);
-    } else {
-      LoadRow(x + r * ld, w, buf);
-    }
-    for (int64_t j = 0; j < w; ++j) acc[j] += buf[j];
+    for (int64_t j = 0; j < w; ++j) a[j] += xr[j];
   }
 }
 
@@ -92,15 +69,13 @@ void ColumnSumsTyped(const T* x, int64_t R, int64_t C, float* out) {
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R * cols, 1));
   ParallelFor(nblocks, grain, [&](int64_t b0, int64_t b1) {
     alignas(64) float acc[kMaxCols];
+    constexpr bool kInPlace = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
+    alignas(64) float bufs[kInPlace ? 1 : 4 * kMaxCols];
+    const auto add_rows = IsaBuild<&AddRowsBody<T>>();
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * cols, w = std::min(cols, C - c0);
       std::fill(acc, acc + w, 0.0f);
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
-        IsaBuild<&AddRowsBody<T>>()(x + c0, R, C, w, acc);
-      } else {
-        alignas(64) float buf[kMaxCols];
-        AddRowsWidened(x + c0, R, C, w, acc, buf);
-      }
+      add_rows(x + c0, R, C, w, acc, bufs);
       std::copy(acc, acc + w, out + c0);
     }
   });

@@ -16,6 +16,7 @@
 #include <octet/core/dtype_traits.h>
 #include <octet/ops/cpu/column_sums.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/reduce_kernels.h>
 
 namespace octet::cpu {
@@ -83,8 +84,7 @@ void ReduceColumns(const T* x, int64_t rows, int64_t n, T* out) {
     } else {
       std::vector<float> sums(n);
       ColumnSumsF32(x, DType::kBFloat16, rows, n, sums.data());
-      for (int64_t j = 0; j < n; ++j) out[j] = ConvertElement<T>(sums[j]);
-      return;
+      return StoreRow(sums.data(), out, n);
     }
   }
   constexpr int64_t kBlock = 256;
