@@ -18,6 +18,9 @@
 //   libtorch <config> <mode> ms_per_step <wall> cpu_ms_per_step <all threads>
 //
 //   OMP_NUM_THREADS=2 libtorch_gpt [steps] [config: small|wide|all] [mode: fp32|bf16|all]
+//   libtorch_gpt --blas-core   prints the OpenBLAS kernel set libtorch's fp32
+//                              GEMMs run on ("Haswell", "SkylakeX", ...), or
+//                              "none" when its BLAS is not OpenBLAS
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
@@ -26,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <dlfcn.h>
 #include <string>
 #include <vector>
 
@@ -141,7 +145,20 @@ void Run(const Config& c, bool bf16, int steps) {
 
 }  // namespace
 
+// OpenBLAS picks its kernels from the CPU model at load time (or from
+// OPENBLAS_CORETYPE); run_compare.sh asks which it picked.
+const char* OpenBlasCore() {
+  using CoreName = char* (*)();
+  const auto f = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return f != nullptr ? f() : "none";
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--blas-core") {
+    torch::zeros({1});  // libtorch (and the BLAS it links) loaded and initialised
+    std::printf("%s\n", OpenBlasCore());
+    return 0;
+  }
   const int steps = argc > 1 ? std::atoi(argv[1]) : 10;
   const std::string which = argc > 2 ? argv[2] : "all";
   const std::string mode = argc > 3 ? argv[3] : "all";
