@@ -56,6 +56,13 @@
 // 2048^3: 65-75 % of peak), on one thread as on two; the loss is in
 // streaming B panels from L3. Larger M blocks did not recover it, and the
 // ±20 % run-to-run noise of the VM it was measured on left it untuned.
+// Nor do Debian's other BLAS libraries reach it: alternating with
+// octet_matmul_bench on the four Matmul/f32 shapes (two threads, Zen 5,
+// 2026-11-24), octet through oneDNN 346-359 GFLOP/s (80-83 % of peak, the
+// whole call), OpenBLAS 0.3.21's SGEMM with its Cooperlake kernels 314-350
+// and BLIS 0.9 with its skx kernels 299-350 (bare calls, row-major
+// operands). Left to detect this CPU, BLIS 0.9 runs its generic kernels (55
+// GFLOP/s).
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
