@@ -18,7 +18,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
@@ -67,11 +66,10 @@ void ColumnSumsTyped(const T* x, int64_t R, int64_t C, float* out) {
   const int64_t cols = std::clamp<int64_t>(((C + threads - 1) / threads + 15) / 16 * 16, 16, kMaxCols);
   const int64_t nblocks = (C + cols - 1) / cols;
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R * cols, 1));
+  const auto add_rows = IsaBuild<&AddRowsBody<T>>();
   ParallelFor(nblocks, grain, [&](int64_t b0, int64_t b1) {
     alignas(64) float acc[kMaxCols];
-    constexpr bool kInPlace = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
-    alignas(64) float bufs[kInPlace ? 1 : 4 * kMaxCols];
-    const auto add_rows = IsaBuild<&AddRowsBody<T>>();
+    alignas(64) float bufs[RowIn<T, float>::kInPlace ? 1 : 4 * kMaxCols];
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t c0 = b * cols, w = std::min(cols, C - c0);
       std::fill(acc, acc + w, 0.0f);

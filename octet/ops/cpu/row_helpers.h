@@ -65,6 +65,9 @@ void StoreRow(const A* src, T* dst, int64_t n) {
 template <typename T, typename A = AccType<T>>
 class RowIn {
  public:
+  // Whether rows are read where they are (no buf needed): T is A, or bf16.
+  static constexpr bool kInPlace = std::is_same_v<T, A> || std::is_same_v<T, bfloat16>;
+
   RowIn(const T* src, int64_t n, A* buf) {
     if constexpr (kInPlace) {
       src_ = src;
@@ -83,7 +86,6 @@ class RowIn {
   }
 
  private:
-  static constexpr bool kInPlace = std::is_same_v<T, A> || std::is_same_v<T, bfloat16>;
   const T* src_ = nullptr;
   const A* buf_ = nullptr;
 };
