@@ -143,8 +143,6 @@ void Run(const Config& c, bool bf16, int steps) {
   std::fflush(stdout);
 }
 
-}  // namespace
-
 // OpenBLAS picks its kernels from the CPU model at load time (or from
 // OPENBLAS_CORETYPE); run_compare.sh asks which it picked.
 const char* OpenBlasCore() {
@@ -152,6 +150,8 @@ const char* OpenBlasCore() {
   const auto f = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   return f != nullptr ? f() : "none";
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--blas-core") {

@@ -74,10 +74,12 @@ for f in avx512f avx512bw avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || a
 unset OPENBLAS_CORETYPE
 if [ -n "${TORCH_OPENBLAS_CORETYPE:-}" ]; then
   export OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE
-elif [ "$avx512" = yes ]; then
-  case $("$torch_bin" --blas-core) in
+fi
+blas_core=$("$torch_bin" --blas-core)
+if [ -z "${TORCH_OPENBLAS_CORETYPE:-}" ] && [ "$avx512" = yes ]; then
+  case $blas_core in
     SkylakeX|Cooperlake|SapphireRapids|none) ;;
-    *) export OPENBLAS_CORETYPE=SkylakeX ;;
+    *) export OPENBLAS_CORETYPE=SkylakeX blas_core=SkylakeX ;;
   esac
 fi
 if [ "$avx512" = yes ]; then export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx512}; fi
@@ -97,7 +99,7 @@ trap 'rm -rf "$out"' EXIT
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), OMP_NUM_THREADS=$OMP_NUM_THREADS," \
      "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "libtorch BLAS: ${blas:-bundled} (OpenBLAS kernels: $("$torch_bin" --blas-core)), ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-default}"
+echo "libtorch BLAS: ${blas:-bundled} (OpenBLAS kernels: $blas_core), ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-default}"
 "$build/octet-device-info" 2>/dev/null | head -2 || true
 
 r=1
