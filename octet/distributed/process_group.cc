@@ -136,10 +136,11 @@ WorkPtr ProcessGroup::Enqueue(std::string what, std::function<void()> fn) {
         error = std::current_exception();
       } catch (const std::exception& e) {
         std::string why = DescribeFailure(e);
-        if (why.find("lost rank") == std::string::npos) {
-          const std::string dead = DeadLocalPeers();
-          if (!dead.empty()) why = dead + ": " + why;
-        }
+        // NOTE [lost rank]: local peers found gone are named before the
+        // transport's own words, which may name only a survivor that exited
+        // before this rank noticed the real loss.
+        const std::string dead = DeadLocalPeers(why);
+        if (!dead.empty()) why = dead + ": " + why;
         const std::string msg = "ProcessGroup(" + backend() + ") rank " + std::to_string(rank_) + "/" +
                                 std::to_string(size_) + ": " + what + " failed: " + why;
         {
@@ -184,24 +185,30 @@ bool ProcessGone(int pid) {
 }  // namespace
 
 // NOTE [lost rank] (distributed/gloo_group.cc): a transport names a socket
-// address at best. A peer whose socket closed is usually a process that
-// died; on one machine its pid tells. Gives the dying process a moment to
-// finish exiting (its sockets close before it is gone).
-std::string ProcessGroup::DeadLocalPeers() const {
+// address at best, and only the first socket it found closed. A peer whose
+// socket closed is usually a process that died; on one machine its pid
+// tells. When the transport named no rank, gives the dying process a moment
+// to finish exiting (its sockets close before it is gone). When it named one,
+// that rank may be a survivor that exited on its own after the real loss, so
+// the gone local peers it did not name are listed too, without waiting.
+std::string ProcessGroup::DeadLocalPeers(const std::string& transport_error) const {
   std::vector<int> pids;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pids = local_pids_;
   }
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  const bool named = transport_error.find("lost rank ") != std::string::npos;
+  const int attempts = named ? 1 : 20;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
     std::string out;
     for (int r = 0; r < static_cast<int>(pids.size()); ++r) {
       if (r == rank_ || pids[r] <= 0 || !ProcessGone(pids[r])) continue;
+      if (named && transport_error.find("lost rank " + std::to_string(r) + " ") != std::string::npos) continue;
       out += (out.empty() ? "lost rank " : ", lost rank ") + std::to_string(r) + " (pid " + std::to_string(pids[r]) +
              " is gone)";
     }
     if (!out.empty()) return out;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    if (attempt + 1 < attempts) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return "";
 }

@@ -144,8 +144,9 @@ class ProcessGroup {
   std::vector<float> ReduceMyChunk(const void* send, DType dt, float scale_inv, int64_t chunk, ReduceOp op);
   // Reduces rank-ordered f32 chunks (size·n floats) into out (n floats).
   void ReduceChunks(const float* chunks, int64_t n, ReduceOp op, float* out) const;
-  // "lost rank R (pid P exited)" for local peers that are gone, "" if none.
-  std::string DeadLocalPeers() const;
+  // "lost rank R (pid P is gone), ..." for the local peers that are gone and
+  // that `transport_error` does not already name as lost; "" if none.
+  std::string DeadLocalPeers(const std::string& transport_error) const;
 
   int rank_;
   int size_;
