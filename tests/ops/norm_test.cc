@@ -261,6 +261,39 @@ TEST(Norm, IsaBuildsGiveIdenticalBits) {
   }
 }
 
+// NOTE [paired row statistics]: the forward takes rows two at a time; a row
+// computed alone (a batch of one) must give the bits it gets inside a batch,
+// whichever row it pairs with there, in both ISA builds: LayerNorm, RMSNorm,
+// AddLayerNorm and LayerNormFp8 (its codes and per-row statistics), with a
+// ragged width and an odd row count.
+TEST(Norm, RowsGiveTheSameBitsAloneAsInABatch) {
+  const int64_t rows = 7, c = 777;
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+    for (bool avx512 : {false, true}) {
+      internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
+      const Tensor x = RandomTensor({rows, c}, 71, dtype, -3, 3), r = RandomTensor({rows, c}, 72, dtype);
+      const Tensor w = RandomTensor({c}, 73, dtype, 0.5, 1.5), b = RandomTensor({c}, 74, dtype);
+      const Tensor scale = FromVector(std::vector<double>{9.0}, {1}, {.dtype = DType::kFloat32});
+      // Every output of the forwards on `xs` rows [i, i + n) (x, the residual r).
+      const auto outputs = [&](int64_t i, int64_t n) {
+        const Tensor xs = x.Narrow(0, i, n).Contiguous(), rs = r.Narrow(0, i, n).Contiguous();
+        const AddLayerNormResult o = AddLayerNorm(xs, rs, w, b);
+        TensorList out{LayerNorm(xs, w, b), RmsNorm(xs, w), o.sum, o.out};
+        if (dtype != DType::kFloat64) out.push_back(LayerNormFp8(xs, w, b, DType::kFloat8E4M3, scale));
+        return out;
+      };
+      const TensorList batch = outputs(0, rows);
+      for (int64_t i = 0; i < rows; ++i) {
+        const TensorList alone = outputs(i, 1);
+        for (size_t k = 0; k < alone.size(); ++k)
+          EXPECT_EQ(::octet::testing::Bytes(alone[k]), ::octet::testing::Bytes(batch[k].Narrow(0, i, 1).Contiguous()))
+              << Name(dtype) << (avx512 ? " avx512" : " baseline") << ", output " << k << ", row " << i;
+      }
+    }
+    internal::ForceScalarConvertersForTesting(false);
+  }
+}
+
 TEST(Norm, OnlyRequestedGradientsAreComputed) {
   const Tensor x = RandomTensor({5, 8}, 28, DType::kFloat64, -2, 2);
   Tensor w = RandomTensor({8}, 29, DType::kFloat64, 0.5, 1.5).requires_grad_();
