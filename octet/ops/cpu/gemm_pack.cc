@@ -13,6 +13,7 @@
 #include <octet/core/error.h>
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/transpose8x8.h>
 
 namespace octet::cpu {
 namespace {
@@ -74,29 +75,6 @@ inline void InterleaveRows(const uint16_t* r0, const uint16_t* r1, int64_t nb, u
 inline void InterleaveKMajor(const uint16_t* tile, int64_t kb, int64_t nb, uint16_t* out) {
   for (int64_t p = 0; p < kb / 2; ++p) InterleaveRows(tile + 2 * p * nb, tile + (2 * p + 1) * nb, nb, out + p * 2 * nb);
 }
-
-#if defined(__AVX2__)
-// dst (8 rows of 8 x 32-bit, stride ds) = src (8 x 8, stride ss) transposed;
-// strides in 32-bit units. The classic unpack / shuffle / permute2f128 net.
-inline void Transpose8x8Dwords(const float* src, int64_t ss, float* dst, int64_t ds) {
-  __m256 r[8], t[8], s[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
-    s[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(s[i], s[4 + i], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(s[i], s[4 + i], 0x31));
-  }
-}
-#endif
 
 // One kb x nb block from a tile held n-major (tile[n * kb + k]): the pair
 // (k, k+1) is already adjacent, so this transposes 32-bit units,

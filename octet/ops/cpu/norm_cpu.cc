@@ -68,9 +68,10 @@ struct FwdArgs {
 // a few hundred elements is bound by that chain's latency more than by its
 // arithmetic, and bf16 rows, whose elements are also widened on the way, lose
 // most. Rows read in place (f32, f64, bf16) are therefore taken two at a
-// time, both rows' chains in one loop. The lanes are GCC vectors (GCC 12 does
-// not vectorise two lane-sum loops fused into one), and a lone row runs the
-// same template with one row: every row is summed by the same operations in
+// time, both rows' chains in one loop. The lanes are GCC vectors (Lanes in
+// row_helpers.h; GCC 12 does not vectorise two lane-sum loops fused into
+// one), and a lone row runs the same template with one row: every row is
+// summed by the same operations in
 // the same order (lane l takes elements l, l + 16, ...; the lanes are then
 // added in order, then the tail), so a row's statistics do not depend on
 // whether it was paired, nor on the thread count
@@ -81,64 +82,43 @@ struct FwdArgs {
 // behind f32 in the plain forward: its output is rounded by a second pass
 // (rounding it in the loop with FloatToBf16Bits's integer arithmetic was
 // slower: 0.41 ms).
-template <typename A>
-struct LaneVec {
-  typedef A V __attribute__((vector_size(kRowLanes * sizeof(A))));
-};
-
-// v = elements [0, kRowLanes) of p in the compute type A. (By reference: a
-// 64-byte vector returned by value is an ABI question for the baseline build.)
-template <typename T, typename A>
-OCTET_INLINE void LoadLanes(const T* p, typename LaneVec<A>::V& v) {
-  if constexpr (std::is_same_v<T, A>) {
-    std::memcpy(&v, p, sizeof(v));
-  } else {
-    static_assert(std::is_same_v<T, bfloat16> && std::is_same_v<A, float>);
-    typedef uint16_t U16 __attribute__((vector_size(kRowLanes * 2)));
-    typedef uint32_t U32 __attribute__((vector_size(kRowLanes * 4)));
-    U16 h;
-    std::memcpy(&h, p, sizeof(h));
-    const U32 w = __builtin_convertvector(h, U32) << 16;  // bf16 bits are the top half of an f32
-    std::memcpy(&v, &w, sizeof(v));
-  }
-}
 
 // The mean (kCenter; else 0) and variance of kRows rows of c elements, read
 // in place (NOTE [paired row statistics]).
 template <int kRows, bool kCenter, typename T, typename A>
 OCTET_INLINE void RowStats(const T* const* rows, int64_t c, A inv_c, A* mu, A* var) {
-  using V = typename LaneVec<A>::V;
+  constexpr int kParts = Lanes<A>::kParts;
   const int64_t full = c - c % kRowLanes;
   for (int k = 0; k < kRows; ++k) mu[k] = 0;
   if constexpr (kCenter) {
-    V acc[kRows] = {};
+    Lanes<A> acc[kRows] = {};
     for (int64_t i = 0; i < full; i += kRowLanes)
       for (int k = 0; k < kRows; ++k) {
-        V x;
+        Lanes<A> x;
         LoadLanes<T, A>(rows[k] + i, x);
-        acc[k] += x;
+        for (int j = 0; j < kParts; ++j) acc[k].p[j] += x.p[j];
       }
     for (int k = 0; k < kRows; ++k) {
-      A s = 0;
-      for (int l = 0; l < kRowLanes; ++l) s += acc[k][l];
+      A s = acc[k].Sum();
       for (int64_t i = full; i < c; ++i) s += ConvertElement<A>(rows[k][i]);
       mu[k] = s * inv_c;
     }
   }
-  V acc[kRows] = {};
+  Lanes<A> acc[kRows] = {};
   for (int64_t i = 0; i < full; i += kRowLanes)
     for (int k = 0; k < kRows; ++k) {
-      V x;
+      Lanes<A> x;
       LoadLanes<T, A>(rows[k] + i, x);
-      const V d = x - mu[k];
-      acc[k] += d * d;
+      for (int j = 0; j < kParts; ++j) {
+        const typename Lanes<A>::Part d = x.p[j] - mu[k];
+        acc[k].p[j] = d * d + acc[k].p[j];
+      }
     }
   for (int k = 0; k < kRows; ++k) {
-    A s = 0;
-    for (int l = 0; l < kRowLanes; ++l) s += acc[k][l];
+    A s = acc[k].Sum();
     for (int64_t i = full; i < c; ++i) {
       const A d = ConvertElement<A>(rows[k][i]) - mu[k];
-      s += d * d;
+      s = std::fma(d, d, s);
     }
     var[k] = s * inv_c;
   }

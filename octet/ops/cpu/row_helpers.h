@@ -4,9 +4,14 @@
 // vectorises without reassociating one long chain.
 #pragma once
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -116,21 +121,71 @@ OCTET_INLINE A LaneSum(int64_t n, F&& f) {
   return r;
 }
 
-// sum over i of a(i) * b(i), with kRowLanes independent accumulators and each
-// product added by an explicit fused multiply-add. Left to the compiler
-// (acc += a * b under -ffp-contract=fast), whether a product is fused is its
-// choice per build: the baseline and AVX-512 builds of a softmax backward
-// summed different bits (NOTE [softmax isa dispatch] in
-// ops/cpu/softmax_cpu.cc).
-template <typename A, typename F, typename G>
-OCTET_INLINE A LaneDot(int64_t n, F&& a, G&& b) {
-  A acc[kRowLanes] = {};
+// kRowLanes lanes of the compute type as GCC vectors: lane l of an operation
+// on every part is the l-th of kRowLanes scalar operations, so code written
+// on these sums in the same order as a scalar lane loop, vectorised whatever
+// the vectoriser makes of a loop. The parts are 32 bytes, native in both
+// builds (NOTE [norm isa dispatch]): one 64-byte vector was spilled to the
+// stack every step in the baseline (AVX2) build.
+template <typename A>
+struct Lanes {
+  static constexpr int kPer = static_cast<int>(32 / sizeof(A));
+  static constexpr int kParts = kRowLanes / kPer;
+  typedef A Part __attribute__((vector_size(32)));
+  Part p[kParts];
+  // The sum of the lanes, lane 0 first.
+  OCTET_INLINE A Sum() const {
+    A r = 0;
+    for (int l = 0; l < kRowLanes; ++l) r += p[l / kPer][l % kPer];
+    return r;
+  }
+};
+
+// v = p[0, kRowLanes) in the compute type A: vector loads when T is A, loads
+// and shifts for bf16 (the top half of an f32), else element by element.
+template <typename T, typename A>
+OCTET_INLINE void LoadLanes(const T* p, Lanes<A>& v) {
+  constexpr int kPer = Lanes<A>::kPer;
+  for (int j = 0; j < Lanes<A>::kParts; ++j) {
+    if constexpr (std::is_same_v<T, A>) {
+      std::memcpy(&v.p[j], p + j * kPer, sizeof(v.p[j]));
+    } else if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<A, float>) {
+#if defined(__AVX2__)
+      // __builtin_convertvector of 8 u16 took GCC 12 five instructions.
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j * kPer));
+      const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+      std::memcpy(&v.p[j], &w, sizeof(w));
+#else
+      for (int l = 0; l < kPer; ++l) v.p[j][l] = Bf16BitsToFloat(p[j * kPer + l].bits);
+#endif
+    } else {
+      for (int l = 0; l < kPer; ++l) v.p[j][l] = ConvertElement<A>(p[j * kPer + l]);
+    }
+  }
+}
+
+// sum over i < n of a[i] * b[i] in the compute type A (a, b: A or bf16),
+// with kRowLanes independent accumulators, each product added by a fused
+// multiply-add. Left to the compiler in a scalar lane loop (acc += a * b
+// under -ffp-contract=fast), whether a product is fused was its choice per
+// build: the baseline and AVX-512 builds of a softmax backward summed
+// different bits (NOTE [softmax isa dispatch] in ops/cpu/softmax_cpu.cc);
+// written with std::fma per lane, GCC 12 did not vectorise the loop at all
+// (16 scalar FMAs a step; perf, attention backward). So the lanes are a
+// LaneVec, whose multiply-add GCC contracts to vector FMAs in both builds;
+// the tail uses std::fma, the same rounding.
+template <typename A, typename TA, typename TB>
+OCTET_INLINE A LaneDot(int64_t n, const TA* a, const TB* b) {
+  Lanes<A> acc{};
   int64_t i = 0;
-  for (; i + kRowLanes <= n; i += kRowLanes)
-    for (int l = 0; l < kRowLanes; ++l) acc[l] = std::fma(a(i + l), b(i + l), acc[l]);
-  A r = 0;
-  for (int l = 0; l < kRowLanes; ++l) r += acc[l];
-  for (; i < n; ++i) r = std::fma(a(i), b(i), r);
+  for (; i + kRowLanes <= n; i += kRowLanes) {
+    Lanes<A> va, vb;
+    LoadLanes<TA, A>(a + i, va);
+    LoadLanes<TB, A>(b + i, vb);
+    for (int j = 0; j < Lanes<A>::kParts; ++j) acc.p[j] = va.p[j] * vb.p[j] + acc.p[j];
+  }
+  A r = acc.Sum();
+  for (; i < n; ++i) r = std::fma(ConvertElement<A>(a[i]), ConvertElement<A>(b[i]), r);
   return r;
 }
 

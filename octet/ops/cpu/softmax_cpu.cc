@@ -87,7 +87,7 @@ OCTET_INLINE void SoftmaxBwdRange(const T* dy, const T* y, int64_t n, bool log, 
       const A s = LaneSum<A>(n, [&](int64_t i) { return dyr[i]; });
       for (int64_t i = 0; i < n; ++i) dxr[i] = dyr[i] - Exp(yr[i]) * s;
     } else {
-      const A s = LaneDot<A>(n, [&](int64_t i) { return dyr[i]; }, [&](int64_t i) { return yr[i]; });
+      const A s = LaneDot<A>(n, dyr, yr);
       for (int64_t i = 0; i < n; ++i) dxr[i] = yr[i] * (dyr[i] - s);
     }
     StoreRow(dxr, dx + r * n, n);
