@@ -71,17 +71,18 @@ struct FwdArgs {
 // time, both rows' chains in one loop. The lanes are GCC vectors (Lanes in
 // row_helpers.h; GCC 12 does not vectorise two lane-sum loops fused into
 // one), and a lone row runs the same template with one row: every row is
-// summed by the same operations in
-// the same order (lane l takes elements l, l + 16, ...; the lanes are then
-// added in order, then the tail), so a row's statistics do not depend on
-// whether it was paired, nor on the thread count
+// summed by the same operations in the same order (lane l takes elements l,
+// l + 16, ...; the lanes are then added in order, then the tail; the
+// variance's products are explicit FMAs), so a row's statistics do not
+// depend on whether it was paired, nor on the thread count
 // (Norm.RowsGiveTheSameBitsAloneAsInABatch). octet_norm_bench, 4096 x 768,
 // two threads, Zen 5, five alternating runs, medians, f32 / bf16 in ms:
 // LayerNorm forward 0.333 / 0.430 -> 0.310 / 0.349, LayerNormFp8 0.529 /
-// 0.552 -> 0.460 / 0.459, AddLayerNorm bf16 0.635 -> 0.556. bf16 is still
-// behind f32 in the plain forward: its output is rounded by a second pass
-// (rounding it in the loop with FloatToBf16Bits's integer arithmetic was
-// slower: 0.41 ms).
+// 0.552 -> 0.460 / 0.459, AddLayerNorm bf16 0.635 -> 0.556; in the AVX2
+// build (OCTET_DISABLE_AVX512=1) LayerNorm forward 0.364 / 0.561 -> 0.326 /
+// 0.471. bf16 is still behind f32 in the plain forward: its output is
+// rounded by a second pass (rounding it in the loop with FloatToBf16Bits's
+// integer arithmetic was slower: 0.41 ms).
 
 // The mean (kCenter; else 0) and variance of kRows rows of c elements, read
 // in place (NOTE [paired row statistics]).
@@ -111,7 +112,7 @@ OCTET_INLINE void RowStats(const T* const* rows, int64_t c, A inv_c, A* mu, A* v
       LoadLanes<T, A>(rows[k] + i, x);
       for (int j = 0; j < kParts; ++j) {
         const typename Lanes<A>::Part d = x.p[j] - mu[k];
-        acc[k].p[j] = d * d + acc[k].p[j];
+        acc[k].p[j] = FmaPart(d, d, acc[k].p[j]);
       }
     }
   for (int k = 0; k < kRows; ++k) {

@@ -141,6 +141,25 @@ struct Lanes {
   }
 };
 
+// c + a * b in every lane of a 32-byte part, rounded once (std::fma per
+// lane): explicit, so that no build depends on the compiler contracting.
+template <typename P>
+OCTET_INLINE P FmaPart(P a, P b, P c) {
+#if defined(__FMA__)
+  if constexpr (sizeof(a[0]) == 4) {
+    return reinterpret_cast<P>(_mm256_fmadd_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b),
+                                               reinterpret_cast<__m256>(c)));
+  } else {
+    return reinterpret_cast<P>(_mm256_fmadd_pd(reinterpret_cast<__m256d>(a), reinterpret_cast<__m256d>(b),
+                                               reinterpret_cast<__m256d>(c)));
+  }
+#else
+  P r;
+  for (int l = 0; l < static_cast<int>(32 / sizeof(a[0])); ++l) r[l] = std::fma(a[l], b[l], c[l]);
+  return r;
+#endif
+}
+
 // v = p[0, kRowLanes) in the compute type A: vector loads when T is A, loads
 // and shifts for bf16 (the top half of an f32), else element by element.
 template <typename T, typename A>
@@ -171,9 +190,9 @@ OCTET_INLINE void LoadLanes(const T* p, Lanes<A>& v) {
 // build: the baseline and AVX-512 builds of a softmax backward summed
 // different bits (NOTE [softmax isa dispatch] in ops/cpu/softmax_cpu.cc);
 // written with std::fma per lane, GCC 12 did not vectorise the loop at all
-// (16 scalar FMAs a step; perf, attention backward). So the lanes are a
-// LaneVec, whose multiply-add GCC contracts to vector FMAs in both builds;
-// the tail uses std::fma, the same rounding.
+// (16 scalar FMAs a step; perf, attention backward). So the lanes are
+// Lanes, multiplied and added by FmaPart: the same roundings as std::fma per
+// lane (the tail's), in vector FMAs.
 template <typename A, typename TA, typename TB>
 OCTET_INLINE A LaneDot(int64_t n, const TA* a, const TB* b) {
   Lanes<A> acc{};
@@ -182,7 +201,7 @@ OCTET_INLINE A LaneDot(int64_t n, const TA* a, const TB* b) {
     Lanes<A> va, vb;
     LoadLanes<TA, A>(a + i, va);
     LoadLanes<TB, A>(b + i, vb);
-    for (int j = 0; j < Lanes<A>::kParts; ++j) acc.p[j] = va.p[j] * vb.p[j] + acc.p[j];
+    for (int j = 0; j < Lanes<A>::kParts; ++j) acc.p[j] = FmaPart(va.p[j], vb.p[j], acc.p[j]);
   }
   A r = acc.Sum();
   for (; i < n; ++i) r = std::fma(ConvertElement<A>(a[i]), ConvertElement<A>(b[i]), r);
