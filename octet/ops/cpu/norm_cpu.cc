@@ -199,10 +199,11 @@ OCTET_INLINE void NormFwdRows(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
 // NOTE [norm isa dispatch]: as NOTE [pointwise isa dispatch] in
 // ops/cpu/pointwise_cpu.cc, the row loops are compiled for the baseline and
 // for AVX-512, chosen at run time. The lane sums keep kRowLanes explicit
-// accumulators, so both builds add in the same order. The products inside
-// them (the variance, g * xhat) are left to -ffp-contract=fast, which may fuse
-// them in one build and not the other (it did so in a softmax backward: LaneDot
-// in row_helpers.h); today both builds agree, and
+// accumulators, so both builds add in the same order. The forward's
+// variance fuses its products explicitly (FmaPart, NOTE [paired row
+// statistics]); the backward's (g * xhat) are left to -ffp-contract=fast,
+// which may fuse them in one build and not the other (it did so in a softmax
+// backward: LaneDot in row_helpers.h); today both builds agree, and
 // Norm.IsaBuildsGiveIdenticalBits is what holds them to it.
 
 // y (or, with fp8 non-null, fp8->q) = the normalised rows of x.
