@@ -207,11 +207,21 @@ void ParallelItems(int64_t n, MakeWs&& make_ws, Body&& body) {
 
 template <typename A>
 struct FwdWorkspace {
-  explicit FwdWorkspace(const Geometry& g)
-      : qt(g.d * kTile), k(kTile * g.d), v(kTile * g.dp), st(kTile * kTile), o(kTile * g.dp), m(kTile), l(kTile) {}
+  // head_rows: the rows of a whole head's K and V when they are packed once
+  // per head (NOTE [forward per head]), else 0.
+  FwdWorkspace(const Geometry& g, int64_t head_rows)
+      : qt(g.d * kTile), k(std::max(kTile, head_rows) * g.d), v(std::max(kTile, head_rows) * g.dp),
+        st(kTile * kTile), o(kTile * g.dp), m(kTile), l(kTile) {}
   Buffer<A> qt, k, v, st, o, m, l;
 };
 
+// NOTE [forward per head]: a work item is one (batch*head, query tile), and
+// converts the key and value tiles it reads (bf16 -> f32) itself: query
+// tile i converts i + 1 key tiles, so a head of n tiles converted its K and V
+// n(n+1)/2 times. When there are enough heads to keep every thread busy (as
+// NOTE [flash attention on CPU]'s backward decides), an item is a whole head
+// instead: its K and V are converted once, then its query tiles run in the
+// same order with the same code, so the results are the same bits.
 template <typename T>
 void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, double scale, const Tensor& out_t,
                   const Tensor& lse_t) {
@@ -225,60 +235,84 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
   // Keys/values are read in place when no conversion is needed.
   constexpr bool kDirect = std::is_same_v<T, A>;
   const bool v_direct = kDirect && v.sd == 1 && g.d == g.dp;
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool per_head = !kDirect && (g.bh % threads == 0 || g.bh >= 4 * threads);
 
+  // Query tile `qtile` of head bh. head_k / head_v: the head's packed K (T x
+  // D) and V (T x Dp) rows, or null to pack each key tile here.
+  auto query_tile = [&](FwdWorkspace<A>& ws, int64_t bh, int64_t qtile, const A* head_k, const A* head_v) {
+    const int64_t q0 = qtile * kTile, qn = g.TileRows(qtile);
+    PackTransposed(q.Row(bh, q0), q.st, q.sd, qn, g.d, qmul, ws.qt.get(), kTile);
+    std::fill(ws.m.get(), ws.m.get() + kTile, -std::numeric_limits<A>::infinity());
+    std::fill(ws.l.get(), ws.l.get() + kTile, A(0));
+    std::fill(ws.o.get(), ws.o.get() + qn * g.dp, A(0));  // rescaled by alpha = 0 on the first key tile
+    FwdTile<A> t{};
+    t.qt = ws.qt.get();
+    t.d = g.d;
+    t.dp = g.dp;
+    t.qn = qn;
+    t.st = ws.st.get();
+    t.o = ws.o.get();
+    t.m = ws.m.get();
+    t.l = ws.l.get();
+    for (int64_t ktile = 0; ktile <= qtile; ++ktile) {
+      const int64_t k0 = ktile * kTile, kn = g.TileRows(ktile);
+      if constexpr (kDirect) {
+        t.k = k.Row(bh, k0);
+        t.k_rs = k.st;
+        t.k_cs = k.sd;
+      } else {
+        if (head_k != nullptr) {
+          t.k = head_k + k0 * g.d;
+        } else {
+          PackRows(k.Row(bh, k0), k.st, k.sd, kn, g.d, A(1), ws.k.get(), g.d, kn);
+          t.k = ws.k.get();
+        }
+        t.k_rs = g.d;
+        t.k_cs = 1;
+      }
+      t.v = ws.v.get();
+      t.v_rs = g.dp;
+      if constexpr (kDirect) {
+        if (v_direct) {
+          t.v = v.Row(bh, k0);
+          t.v_rs = v.st;
+        }
+      }
+      if (head_v != nullptr)
+        t.v = head_v + k0 * g.dp;
+      else if (t.v == ws.v.get())
+        PackRows(v.Row(bh, k0), v.st, v.sd, kn, g.d, A(1), ws.v.get(), g.dp, kn);
+      t.kn = kn;
+      t.diagonal = ktile == qtile;
+      fns.fwd(t);
+    }
+    const A* o = ws.o.get();
+    const A* m = ws.m.get();
+    const A* l = ws.l.get();
+    for (int64_t i = 0; i < qn; ++i) {
+      const A inv = A(1) / l[i];
+      T* dst = out + (bh * g.t + q0 + i) * g.d;
+      for (int64_t c = 0; c < g.d; ++c) dst[c] = ConvertElement<T>(o[i * g.dp + c] * inv);
+      lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
+    }
+  };
+
+  if (per_head) {  // NOTE [forward per head]
+    ParallelItems(
+        g.bh, [&] { return FwdWorkspace<A>(g, g.t); },
+        [&](FwdWorkspace<A>& ws, int64_t bh) {
+          PackRows(k.Row(bh, 0), k.st, k.sd, g.t, g.d, A(1), ws.k.get(), g.d, g.t);
+          PackRows(v.Row(bh, 0), v.st, v.sd, g.t, g.d, A(1), ws.v.get(), g.dp, g.t);
+          for (int64_t qtile = g.nt - 1; qtile >= 0; --qtile) query_tile(ws, bh, qtile, ws.k.get(), ws.v.get());
+        });
+    return;
+  }
   ParallelItems(
-      g.bh * g.nt, [&] { return FwdWorkspace<A>(g); },
+      g.bh * g.nt, [&] { return FwdWorkspace<A>(g, 0); },
       [&](FwdWorkspace<A>& ws, int64_t item) {
         const int64_t qtile = g.nt - 1 - item / g.bh;  // largest first
-        const int64_t bh = item % g.bh;
-        const int64_t q0 = qtile * kTile, qn = g.TileRows(qtile);
-        PackTransposed(q.Row(bh, q0), q.st, q.sd, qn, g.d, qmul, ws.qt.get(), kTile);
-        std::fill(ws.m.get(), ws.m.get() + kTile, -std::numeric_limits<A>::infinity());
-        std::fill(ws.l.get(), ws.l.get() + kTile, A(0));
-        std::fill(ws.o.get(), ws.o.get() + qn * g.dp, A(0));  // rescaled by alpha = 0 on the first key tile
-        FwdTile<A> t{};
-        t.qt = ws.qt.get();
-        t.d = g.d;
-        t.dp = g.dp;
-        t.qn = qn;
-        t.st = ws.st.get();
-        t.o = ws.o.get();
-        t.m = ws.m.get();
-        t.l = ws.l.get();
-        for (int64_t ktile = 0; ktile <= qtile; ++ktile) {
-          const int64_t k0 = ktile * kTile, kn = g.TileRows(ktile);
-          if constexpr (kDirect) {
-            t.k = k.Row(bh, k0);
-            t.k_rs = k.st;
-            t.k_cs = k.sd;
-          } else {
-            PackRows(k.Row(bh, k0), k.st, k.sd, kn, g.d, A(1), ws.k.get(), g.d, kn);
-            t.k = ws.k.get();
-            t.k_rs = g.d;
-            t.k_cs = 1;
-          }
-          t.v = ws.v.get();
-          t.v_rs = g.dp;
-          if constexpr (kDirect) {
-            if (v_direct) {
-              t.v = v.Row(bh, k0);
-              t.v_rs = v.st;
-            }
-          }
-          if (t.v == ws.v.get()) PackRows(v.Row(bh, k0), v.st, v.sd, kn, g.d, A(1), ws.v.get(), g.dp, kn);
-          t.kn = kn;
-          t.diagonal = ktile == qtile;
-          fns.fwd(t);
-        }
-        const A* o = ws.o.get();
-        const A* m = ws.m.get();
-        const A* l = ws.l.get();
-        for (int64_t i = 0; i < qn; ++i) {
-          const A inv = A(1) / l[i];
-          T* dst = out + (bh * g.t + q0 + i) * g.d;
-          for (int64_t c = 0; c < g.d; ++c) dst[c] = ConvertElement<T>(o[i * g.dp + c] * inv);
-          lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
-        }
+        query_tile(ws, item % g.bh, qtile, nullptr, nullptr);
       });
 }
 
