@@ -1,8 +1,9 @@
-// FloatToBf16Bits with AVX2 integer arithmetic, inline (internal), and the
-// word packing it needs: shared by
-// the AVX2 row converter (core/convert_avx2.cc), the GEMM packer that rounds
-// f32 B operands while it packs them (ops/cpu/gemm_pack.cc, NOTE [narrowed
-// B]) and the span rounding of the CPU GEMM (ops/cpu/dnnl_gemm.cc). The
+// FloatToBf16Bits with AVX2 integer arithmetic, inline (internal), the word
+// packing it needs, and the exact widening back: shared by the AVX2 row
+// converters (core/convert_avx2.cc), the GEMM packer that rounds f32 B
+// operands while it packs them (ops/cpu/gemm_pack.cc, NOTE [narrowed B]), the
+// span rounding of the CPU GEMM (ops/cpu/dnnl_gemm.cc) and the row kernels
+// that widen bf16 lanes (ops/cpu/row_helpers.h, ops/cpu/attention_cpu.cc). The
 // vector helpers are compiled for AVX2 wherever they are inlined; callers run
 // them only on CPUs that have AVX2.
 #pragma once
@@ -39,6 +40,13 @@ __attribute__((target("avx2"))) OCTET_INLINE __m256i PackWords(__m256i w0, __m25
 // FloatToBf16Bits of src[0, 16), as 16 packed bf16 words in order.
 __attribute__((target("avx2"))) OCTET_INLINE __m256i FloatToBf16x16(const float* src) {
   return PackWords(FloatToBf16x8(_mm256_loadu_ps(src)), FloatToBf16x8(_mm256_loadu_ps(src + 8)));
+}
+
+// Bf16BitsToFloat of src[0, 8): the bits widened into the top half of each
+// f32 lane (exact).
+__attribute__((target("avx2"))) OCTET_INLINE __m256 Bf16x8ToFloat(const uint16_t* src) {
+  const __m256i words = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
 }
 
 #endif  // OCTET_CONVERT_X86_KERNELS

@@ -255,11 +255,7 @@ void FloatToBf16Avx2(const float* src, uint16_t* dst, int64_t n) {
 
 void Bf16ToFloatAvx2(const uint16_t* src, float* dst, int64_t n) {
   ForEachBlock(src, dst, n, [&](const uint16_t* in, float* out) {
-    for (int k = 0; k < 4; ++k) {
-      const __m256i words =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 8 * k)));
-      _mm256_storeu_ps(out + 8 * k, _mm256_castsi256_ps(_mm256_slli_epi32(words, 16)));
-    }
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, Bf16x8ToFloat(in + 8 * k));
   });
 }
 

@@ -132,8 +132,7 @@ OCTET_INLINE __m256 LoadEight(const T* src, __m256 mul) {
   if constexpr (std::is_same_v<T, float>) {
     return _mm256_mul_ps(mul, _mm256_loadu_ps(src));
   } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-    return _mm256_mul_ps(mul, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    return _mm256_mul_ps(mul, convert_internal::Bf16x8ToFloat(reinterpret_cast<const uint16_t*>(src)));
   }
 }
 #endif

@@ -3,7 +3,6 @@
 // and split across OpenMP threads; each row is widened to the compute type
 // once and stays in cache for the passes over it.
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 

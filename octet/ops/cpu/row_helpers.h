@@ -4,8 +4,8 @@
 // vectorises without reassociating one long chain.
 #pragma once
 
-#if defined(__AVX2__)
-#include <immintrin.h>
+#if defined(__FMA__)
+#include <immintrin.h>  // FmaPart
 #endif
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <octet/core/bf16_simd_internal.h>
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
@@ -169,10 +170,9 @@ OCTET_INLINE void LoadLanes(const T* p, Lanes<A>& v) {
     if constexpr (std::is_same_v<T, A>) {
       std::memcpy(&v.p[j], p + j * kPer, sizeof(v.p[j]));
     } else if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<A, float>) {
-#if defined(__AVX2__)
+#if OCTET_CONVERT_X86_KERNELS && defined(__AVX2__)
       // __builtin_convertvector of 8 u16 took GCC 12 five instructions.
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j * kPer));
-      const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+      const __m256 w = convert_internal::Bf16x8ToFloat(reinterpret_cast<const uint16_t*>(p + j * kPer));
       std::memcpy(&v.p[j], &w, sizeof(w));
 #else
       for (int l = 0; l < kPer; ++l) v.p[j][l] = Bf16BitsToFloat(p[j * kPer + l].bits);
