@@ -201,6 +201,15 @@ void ParallelItems(int64_t n, MakeWs&& make_ws, Body&& body) {
   }
 }
 
+// Whether whole heads, as work items, keep every thread busy: as many heads
+// for each thread, or enough that the last round's imbalance is small. Both
+// passes then take a head per item (NOTE [forward per head]; backward's
+// one-sweep path).
+bool HeadsFillThreads(const Geometry& g) {
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  return g.bh % threads == 0 || g.bh >= 4 * threads;
+}
+
 // ---------------------------------------------------------------------------
 // Forward.
 
@@ -234,8 +243,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
   // Keys/values are read in place when no conversion is needed.
   constexpr bool kDirect = std::is_same_v<T, A>;
   const bool v_direct = kDirect && v.sd == 1 && g.d == g.dp;
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool per_head = !kDirect && (g.bh % threads == 0 || g.bh >= 4 * threads);
+  const bool per_head = !kDirect && HeadsFillThreads(g);
 
   // Query tile `qtile` of head bh. head_k / head_v: the head's packed K (T x
   // D) and V (T x Dp) rows, or null to pack each key tile here.
@@ -486,8 +494,7 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
     if (dv) StoreRows(ws.dv.get(), g.dp, kn, g.d, A(1), dv + row0);
   };
 
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool per_head = dq && want_kv && (g.bh % threads == 0 || g.bh >= 4 * threads);
+  const bool per_head = dq && want_kv && HeadsFillThreads(g);
   if (per_head) {
     // One work item per head: all three gradients in one sweep.
     ParallelItems(
