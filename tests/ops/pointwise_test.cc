@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
+#include <limits>
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/convert_testing.h>
 #include <octet/core/scaling.h>
+#include <octet/ops/functors.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
 #include "tests/test_util.h"
@@ -278,6 +282,71 @@ TEST(Pointwise, IsaBuildsGiveIdenticalBits) {
     }
     internal::ForceScalarConvertersForTesting(false);
     EXPECT_EQ(results[0], results[1]) << Name(dtype);
+  }
+}
+
+// NOTE [gelu exp]: GELU's 1 + e^z takes e^z without ExpFast's range
+// fix-ups and must give the same bits for every float z: a sweep over the
+// whole float range (every 4099th bit pattern, both signs), the range
+// limits and their neighbours, the infinities and NaN.
+TEST(Pointwise, GeluExpGivesExpFastsBitsBeside1) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  std::vector<float> zs = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  for (float edge : {88.72283f, -87.33654f, 88.0f, -87.0f, 89.0f, -88.0f, -103.0f, 1e30f, -1e30f}) {
+    float up = edge, down = edge;
+    for (int i = 0; i < 8; ++i) {
+      zs.push_back(up);
+      zs.push_back(down);
+      up = std::nextafter(up, std::numeric_limits<float>::infinity());
+      down = std::nextafter(down, -std::numeric_limits<float>::infinity());
+    }
+  }
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 4099) {
+    float z;
+    const uint32_t u32 = static_cast<uint32_t>(u);
+    std::memcpy(&z, &u32, 4);
+    zs.push_back(z);
+  }
+  int64_t checked = 0;
+  for (float z : zs) {
+    const float fast = 1.0f + functors::ExpFast(z), beside = 1.0f + functors::ExpBeside1(z);
+    if (std::isnan(fast)) {
+      ASSERT_TRUE(std::isnan(beside)) << "z = " << z;
+    } else {
+      ASSERT_EQ(bits(fast), bits(beside)) << "z = " << z << ": " << fast << " vs " << beside;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+// GELU at the ends of the float range: x / (1 + e^-2u) with e^-2u overflowing
+// to +inf (x << 0: -0, and NaN at -inf as 0.5 x (1 + tanh u) gives), or
+// vanishing beside 1 (x >> 0: x itself); tiny x halves exactly.
+TEST(Pointwise, GeluAtTheEndsOfTheRange) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<double> in = {inf, -inf, 100.0, -100.0, 1e-30, -1e-30, 0.0, 10.0, -10.0, 6.0};
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const std::vector<double> y = Gelu(FromVector(in, {static_cast<int64_t>(in.size())}, {.dtype = dtype})).ToDoubles();
+    const std::vector<double> x = FromVector(in, {static_cast<int64_t>(in.size())}, {.dtype = dtype}).ToDoubles();
+    EXPECT_EQ(y[0], inf) << Name(dtype);
+    EXPECT_TRUE(std::isnan(y[1])) << Name(dtype);
+    EXPECT_EQ(y[2], x[2]) << Name(dtype);
+    EXPECT_TRUE(y[3] == 0.0 && std::signbit(y[3])) << Name(dtype) << ": " << y[3];
+    EXPECT_EQ(y[4], x[4] / 2) << Name(dtype);
+    EXPECT_EQ(y[5], x[5] / 2) << Name(dtype);
+    EXPECT_TRUE(y[6] == 0.0 && !std::signbit(y[6])) << Name(dtype);
+    EXPECT_EQ(y[7], x[7]) << Name(dtype);
+    // gelu(-10) = -10 sigmoid(2u) ~ -1.2e-37: a normal f32, tiny but not 0.
+    const double k = std::sqrt(2.0 / M_PI), u = k * (-10.0 + 0.044715 * -1000.0);
+    const double want = -10.0 / (1.0 + std::exp(-2.0 * u));
+    if (dtype == DType::kFloat32) EXPECT_NEAR(y[8] / want, 1.0, 1e-5) << y[8] << " vs " << want;
+    EXPECT_NEAR(y[9], 6.0 / (1.0 + std::exp(-2.0 * k * (6.0 + 0.044715 * 216.0))), 1e-6 * 6.0) << Name(dtype);
   }
 }
 
