@@ -117,13 +117,6 @@ OCTET_HOST_DEVICE OCTET_INLINE T Exp(T x) {
   }
 }
 
-// 1 / (1 + e^-x), stable for both signs (e^-x overflows to inf for x << 0,
-// giving 0).
-template <typename T>
-OCTET_HOST_DEVICE OCTET_INLINE T Sigmoid(T x) {
-  return T(1) / (T(1) + Exp(-x));
-}
-
 // NOTE [gelu exp]: e^x as a term of 1 + e^x, where only finite values that
 // do not vanish beside 1 matter: ExpFast without its range fix-ups (ExpFast
 // clamps its argument to [-87.34, 88.72] and then overwrites the result of
@@ -164,7 +157,7 @@ OCTET_HOST_DEVICE OCTET_INLINE float ExpBeside1(float x) {
 #endif
 }
 
-// 1 + e^x in the compute type, for the GELU forms below.
+// 1 + e^x in the compute type, for the sigmoid and GELU forms below.
 template <typename T>
 OCTET_HOST_DEVICE OCTET_INLINE T OnePlusExp(T x) {
   if constexpr (sizeof(T) == 4) {
@@ -172,6 +165,13 @@ OCTET_HOST_DEVICE OCTET_INLINE T OnePlusExp(T x) {
   } else {
     return T(1) + exp(x);
   }
+}
+
+// 1 / (1 + e^-x), stable for both signs (e^-x overflows to inf for x << 0,
+// giving 0); the same bits as with ExpFast (NOTE [gelu exp]).
+template <typename T>
+OCTET_HOST_DEVICE OCTET_INLINE T Sigmoid(T x) {
+  return T(1) / OnePlusExp(-x);
 }
 
 // See NOTE [gelu]. 0.5 x (1 + tanh(u)) = x * sigmoid(2u) = x / (1 + e^-2u):
