@@ -63,6 +63,22 @@
 // and BLIS 0.9 with its skx kernels 299-350 (bare calls, row-major
 // operands). Left to detect this CPU, BLIS 0.9 runs its generic kernels (55
 // GFLOP/s).
+//
+// NOTE [gemm thread split]: oneDNN splits a GEMM's work between the threads
+// once, evenly, so a thread on a slower core sets the pace. The VMs issue
+// 12 is measured on have such cores: pinned, one vCPU ran an FMA-bound loop
+// 1.2-1.3x and a streaming loop 1.2-1.4x slower than the other (minutes
+// later the two were equal again), and perf of a small O2 step showed one
+// thread idle in libgomp for 23 % of its samples, among them 11 % of the
+// time the other spent in oneDNN's GEMMs. Running each large GEMM instead
+// as row chunks, each a oneDNN primitive planned for one thread and claimed
+// by whichever thread is free, with B packed once and shared, was measured
+// (2026-11-24, alternating runs): octet_matmul_bench Matmul bf16/f32 at M =
+// 1024 unchanged within noise with 4, 8 or 16 chunks (bf16 704-758 against
+// 730-772 GFLOP/s), and the small GPT step with 16 chunks 7-12 % slower
+// (three rounds: O2 49.7-50.8 against 45.7-46.7 ms, O1 55.3-57.6 against
+// 49.6-51.3): one-thread primitives on short row blocks lose more than the
+// balance gains. So oneDNN keeps its own split.
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
