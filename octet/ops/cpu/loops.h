@@ -5,8 +5,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include <octet/core/tensor.h>
 
@@ -27,21 +30,60 @@ namespace octet::cpu {
 inline constexpr int64_t kParallelGrain = 32768;
 
 // Runs body(begin, end) over [0, n) split across OpenMP threads when n is
-// at least `grain`: one contiguous share per thread (NOTE [static split]).
+// at least `grain`: each thread's share in pieces, balanced between them
+// (NOTE [balanced split]). Bodies get any sub-range and must not depend on
+// how [0, n) is cut.
 //
-// NOTE [static split]: every body computes element by element or block by
+// NOTE [balanced split]: every body computes element by element or block by
 // block (partials indexed by block, never by thread), so its results do not
-// depend on the split. A work-stealing split was measured against this one
-// (2026-11-24, Zen 5 VM whose second vCPU ran FMA-bound loops 1.5x and
-// load/store loops 1.8x slower than the first when pinned): each thread took
-// its share as 8 pieces front to back and then stole pieces from the back of
-// the other's. Time threads spent waiting at the end of these regions fell
-// from 7.8 to 6.3 ms per step (small GPT at O1, 60 steps), but step times did
-// not move (octet_train_step_bench small O1, four alternating pairs:
-// 59.4/58.8/62.9/59.5 ms static, 61.0/59.7/58.3/61.6 stealing; same losses
-// bit for bit), so the simpler split stays. The largest waits left are
-// regions with one block per thread (then the bias-gradient column sums,
-// now ops/cpu/column_sums.cc).
+// depend on the split. Each thread owns an even share, as kPiecesPerThread
+// pieces it takes front to back; a thread done with its own takes the
+// others' remaining pieces from their backs. With threads of equal speed
+// that is the even split, each thread reading the share it also wrote in the
+// previous op (its cache); with unequal ones the faster thread finishes the
+// slower one's share. The VMs issue 12 is measured on have unequal vCPUs at
+// times (pinned, one ran an FMA-bound loop 1.2-1.5x and a streaming loop
+// 1.2-1.8x slower than the other; at other times they measure equal), and a
+// thread then waits at the end of nearly every region: perf of a small O2
+// GPT step showed the faster one idle in libgomp for 23 % of its samples.
+// Measured against one share per thread (2026-11-24, Zen 5 VM, alternating
+// runs): in the quarter hour the vCPUs measured unequal, octet_norm_bench's
+// LayerNorm forward f32 / bf16 and AddLayerNorm forward+backward f32 / bf16
+// were faster in all twelve pairs, by 5-40 % (LayerNorm f32 0.557-0.670 ->
+// 0.355-0.537 ms, bf16 0.436-0.518 -> 0.364-0.428); once they measured equal,
+// the two splits were equal too (LayerNorm f32 0.308-0.395 against
+// 0.314-0.349 ms), as were the small GPT step's (O2 47.4-48.6 against
+// 48.0-49.3 ms, five pairs). A step's time is dominated by oneDNN's GEMMs,
+// which keep their own even split (NOTE [gemm thread split] in
+// ops/cpu/dnnl_gemm.cc), and the VM's noise hides the rest: an earlier
+// session's version of this split cut the threads' waits at the end of
+// regions from 7.8 to 6.3 ms a step without a step-time change the noise
+// let through.
+inline constexpr int64_t kPiecesPerThread = 8;
+
+namespace internal {
+
+// One thread's share as pieces [front, back), taken from the front by the
+// owner and from the back by the others.
+struct alignas(64) PieceRange {
+  std::atomic<uint64_t> word{0};  // front << 32 | back
+
+  void Set(uint64_t front, uint64_t back) { word.store(front << 32 | back, std::memory_order_relaxed); }
+  // The next piece from the front or the back, or -1 when none is left.
+  int64_t Take(bool from_front) {
+    uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t front = w >> 32, back = w & 0xFFFFFFFFu;
+      if (front >= back) return -1;
+      const uint64_t next = from_front ? (front + 1) << 32 | back : front << 32 | (back - 1);
+      if (word.compare_exchange_weak(w, next, std::memory_order_relaxed))
+        return static_cast<int64_t>(from_front ? front : back - 1);
+    }
+  }
+};
+
+}  // namespace internal
+
 template <typename F>
 void ParallelFor(int64_t n, int64_t grain, F&& body) {
   if (n <= 0) return;
@@ -50,13 +92,30 @@ void ParallelFor(int64_t n, int64_t grain, F&& body) {
     body(int64_t{0}, n);
     return;
   }
-  const int64_t chunks = std::min<int64_t>(max_threads, (n + grain - 1) / grain);
-#pragma omp parallel num_threads(static_cast<int>(chunks))
-  {
-    const int64_t t = omp_get_thread_num();
-    const int64_t nt = omp_get_num_threads();
-    const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+  const int64_t nt = std::min<int64_t>(max_threads, (n + grain - 1) / grain);
+  const int64_t per = std::min<int64_t>(kPiecesPerThread, std::max<int64_t>(1, n / nt));
+  const int64_t pieces = nt * per;
+  internal::PieceRange local[16];
+  std::unique_ptr<internal::PieceRange[]> heap;
+  internal::PieceRange* ranges = local;
+  if (nt > 16) {
+    heap = std::make_unique<internal::PieceRange[]>(static_cast<size_t>(nt));
+    ranges = heap.get();
+  }
+  for (int64_t t = 0; t < nt; ++t) ranges[t].Set(static_cast<uint64_t>(t * per), static_cast<uint64_t>((t + 1) * per));
+  auto run = [&](int64_t p) {
+    const int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
     if (begin < end) body(begin, end);
+  };
+#pragma omp parallel num_threads(static_cast<int>(nt))
+  {
+    // A team smaller than asked for leaves whole shares: taken the same way.
+    const int64_t t = omp_get_thread_num();
+    for (int64_t p = ranges[t].Take(true); p >= 0; p = ranges[t].Take(true)) run(p);
+    for (int64_t k = 1; k < nt; ++k) {
+      internal::PieceRange& other = ranges[(t + k) % nt];
+      for (int64_t p = other.Take(false); p >= 0; p = other.Take(false)) run(p);
+    }
   }
 }
 
