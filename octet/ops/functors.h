@@ -80,58 +80,23 @@ using std::tanh;
 // scaled by 2^n through the exponent bits. Max error ~2 ulp over the float
 // range; results below 2^-126 flush to zero, overflow gives +inf, NaN stays
 // NaN. Device code uses the hardware expf instead.
-OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
-#if defined(__CUDA_ARCH__)
-  return expf(x);
-#else
-  const float kLog2e = 1.4426950408889634f;
-  const float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187e-06f;
-  const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
-  const float n = __builtin_floorf(xc * kLog2e + 0.5f);
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  __builtin_memcpy(&scale, &bits, 4);
-  float result = p * scale;
-  result = x > 88.72283f ? __builtin_inff() : result;
-  result = x < -87.33654f ? 0.0f : result;
-  return x != x ? x : result;
-#endif
-}
-
-// exp in the compute type: the fast float path, std::exp for double.
-template <typename T>
-OCTET_HOST_DEVICE OCTET_INLINE T Exp(T x) {
-  if constexpr (sizeof(T) == 4) {
-    return ExpFast(x);
-  } else {
-    return exp(x);
-  }
-}
-
+//
 // NOTE [gelu exp]: e^x as a term of 1 + e^x, where only finite values that
-// do not vanish beside 1 matter: ExpFast without its range fix-ups (ExpFast
-// clamps its argument to [-87.34, 88.72] and then overwrites the result of
-// arguments outside that range, and NaN, by a blend each). Clamped, the
-// argument's scale 2^n stays a normal number or +inf (n = 128 sets the
-// exponent bits to all ones), so past the top the result is +inf and past
-// the bottom a normal number below 2^-125, which 1 + e^x rounds away; a NaN
-// argument gives NaN through the polynomial. So 1 + ExpBeside1(x) is 1 +
-// ExpFast(x) for every x, bit for bit, three blends and two compares
-// cheaper (Pointwise.GeluExpGivesExpFastsBitsBeside1 sweeps the float
-// range). With GELU's one division (x / (1 + e^-2u), where x * sigmoid(2u)
-// divided and then multiplied), measured on a Zen 5 (octet_pointwise_bench,
-// 2 threads, 4096 x 3072, three alternating rounds, 2026-11-24, ms before ->
-// after): GELU f32 2.72-2.82 -> 2.15-2.20, bf16 3.50-3.58 -> 2.65-2.76;
-// backward f32 3.42-3.45 -> 3.20-3.39, bf16 4.06-4.23 -> 3.55-3.64; GeluFp8
+// do not vanish beside 1 matter: ExpBeside1 is ExpFast without its range
+// fix-ups (ExpFast computes ExpBeside1 on its argument clamped to [-87.34,
+// 88.72], then overwrites the result of arguments outside that range, and
+// NaN, by a blend each). Clamped, the argument's scale 2^n stays a normal
+// number or +inf (n = 128 sets the exponent bits to all ones), so past the
+// top the result is +inf and past the bottom a normal number below 2^-125,
+// which 1 + e^x rounds away; a NaN argument gives NaN through the
+// polynomial. So 1 + ExpBeside1(x) is 1 + ExpFast(x) for every x, bit for
+// bit, three blends and two compares cheaper
+// (Pointwise.GeluExpGivesExpFastsBitsBeside1 sweeps the float range). With
+// GELU's one division (x / (1 + e^-2u), where x * sigmoid(2u) divided and
+// then multiplied), measured on a Zen 5 (octet_pointwise_bench, 2 threads,
+// 4096 x 3072, three alternating rounds, 2026-11-24, ms before -> after):
+// GELU f32 2.72-2.82 -> 2.15-2.20, bf16 3.50-3.58 -> 2.65-2.76; backward
+// f32 3.42-3.45 -> 3.20-3.39, bf16 4.06-4.23 -> 3.55-3.64; GeluFp8
 // 3.75-4.03 -> 3.20-3.39. Device code uses expf.
 OCTET_HOST_DEVICE OCTET_INLINE float ExpBeside1(float x) {
 #if defined(__CUDA_ARCH__)
@@ -155,6 +120,28 @@ OCTET_HOST_DEVICE OCTET_INLINE float ExpBeside1(float x) {
   __builtin_memcpy(&scale, &bits, 4);
   return p * scale;
 #endif
+}
+
+// See NOTE [fast exp].
+OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
+#if defined(__CUDA_ARCH__)
+  return expf(x);
+#else
+  float result = ExpBeside1(x);
+  result = x > 88.72283f ? __builtin_inff() : result;
+  result = x < -87.33654f ? 0.0f : result;
+  return x != x ? x : result;
+#endif
+}
+
+// exp in the compute type: the fast float path, std::exp for double.
+template <typename T>
+OCTET_HOST_DEVICE OCTET_INLINE T Exp(T x) {
+  if constexpr (sizeof(T) == 4) {
+    return ExpFast(x);
+  } else {
+    return exp(x);
+  }
 }
 
 // 1 + e^x in the compute type, for the sigmoid and GELU forms below.
