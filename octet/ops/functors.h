@@ -176,7 +176,7 @@ template <typename T>
 OCTET_HOST_DEVICE OCTET_INLINE T GeluGrad(T x) {
   const T k = T(0.7978845608028654);
   const T c = T(0.044715);
-  const T s = T(1) / OnePlusExp(T(-2) * k * (x + c * x * x * x));
+  const T s = Sigmoid(T(2) * k * (x + c * x * x * x));
   const T du = k * (T(1) + T(3) * c * x * x);
   return s + T(2) * x * s * (T(1) - s) * du;
 }
