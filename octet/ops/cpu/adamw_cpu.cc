@@ -1,5 +1,6 @@
 // CPU kernel of the fused AdamW update (NOTE [adamw update] in
-// ops/optim_kernels.h): one OpenMP loop per tensor reading the gradient,
+// ops/optim_kernels.h): one OpenMP loop over all tensors (NOTE [adamw one
+// region]) reading the gradient,
 // the state in its storage dtype and the (master) weight, writing them back.
 //
 // Float compute (f32/bf16/f16 parameters) runs over chunks of kChunk
@@ -13,6 +14,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -184,67 +187,124 @@ OCTET_INLINE void UpdateChunkBody(const Coeffs<float>& k, const float* __restric
   }
 }
 
+// NOTE [adamw one region]: the optimizer step runs every f32-compute tensor
+// in one OpenMP region over their concatenated elements (and, with scaled
+// state, every tensor's amax blocks in one region before it), not a region
+// per tensor: a GPT step updates tens of tensors, and each region costs its
+// fork and join (on the VMs issue 12 is measured on, ~10 us a wake-up with
+// OMP_WAIT_POLICY=passive; perf counted 18 AdamW regions in a small GPT
+// step). Every element is still updated by the same chunk loop, whose
+// results do not depend on where a chunk starts (-ffp-contract=off, element
+// by element), so the bits are those of the per-tensor loops.
+
+// A piece of work over [0, n) that may be cut anywhere.
+struct RangeJob {
+  int64_t n = 0;
+  std::function<void(int64_t, int64_t)> run;
+};
+
+// Runs every job over its whole range in one ParallelFor over their
+// concatenation; a piece that spans jobs is cut at their boundaries.
+void RunJobs(const std::vector<RangeJob>& jobs, int64_t grain) {
+  std::vector<int64_t> start(jobs.size() + 1, 0);
+  for (size_t j = 0; j < jobs.size(); ++j) start[j + 1] = start[j] + jobs[j].n;
+  cpu::ParallelFor(start.back(), grain, [&](int64_t begin, int64_t end) {
+    // The last job starting at or before `begin` (empty jobs before it are skipped).
+    size_t j = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) - 1;
+    for (; begin < end; ++j) {
+      const int64_t stop = std::min(end, start[j + 1]);
+      if (stop > begin) jobs[j].run(begin - start[j], stop - start[j]);
+      begin = stop;
+    }
+  });
+}
+
+// An optimizer step's f32-compute work: the scaled-state amax blocks, then
+// (tensor by tensor, serially) the new scales, then the updates.
+struct StepPlan {
+  std::vector<RangeJob> amax;
+  std::vector<std::function<void()>> scales;
+  std::vector<RangeJob> update;
+};
+
 template <typename P, typename G, typename M, typename V, bool kMaster>
-void AdamWTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a) {
+void PlanTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a, StepPlan* plan) {
   constexpr bool kScaled = std::is_same_v<M, float8_e4m3>;
   static_assert(!kScaled || std::is_same_v<V, float16>, "scaled state is fp8_e4m3 m + float16 v");
-  const int64_t n = a.param.numel();
-  P* param = a.param.data<P>();
-  const G* grad = a.grad.data<G>();
-  float* master = kMaster ? a.master.data<float>() : nullptr;
-  M* m = a.m.data<M>();
-  V* v = a.v.data<V>();
-  const Coeffs<float> k(h, a.weight_decay);
-  // fp8 m is dequantized by DequantizeRow itself; a scaled f16 v in the loop.
-  const float m_scale_inv = kScaled ? a.m_scale_inv.data<float>()[0] : 1.0f;
-  const float v_scale_inv = kScaled ? a.v_scale_inv.data<float>()[0] : 1.0f;
+  // What the jobs share; they run after this function returns.
+  struct Tensors {
+    int64_t n;
+    P* param;
+    const G* grad;
+    float* master;
+    M* m;
+    V* v;
+    Coeffs<float> k;
+    // fp8 m is dequantized by DequantizeRow itself; a scaled f16 v in the loop.
+    float m_scale_inv, v_scale_inv;
+    float m_scale = 1.0f, v_scale = 1.0f;  // scaled state: set between the amax and update regions
+    std::vector<float> m_amax = {}, v_amax = {};  // per kBlock block
+  };
+  auto t = std::make_shared<Tensors>(Tensors{
+      .n = a.param.numel(),
+      .param = a.param.data<P>(),
+      .grad = a.grad.data<G>(),
+      .master = kMaster ? a.master.data<float>() : nullptr,
+      .m = a.m.data<M>(),
+      .v = a.v.data<V>(),
+      .k = Coeffs<float>(h, a.weight_decay),
+      .m_scale_inv = kScaled ? a.m_scale_inv.data<float>()[0] : 1.0f,
+      .v_scale_inv = kScaled ? a.v_scale_inv.data<float>()[0] : 1.0f,
+  });
   // The builds this CPU runs (ops/cpu/isa.h).
   const auto amax_chunk = IsaBuild<&AmaxChunkBody>();
   const auto update_chunk = IsaBuild<&UpdateChunkBody>();
 
-  float m_scale = 1.0f, v_scale = 1.0f;
   if constexpr (kScaled) {
-    const int64_t nblocks = (n + kBlock - 1) / kBlock;
-    std::vector<float> m_amax(nblocks, 0.0f), v_amax(nblocks, 0.0f);
-    cpu::ParallelFor(nblocks, 2, [&](int64_t b_begin, int64_t b_end) {
-      float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk];
-      for (int64_t b = b_begin; b < b_end; ++b) {
-        float am = 0.0f, av = 0.0f;
-        for (int64_t c = b * kBlock; c < std::min(n, (b + 1) * kBlock); c += kChunk) {
-          const int64_t len = std::min(kChunk, n - c);
-          const float* g = Widen(grad + c, gbuf, len);
-          const float* mo = Widen(m + c, mbuf, len, m_scale_inv);
-          const float* vo = Widen(v + c, vbuf, len);
-          amax_chunk(k, g, mo, vo, len, v_scale_inv, &am, &av);
-        }
-        m_amax[b] = am;
-        v_amax[b] = av;
+    const int64_t nblocks = (t->n + kBlock - 1) / kBlock;
+    t->m_amax.assign(nblocks, 0.0f);
+    t->v_amax.assign(nblocks, 0.0f);
+    plan->amax.push_back({nblocks, [t, amax_chunk](int64_t b_begin, int64_t b_end) {
+                            float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk];
+                            for (int64_t b = b_begin; b < b_end; ++b) {
+                              float am = 0.0f, av = 0.0f;
+                              for (int64_t c = b * kBlock; c < std::min(t->n, (b + 1) * kBlock); c += kChunk) {
+                                const int64_t len = std::min(kChunk, t->n - c);
+                                const float* g = Widen(t->grad + c, gbuf, len);
+                                const float* mo = Widen(t->m + c, mbuf, len, t->m_scale_inv);
+                                const float* vo = Widen(t->v + c, vbuf, len);
+                                amax_chunk(t->k, g, mo, vo, len, t->v_scale_inv, &am, &av);
+                              }
+                              t->m_amax[b] = am;
+                              t->v_amax[b] = av;
+                            }
+                          }});
+    plan->scales.push_back([t, &h, &a] {
+      float am = 0.0f, av = 0.0f;
+      for (size_t b = 0; b < t->m_amax.size(); ++b) {
+        am = MaxNan(am, t->m_amax[b]);
+        av = MaxNan(av, t->v_amax[b]);
       }
+      std::tie(t->m_scale, t->v_scale) = UpdateScales(h, a, am, av);
     });
-    float am = 0.0f, av = 0.0f;
-    for (int64_t b = 0; b < nblocks; ++b) {
-      am = MaxNan(am, m_amax[b]);
-      av = MaxNan(av, v_amax[b]);
-    }
-    std::tie(m_scale, v_scale) = UpdateScales(h, a, am, av);
   }
 
-  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t begin, int64_t end) {
-    float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk], pbuf[kChunk];
-    for (int64_t c = begin; c < end; c += kChunk) {
-      const int64_t len = std::min(kChunk, end - c);
-      const float* g = Widen(grad + c, gbuf, len);
-      float* mm = Widen(m + c, mbuf, len, m_scale_inv);
-      float* vv = Widen(v + c, vbuf, len);
-      float* pp = kMaster ? master + c : Widen(param + c, pbuf, len);
-      // fp8 m: QuantizeRow applies m_scale; other m: the loop does (exactly 1 when unscaled).
-      const float m_mul = kScaled ? 1.0f : m_scale;
-      update_chunk(k, g, mm, vv, pp, len, v_scale_inv, m_mul, v_scale);
-      Narrow(pp, param + c, len);  // master: its rounding goes to the parameter
-      Narrow(mm, m + c, len, m_scale);
-      Narrow(vv, v + c, len);
-    }
-  });
+  plan->update.push_back({t->n, [t, update_chunk](int64_t begin, int64_t end) {
+                            float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk], pbuf[kChunk];
+                            for (int64_t c = begin; c < end; c += kChunk) {
+                              const int64_t len = std::min(kChunk, end - c);
+                              const float* g = Widen(t->grad + c, gbuf, len);
+                              float* mm = Widen(t->m + c, mbuf, len, t->m_scale_inv);
+                              float* vv = Widen(t->v + c, vbuf, len);
+                              float* pp = kMaster ? t->master + c : Widen(t->param + c, pbuf, len);
+                              // fp8 m: QuantizeRow applies m_scale; other m: the loop does (exactly 1 when unscaled).
+                              const float m_mul = kScaled ? 1.0f : t->m_scale;
+                              update_chunk(t->k, g, mm, vv, pp, len, t->v_scale_inv, m_mul, t->v_scale);
+                              Narrow(pp, t->param + c, len);  // master: its rounding goes to the parameter
+                              Narrow(mm, t->m + c, len, t->m_scale);
+                              Narrow(vv, t->v + c, len);
+                            }
+                          }});
 }
 
 // ---- f64 compute (f64 parameters), scalar ------------------------------------------
@@ -319,15 +379,19 @@ void AdamWCpu(const AdamWHyper& hyper, const std::vector<AdamWTensorArgs>& tenso
     h.bias_correction1 = s[1];
     h.bias_correction2 = s[2];
   }
+  StepPlan plan;  // NOTE [adamw one region]
   for (const AdamWTensorArgs& a : tensors) {
     DispatchAdamW(a, HasAdamWScales(a), [&]<typename P, typename G, typename M, typename V, bool kMaster>() {
       if constexpr (std::is_same_v<P, double>) {
         AdamWTensorF64<G, M, V>(h, a);
       } else {
-        AdamWTensorF32<P, G, M, V, kMaster>(h, a);
+        PlanTensorF32<P, G, M, V, kMaster>(h, a, &plan);
       }
     });
   }
+  RunJobs(plan.amax, 2);
+  for (const auto& scales : plan.scales) scales();
+  RunJobs(plan.update, cpu::kParallelGrain);
 }
 
 }  // namespace
