@@ -28,4 +28,19 @@ namespace octet {
 // D == 0.
 Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
 
+// CausalAttention on the heads of a fused projection, with the heads of the
+// result side by side: for qkv (B,T,3C) with C = n_head * D, q, k and v are
+// its last dim's three C-wide slices, each split into n_head heads of D
+// consecutive columns, and the result (B,T,C) holds head h's output in
+// columns h*D..h*D+D-1, i.e.
+//   CausalAttention(q, k, v, scale).Permute({0, 2, 1, 3}).Reshape({B, T, C})
+// with q = qkv.Reshape({B,T,3,n_head,D}).Permute({2,0,3,1,4}).Select(0, 0)
+// (k, v: Select 1, 2), the same values, without the copies that chain makes
+// (the result and qkv's gradient are written in place; NOTE [attention in
+// the qkv layout] in ops/attention.cc). Differentiable in qkv; dtypes and
+// devices as CausalAttention.
+// Errors (octet::Error naming the op): qkv not of rank 3, a last dim that is
+// not 3 * n_head * D with D >= 1, n_head < 1, dtypes as CausalAttention.
+Tensor CausalAttentionQkv(const Tensor& qkv, int64_t n_head, double scale = 0.0);
+
 }  // namespace octet

@@ -13,15 +13,18 @@ namespace octet {
 // The dtype of the saved log-sum-exp: float64 for float64 inputs, else float32.
 DType AttentionLseDtype(DType input);
 
-// q, k, v: (B,H,T,D) any strides. out: (B,H,T,D) contiguous, q's dtype.
+// q, k, v: (B,H,T,D) any strides. out: (B,H,T,D) any strides (distinct
+// elements), q's dtype: e.g. the heads of a (B,T,H*D) tensor, NOTE
+// [attention in the qkv layout] in ops/attention.cc.
 // lse: (B,H,T) contiguous, AttentionLseDtype; natural log of the softmax
 // denominator of each query row, scores already multiplied by scale.
 using CausalAttentionFwdFn = void(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                                   const Tensor& lse);
 
 // q, k, v, dout: (B,H,T,D) any strides. out, lse: as written by the forward.
-// dq, dk, dv: (B,H,T,D) contiguous, q's dtype, or undefined when that
-// gradient is not wanted. Deterministic.
+// dq, dk, dv: (B,H,T,D) any strides (distinct elements, not overlapping one
+// another), q's dtype, or undefined when that gradient is not wanted.
+// Deterministic.
 using CausalAttentionBwdFn = void(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& dout, const Tensor& lse, double scale, const Tensor& dq,
                                   const Tensor& dk, const Tensor& dv);

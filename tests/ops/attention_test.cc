@@ -1,7 +1,9 @@
 // Causal attention: forward, log-sum-exp and gradients against float64
 // references written with plain loops (explicit softmax over each causal
 // row), gradcheck, every instruction-set path, strided (permuted-view) inputs,
-// determinism across thread counts and backward paths, errors.
+// determinism across thread counts and backward paths, the fused-projection
+// layout (CausalAttentionQkv) and strided outputs, errors.
+#include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -213,6 +215,75 @@ void ExpectSameBits(const Tensor& a, const Tensor& b, const std::string& what) {
   EXPECT_EQ(a.ToDoubles(), b.ToDoubles()) << what;
 }
 
+// NOTE [attention in the qkv layout]: CausalAttentionQkv writes its (B,T,C)
+// output and the (B,T,3C) gradient in place through strided (B,H,T,D)
+// views; bit for bit the chain of views, CausalAttention and the merge of
+// the heads, on both backward paths (few heads: per tile; many: per head),
+// for every dtype, with a contiguous and a broadcast output gradient.
+TEST(Attention, QkvLayoutEqualsTheViewChainBitForBit) {
+  struct Case {
+    int64_t b, t, h, d;
+  };
+  for (const Case c : {Case{2, 70, 3, 16}, Case{4, 33, 4, 8}, Case{1, 1, 1, 1}, Case{1, 130, 2, 33}}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+      for (bool broadcast_dout : {false, true}) {
+        const int64_t C = c.h * c.d;
+        const std::string what = absl::StrCat(Name(dtype), " B=", c.b, " T=", c.t, " H=", c.h, " D=", c.d,
+                                              broadcast_dout ? " broadcast dout" : "");
+        const Tensor x = RandomTensor({c.b, c.t, 3 * C}, 70, dtype);
+        const Tensor dout = broadcast_dout ? RandomTensor({1, 1, C}, 71, dtype).Expand({c.b, c.t, C})
+                                           : RandomTensor({c.b, c.t, C}, 71, dtype);
+        Tensor fused_in = x.detach().requires_grad_();
+        const Tensor fused = CausalAttentionQkv(fused_in, c.h);
+        ASSERT_EQ(fused.shape(), (Shape{c.b, c.t, C})) << what;
+        fused.Backward(dout);
+
+        Tensor chain_in = x.detach().requires_grad_();
+        const Tensor heads = chain_in.View({c.b, c.t, 3, c.h, c.d}).Permute({2, 0, 3, 1, 4});
+        const Tensor chain = CausalAttention(heads.Select(0, 0), heads.Select(0, 1), heads.Select(0, 2))
+                                 .Permute({0, 2, 1, 3})
+                                 .Reshape({c.b, c.t, C});
+        chain.Backward(dout);
+        ExpectSameBits(fused, chain, "out " + what);
+        ExpectSameBits(fused_in.grad(), chain_in.grad(), "dqkv " + what);
+      }
+    }
+  }
+}
+
+// The kernels' outputs may have any strides (ops/attention_kernels.h), the
+// head dim's included: out, dq, dk, dv written through transposed views give
+// the bits of contiguous ones, on the per-tile and the per-head backward path.
+TEST(Attention, KernelsWriteOutputsWithAnyStrides) {
+  for (const Shape& shape : {Shape{1, 2, 75, 12}, Shape{2, 4, 40, 8}}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      const std::string what = ShapeStr(shape) + " " + Name(dtype);
+      const Inputs in = MakeInputs(shape, dtype, 80);
+      const Tensor dout = RandomTensor(shape, 83, dtype);
+      const Shape lse_shape{shape[0], shape[1], shape[2]};
+      const TensorOptions lse_options{.dtype = AttentionLseDtype(dtype)};
+      // (B,H,D,T) buffers seen as (B,H,T,D): stride 1 along T, T along D.
+      auto transposed = [&] { return Empty({shape[0], shape[1], shape[3], shape[2]}, {.dtype = dtype}).Transpose(2, 3); };
+
+      Tensor out = Empty(shape, {.dtype = dtype}), lse = Empty(lse_shape, lse_options);
+      causal_attention_fwd(kCPU)(in.q, in.k, in.v, 0.4, out, lse);
+      Tensor out_t = transposed(), lse_t = Empty(lse_shape, lse_options);
+      ASSERT_NE(out_t.stride(3), 1);
+      causal_attention_fwd(kCPU)(in.q, in.k, in.v, 0.4, out_t, lse_t);
+      ExpectSameBits(out_t, out, "out " + what);
+      ExpectSameBits(lse_t, lse, "lse " + what);
+
+      Tensor dq = Empty(shape, {.dtype = dtype}), dk = Empty(shape, {.dtype = dtype}), dv = Empty(shape, {.dtype = dtype});
+      causal_attention_bwd(kCPU)(in.q, in.k, in.v, out, dout, lse, 0.4, dq, dk, dv);
+      Tensor dq_t = transposed(), dk_t = transposed(), dv_t = transposed();
+      causal_attention_bwd(kCPU)(in.q, in.k, in.v, out_t, dout, lse, 0.4, dq_t, dk_t, dv_t);
+      ExpectSameBits(dq_t, dq, "dq " + what);
+      ExpectSameBits(dk_t, dk, "dk " + what);
+      ExpectSameBits(dv_t, dv, "dv " + what);
+    }
+  }
+}
+
 // One thread takes the one-sweep-per-head path; two threads over one head
 // take the two-pass path (dK/dV over key tiles, dQ over query tiles). Both
 // give the same bits, and so does asking for a single gradient.
@@ -313,6 +384,32 @@ TEST(Attention, ErrorsNameOpAndShapes) {
 
   e = ErrorOf([&] { CausalAttention(Zeros({1, 2, 5, 0}), Zeros({1, 2, 5, 0}), Zeros({1, 2, 5, 0})); });
   EXPECT_NE(e.find("head size"), std::string::npos) << e;
+}
+
+TEST(Attention, QkvLayoutErrorsNameOpAndShapes) {
+  std::string e = ErrorOf([&] { CausalAttentionQkv(Zeros({2, 5, 4, 3}), 1); });
+  EXPECT_NE(e.find("causal_attention_qkv"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 5, 4, 3]"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkv(Zeros({2, 5, 13}), 1); });
+  EXPECT_NE(e.find("causal_attention_qkv"), std::string::npos) << e;
+  EXPECT_NE(e.find("(13)"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkv(Zeros({2, 5, 12}), 3); });  // C = 4 is not a multiple of 3 heads
+  EXPECT_NE(e.find("n_head (3)"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkv(Zeros({2, 5, 12}), 0); });
+  EXPECT_NE(e.find("n_head must be at least 1"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkv(Zeros({2, 5, 12}).To(DType::kFloat8E4M3), 2); });
+  EXPECT_NE(e.find("causal_attention_qkv"), std::string::npos) << e;
+  EXPECT_NE(e.find("FP8"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkv(Tensor(), 2); });
+  EXPECT_NE(e.find("causal_attention_qkv"), std::string::npos) << e;
+
+  EXPECT_EQ(CausalAttentionQkv(Zeros({2, 0, 12}), 2).shape(), (Shape{2, 0, 4}));
 }
 
 }  // namespace

@@ -99,6 +99,27 @@ struct Operand {
   int64_t sb, sh, st, sd, heads;
 };
 
+// A (B,H,T,D) output (any strides; e.g. heads side by side in a (B,T,H*D)
+// tensor, NOTE [attention in the qkv layout] in ops/attention.cc), or none
+// when undefined.
+template <typename T>
+struct OutOperand {
+  explicit OutOperand(const Tensor& t) {
+    if (!t.defined()) return;
+    data = t.data<T>();
+    sb = t.stride(0);
+    sh = t.stride(1);
+    st = t.stride(2);
+    sd = t.stride(3);
+    heads = t.size(1);
+  }
+  explicit operator bool() const { return data != nullptr; }
+  // Row t0 of head bh (= b*H + h).
+  T* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
+  T* data = nullptr;
+  int64_t sb = 0, sh = 0, st = 0, sd = 1, heads = 1;
+};
+
 struct Geometry {
   explicit Geometry(const Tensor& q, int64_t lanes)
       : bh(q.size(0) * q.size(1)), t(q.size(2)), d(q.size(3)), dp((q.size(3) + lanes - 1) / lanes * lanes),
@@ -172,11 +193,19 @@ void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t 
   }
 }
 
-// Stores rows (rows x Dp, compute type) times mul into a contiguous (rows, D) slice.
+// Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh of out.
 template <typename T, typename A>
-void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, T* dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = ConvertElement<T>(src[r * dp + c] * mul);
+void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
+               int64_t t0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dst = out.Row(bh, t0 + r);
+    const A* row = src + r * dp;
+    if (out.sd == 1) {
+      for (int64_t c = 0; c < d; ++c) dst[c] = ConvertElement<T>(row[c] * mul);
+    } else {
+      for (int64_t c = 0; c < d; ++c) dst[c * out.sd] = ConvertElement<T>(row[c] * mul);
+    }
+  }
 }
 
 // Runs body(workspace, item) for item in [0, n): OpenMP dynamic schedule (work
@@ -236,7 +265,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
   using A = AccType<T>;
   const Geometry g(q_t, attn::kPadElems<A>);
   const Operand<T> q(q_t), k(k_t), v(v_t);
-  T* out = out_t.data<T>();  // (B,H,T,D) contiguous
+  const OutOperand<T> out(out_t);
   A* lse = lse_t.data<A>();  // (B,H,T)
   const TileFns<A> fns = attn::ActiveTileFns<A>();
   const A qmul = static_cast<A>(scale * kLog2e);
@@ -299,8 +328,8 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
     const A* l = ws.l.get();
     for (int64_t i = 0; i < qn; ++i) {
       const A inv = A(1) / l[i];
-      T* dst = out + (bh * g.t + q0 + i) * g.d;
-      for (int64_t c = 0; c < g.d; ++c) dst[c] = ConvertElement<T>(o[i * g.dp + c] * inv);
+      T* dst = out.Row(bh, q0 + i);
+      for (int64_t c = 0; c < g.d; ++c) dst[c * out.sd] = ConvertElement<T>(o[i * g.dp + c] * inv);
       lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
     }
   };
@@ -335,9 +364,8 @@ template <typename T>
 struct BwdInputs {
   BwdInputs(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, const Tensor& out_t, const Tensor& dout_t,
             const Tensor& lse_t)
-      : q(q_t), k(k_t), v(v_t), dout(dout_t), out(out_t.data<T>()), lse(lse_t.data<AccType<T>>()) {}
-  Operand<T> q, k, v, dout;
-  const T* out;               // (B,H,T,D) contiguous
+      : q(q_t), k(k_t), v(v_t), dout(dout_t), out(out_t), lse(lse_t.data<AccType<T>>()) {}
+  Operand<T> q, k, v, dout, out;
   const AccType<T>* lse;      // (B,H,T)
 };
 
@@ -409,12 +437,17 @@ void FillHeadTile(const BwdInputs<T>& in, const Geometry& g, const HeadPack<A>& 
   A* lse2 = hp.Lse2(base, tile);
   A* di = hp.Di(base, tile);
   const HeadRows<A> rows = RowsOfHead(in, hp, base, bh);
+  std::vector<T> o_row(in.out.sd == 1 ? 0 : g.d);  // a row of O with strided columns, gathered
   for (int64_t i = 0; i < kTile; ++i) {
     if (i < n) {
       lse2[i] = in.lse[bh * g.t + t0 + i] * static_cast<A>(kLog2e);
       // D_i = rowsum(dO_i o O_i), dO_i from its row in the compute type
       // (packed above, or read in place): lanes of contiguous elements.
-      const T* o = in.out + (bh * g.t + t0 + i) * g.d;
+      const T* o = in.out.Row(bh, t0 + i);
+      if (in.out.sd != 1) {
+        for (int64_t c = 0; c < g.d; ++c) o_row[c] = o[c * in.out.sd];
+        o = o_row.data();
+      }
       const A* dout = rows.p[HeadPack<A>::kDout] + (t0 + i) * rows.rs[HeadPack<A>::kDout];
       di[i] = LaneDot<A>(g.d, dout, o);
     } else {
@@ -469,11 +502,8 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
   const TileFns<A> fns = attn::ActiveTileFns<A>();
   const A c = static_cast<A>(scale * kLog2e);
   const A s = static_cast<A>(scale);
-  T* dq = dq_t.defined() ? dq_t.data<T>() : nullptr;  // (B,H,T,D) contiguous, or null
-  T* dk = dk_t.defined() ? dk_t.data<T>() : nullptr;
-  T* dv = dv_t.defined() ? dv_t.data<T>() : nullptr;
-  const bool want_kv = dk != nullptr || dv != nullptr;
-  const int64_t head = g.t * g.d;
+  const OutOperand<T> dq(dq_t), dk(dk_t), dv(dv_t);  // each may be undefined
+  const bool want_kv = dk || dv;
 
   // Accumulates the dK/dV of key tile `ktile` over query tiles ktile.. and stores them.
   auto key_tile = [&](BwdWorkspace<A>& ws, A* base, const HeadRows<A>& rows, int64_t bh, int64_t ktile,
@@ -489,9 +519,9 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
       t.dq = dq_head ? dq_head + qtile * kTile * g.dp : nullptr;
       fns.bwd(t);
     }
-    const int64_t kn = g.TileRows(ktile), row0 = bh * head + ktile * kTile * g.d;
-    if (dk) StoreRows(ws.dk.get(), g.dp, kn, g.d, s, dk + row0);
-    if (dv) StoreRows(ws.dv.get(), g.dp, kn, g.d, A(1), dv + row0);
+    const int64_t kn = g.TileRows(ktile), k0 = ktile * kTile;
+    if (dk) StoreRows(ws.dk.get(), g.dp, kn, g.d, s, dk, bh, k0);
+    if (dv) StoreRows(ws.dv.get(), g.dp, kn, g.d, A(1), dv, bh, k0);
   };
 
   const bool per_head = dq && want_kv && HeadsFillThreads(g);
@@ -506,7 +536,7 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
           A* dq_head = ws.dq.get();
           std::fill(dq_head, dq_head + g.nt * kTile * g.dp, A(0));
           for (int64_t ktile = 0; ktile < g.nt; ++ktile) key_tile(ws, base, rows, bh, ktile, dq_head);
-          StoreRows(dq_head, g.dp, g.t, g.d, s, dq + bh * head);
+          StoreRows(dq_head, g.dp, g.t, g.d, s, dq, bh, 0);
         });
     return;
   }
@@ -544,7 +574,7 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
             t.dq = acc;
             fns.bwd(t);
           }
-          StoreRows(acc, g.dp, g.TileRows(qtile), g.d, s, dq + bh * head + qtile * kTile * g.d);
+          StoreRows(acc, g.dp, g.TileRows(qtile), g.d, s, dq, bh, qtile * kTile);
         });
   }
 }

@@ -42,8 +42,24 @@ bool IsCudnnNoEngineError(std::string_view message) { return message.starts_with
 
 int64_t AttentionFallbackCount() { return g_attention_fallbacks.load(); }
 
-void CausalAttentionFwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
-                            const Tensor& lse) {
+namespace {
+
+// NOTE [strided attention outputs on CUDA]: the kernel contract lets out,
+// dq, dk and dv have any strides (ops/attention_kernels.h; the CPU kernel
+// writes them in place). The CUDA kernels below write contiguous outputs, so
+// a strided one is computed into a contiguous temporary and copied: the same
+// copies the heads' split and merge made before the contract changed (cuDNN
+// takes output strides too; letting it write in place waits for a GPU to
+// test it on).
+Tensor ContiguousOut(const Tensor& t) {
+  return !t.defined() || t.is_contiguous() ? t : Empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
+void CopyBack(Tensor dst, const Tensor& computed) {  // a handle: the copy writes dst's storage
+  if (dst.defined() && !dst.is_contiguous()) dst.CopyFrom_(computed);
+}
+
+void CausalAttentionFwdContiguous(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                                  const Tensor& lse) {
   if (const char* reason = CudnnAttentionUnsupportedReason(q.dtype(), q.size(3))) {
     const char* flash = FlashAttentionUnsupportedReason(q.dtype(), q.size(3), q.device());
     if (flash == nullptr) return CausalAttentionFwdFlash(q, k, v, scale, out, lse);
@@ -58,8 +74,9 @@ void CausalAttentionFwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, d
   CausalAttentionFwdUnfused(q, k, v, scale, out, lse);
 }
 
-void CausalAttentionBwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
-                            const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+void CausalAttentionBwdContiguous(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& dout, const Tensor& lse, double scale, const Tensor& dq,
+                                  const Tensor& dk, const Tensor& dv) {
   if (const char* reason = CudnnAttentionUnsupportedReason(q.dtype(), q.size(3))) {
     const char* flash = FlashAttentionUnsupportedReason(q.dtype(), q.size(3), q.device());
     if (flash == nullptr) return CausalAttentionBwdFlash(q, k, v, out, dout, lse, scale, dq, dk, dv);
@@ -72,6 +89,24 @@ void CausalAttentionBwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, c
   RecordAttentionFallback(why);
 #endif
   CausalAttentionBwdUnfused(q, k, v, out, dout, lse, scale, dq, dk, dv);
+}
+
+}  // namespace
+
+void CausalAttentionFwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                            const Tensor& lse) {
+  const Tensor o = ContiguousOut(out);  // NOTE [strided attention outputs on CUDA]
+  CausalAttentionFwdContiguous(q, k, v, scale, o, lse);
+  CopyBack(out, o);
+}
+
+void CausalAttentionBwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
+                            const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const Tensor cq = ContiguousOut(dq), ck = ContiguousOut(dk), cv = ContiguousOut(dv);
+  CausalAttentionBwdContiguous(q, k, v, out, dout, lse, scale, cq, ck, cv);
+  CopyBack(dq, cq);
+  CopyBack(dk, ck);
+  CopyBack(dv, cv);
 }
 
 OCTET_REGISTER_KERNEL(causal_attention_fwd, DeviceType::kCUDA, &CausalAttentionFwdCuda);
