@@ -6,6 +6,7 @@
 #include <new>
 
 #include <octet/core/caching_allocator.h>
+#include <octet/core/device.h>
 #include <octet/core/error.h>
 
 namespace octet {
@@ -122,6 +123,12 @@ Allocator& GetAllocator(DeviceType type) {
   OCTET_CHECK(a != nullptr, "no allocator for device type ", type,
               ": this build of octet has no backend for it (configure with OCTET_CUDA=ON)");
   return *a;
+}
+
+Allocator& GetAllocator(Device device) {
+  if (GetRegistry().allocators[static_cast<int>(device.type)] == nullptr)
+    CheckDeviceExists(device, "allocating memory");  // throws: the backend is not built or has no device
+  return GetAllocator(device.type);
 }
 
 void RegisterAllocator(DeviceType type, Allocator* allocator) {

@@ -24,6 +24,9 @@ inline constexpr size_t kCpuAlignment = 64;
 // The allocator for a device type. Throws when none is registered (e.g. a CUDA
 // tensor in a build without CUDA).
 Allocator& GetAllocator(DeviceType type);
+// The allocator for `device`; when its type has none, the error names the
+// device and why it is not there (CheckDeviceExists in core/device.h).
+Allocator& GetAllocator(Device device);
 void RegisterAllocator(DeviceType type, Allocator* allocator);
 
 // Copies bytes between any two devices (host<->device through the backend).

@@ -6,7 +6,7 @@
 namespace octet {
 
 Storage::Storage(size_t nbytes, Device device)
-    : data_(GetAllocator(device.type).Allocate(nbytes, device)), nbytes_(nbytes), device_(device) {}
+    : data_(GetAllocator(device).Allocate(nbytes, device)), nbytes_(nbytes), device_(device) {}
 
 Storage::Storage(void* data, size_t nbytes, Device device, bool owned)
     : data_(data), nbytes_(nbytes), device_(device), owned_(owned) {}
