@@ -89,7 +89,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # then sleep): what a program gets that sets nothing. passive makes CPU time
 # meaningful (no spinning) but costs every parallel region a futex wake-up:
 # 24 us per fork/join on this VM against 4 us (a 2-thread empty region,
-# measured 2026-11-24), and a GPT step opens 250-350 of them.
+# measured 2026-11-24), and a GPT step opens 110-280 of them (perf probe on
+# GOMP_parallel at 7d8b861: small O2 185, small O1 ~280, wide O2 ~110).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ "$OMP_WAIT_POLICY" = default ] && unset OMP_WAIT_POLICY
 steps=${STEPS:-10}
