@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -106,6 +107,34 @@ TEST(ParallelFor, NestedAndSmallCallsRunInline) {
     });
   }
   EXPECT_EQ(inline_calls.load(), omp_get_max_threads() >= 2 ? 2 : 1);
+}
+
+// ParallelJobs: every index of every job exactly once, within the job's own
+// range, with empty jobs first, between and last, for any grain and team.
+TEST(ParallelJobs, VisitEveryIndexOfEveryJobOnce) {
+  const std::vector<int64_t> sizes = {0, 5, 0, 0, 70001, 1, 3000, 0};
+  for (int threads : {1, 2, 3}) {
+    const Threads t(threads);
+    for (int64_t grain : {1, 7, 1000, 1 << 20}) {
+      std::vector<std::vector<std::atomic<int>>> counts;
+      for (int64_t n : sizes) counts.emplace_back(static_cast<size_t>(n));
+      std::atomic<bool> bad_range{false};
+      std::vector<RangeJob> jobs;
+      for (size_t j = 0; j < sizes.size(); ++j) {
+        jobs.push_back({sizes[j], [&, j](int64_t begin, int64_t end) {
+                          if (begin < 0 || end > sizes[j] || begin >= end) bad_range = true;
+                          for (int64_t i = std::max<int64_t>(begin, 0); i < std::min(end, sizes[j]); ++i)
+                            counts[j][static_cast<size_t>(i)].fetch_add(1);
+                        }});
+      }
+      ParallelJobs(jobs, grain);
+      EXPECT_FALSE(bad_range) << "threads " << threads << " grain " << grain;
+      for (size_t j = 0; j < sizes.size(); ++j)
+        for (int64_t i = 0; i < sizes[j]; ++i)
+          ASSERT_EQ(counts[j][static_cast<size_t>(i)].load(), 1)
+              << "threads " << threads << " grain " << grain << " job " << j << " index " << i;
+    }
+  }
 }
 
 }  // namespace

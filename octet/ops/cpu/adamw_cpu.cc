@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <limits>
 #include <type_traits>
@@ -197,28 +196,6 @@ OCTET_INLINE void UpdateChunkBody(const Coeffs<float>& k, const float* __restric
 // results do not depend on where a chunk starts (-ffp-contract=off, element
 // by element), so the bits are those of the per-tensor loops.
 
-// A piece of work over [0, n) that may be cut anywhere.
-struct RangeJob {
-  int64_t n = 0;
-  std::function<void(int64_t, int64_t)> run;
-};
-
-// Runs every job over its whole range in one ParallelFor over their
-// concatenation; a piece that spans jobs is cut at their boundaries.
-void RunJobs(const std::vector<RangeJob>& jobs, int64_t grain) {
-  std::vector<int64_t> start(jobs.size() + 1, 0);
-  for (size_t j = 0; j < jobs.size(); ++j) start[j + 1] = start[j] + jobs[j].n;
-  cpu::ParallelFor(start.back(), grain, [&](int64_t begin, int64_t end) {
-    // The last job starting at or before `begin` (empty jobs before it are skipped).
-    size_t j = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) - 1;
-    for (; begin < end; ++j) {
-      const int64_t stop = std::min(end, start[j + 1]);
-      if (stop > begin) jobs[j].run(begin - start[j], stop - start[j]);
-      begin = stop;
-    }
-  });
-}
-
 // An optimizer step's f32-compute work: the scaled-state amax blocks, then
 // (tensor by tensor, serially) the new scales, then the updates.
 struct StepPlan {
@@ -389,9 +366,9 @@ void AdamWCpu(const AdamWHyper& hyper, const std::vector<AdamWTensorArgs>& tenso
       }
     });
   }
-  RunJobs(plan.amax, 2);
+  ParallelJobs(plan.amax, 2);
   for (const auto& scales : plan.scales) scales();
-  RunJobs(plan.update, cpu::kParallelGrain);
+  ParallelJobs(plan.update, kParallelGrain);
 }
 
 }  // namespace

@@ -88,25 +88,15 @@ class Buffer {
   A* p_ = nullptr;
 };
 
-// A (B,H,T,D) tensor as a base pointer and element strides.
-template <typename T>
-struct Operand {
-  explicit Operand(const Tensor& t)
-      : data(t.data<T>()), sb(t.stride(0)), sh(t.stride(1)), st(t.stride(2)), sd(t.stride(3)), heads(t.size(1)) {}
-  // Row t0 of head bh (= b*H + h).
-  const T* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
-  const T* data;
-  int64_t sb, sh, st, sd, heads;
-};
-
-// A (B,H,T,D) output (any strides; e.g. heads side by side in a (B,T,H*D)
-// tensor, NOTE [attention in the qkv layout] in ops/attention.cc), or none
-// when undefined.
-template <typename T>
-struct OutOperand {
-  explicit OutOperand(const Tensor& t) {
+// A (B,H,T,D) tensor as a base pointer and element strides, P its element
+// type (const for inputs), or none (null data) when undefined. Outputs may
+// have any strides too: e.g. heads side by side in a (B,T,H*D) tensor (NOTE
+// [attention in the qkv layout] in ops/attention.cc).
+template <typename P>
+struct HeadStrides {
+  explicit HeadStrides(const Tensor& t) {
     if (!t.defined()) return;
-    data = t.data<T>();
+    data = t.data<std::remove_const_t<P>>();
     sb = t.stride(0);
     sh = t.stride(1);
     st = t.stride(2);
@@ -115,10 +105,14 @@ struct OutOperand {
   }
   explicit operator bool() const { return data != nullptr; }
   // Row t0 of head bh (= b*H + h).
-  T* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
-  T* data = nullptr;
+  P* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
+  P* data = nullptr;
   int64_t sb = 0, sh = 0, st = 0, sd = 1, heads = 1;
 };
+template <typename T>
+using Operand = HeadStrides<const T>;  // an input
+template <typename T>
+using OutOperand = HeadStrides<T>;  // an output
 
 struct Geometry {
   explicit Geometry(const Tensor& q, int64_t lanes)
@@ -327,9 +321,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
     const A* m = ws.m.get();
     const A* l = ws.l.get();
     for (int64_t i = 0; i < qn; ++i) {
-      const A inv = A(1) / l[i];
-      T* dst = out.Row(bh, q0 + i);
-      for (int64_t c = 0; c < g.d; ++c) dst[c * out.sd] = ConvertElement<T>(o[i * g.dp + c] * inv);
+      StoreRows(o + i * g.dp, g.dp, 1, g.d, A(1) / l[i], out, bh, q0 + i);
       lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
     }
   };

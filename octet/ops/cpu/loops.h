@@ -9,7 +9,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include <octet/core/tensor.h>
 
@@ -117,6 +119,30 @@ void ParallelFor(int64_t n, int64_t grain, F&& body) {
       for (int64_t p = other.Take(false); p >= 0; p = other.Take(false)) run(p);
     }
   }
+}
+
+// A piece of work over [0, n) that may be cut anywhere (ParallelJobs).
+struct RangeJob {
+  int64_t n = 0;
+  std::function<void(int64_t, int64_t)> run;
+};
+
+// Runs every job over its whole range in one ParallelFor over their
+// concatenation (grain in those units); a piece that spans jobs is cut at
+// their boundaries. One parallel region where a loop per job would open one
+// each (NOTE [adamw one region] in ops/cpu/adamw_cpu.cc).
+inline void ParallelJobs(const std::vector<RangeJob>& jobs, int64_t grain) {
+  std::vector<int64_t> start(jobs.size() + 1, 0);
+  for (size_t j = 0; j < jobs.size(); ++j) start[j + 1] = start[j] + jobs[j].n;
+  ParallelFor(start.back(), grain, [&](int64_t begin, int64_t end) {
+    // The last job starting at or before `begin` (empty jobs before it are skipped).
+    size_t j = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) - 1;
+    for (; begin < end; ++j) {
+      const int64_t stop = std::min(end, start[j + 1]);
+      if (stop > begin) jobs[j].run(begin - start[j], stop - start[j]);
+      begin = stop;
+    }
+  });
 }
 
 // N operands over one iteration shape. strides are in elements; operands may
