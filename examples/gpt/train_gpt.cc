@@ -57,6 +57,8 @@ ABSL_FLAG(std::string, amax_algo, "max", "O1 delayed scaling: max | most_recent"
 ABSL_FLAG(int32_t, margin, 0, "O1: scale = fp8_max / amax / 2^margin");
 ABSL_FLAG(bool, pow2_scales, false, "O1: round scales down to powers of two");
 ABSL_FLAG(bool, fp8_lm_head, false, "O1: run the (tied) lm_head GEMM in FP8 too");
+ABSL_FLAG(bool, fp8_attention, true,
+          "O1: the attention reads and keeps an FP8 copy of q, k, v (false: the BF16 projection output)");
 ABSL_FLAG(int64_t, steps, 3000, "Optimizer steps (the default takes ~3 minutes on 2 cores)");
 ABSL_FLAG(int64_t, seed, 1337, "Seed for initialisation, data order and sampling");
 ABSL_FLAG(std::string, ckpt_dir, "", "Checkpoint directory (empty: no checkpoints)");
@@ -254,6 +256,7 @@ absl::Status Run() {
   recipe.margin = absl::GetFlag(FLAGS_margin);
   recipe.power_of_two_scales = absl::GetFlag(FLAGS_pow2_scales);
   recipe.fp8_lm_head = absl::GetFlag(FLAGS_fp8_lm_head);
+  recipe.fp8_attention_inputs = absl::GetFlag(FLAGS_fp8_attention);
   optim::StateDType state_dtype;
   const std::string sd = absl::GetFlag(FLAGS_state_dtype);
   if (sd == "fp32") state_dtype = optim::StateDType::kFloat32;
@@ -362,7 +365,8 @@ absl::Status Run() {
   run_meta["amp.recipe"] = level != nn::amp::Level::kO1 ? "none"
                            : absl::StrCat(nn::amp::Name(recipe.scaling), ",history=", recipe.amax_history_len, ",algo=",
                                           algo, ",margin=", recipe.margin, ",pow2=", recipe.power_of_two_scales ? 1 : 0,
-                                          ",fp8_lm_head=", recipe.fp8_lm_head ? 1 : 0);
+                                          ",fp8_lm_head=", recipe.fp8_lm_head ? 1 : 0,
+                                          ",fp8_attention=", recipe.fp8_attention_inputs ? 1 : 0);
   run_meta["dataset.fingerprint"] = data->fingerprint;
   run_meta["dataset.tokenizer"] = data->text ? "bytes" : "llm.c token shards";
 

@@ -6,7 +6,8 @@
 //   kO0  FP32 everything.
 //   kO1  FP8 compute: every Linear GEMM (fprop, dgrad, wgrad) in FP8 with FP32
 //        accumulation, HYBRID formats (E4M3 activations and weights, E5M2
-//        output gradients); other ops in BF16; FP32 master weights.
+//        output gradients), the attention on FP8 q, k, v (computed in BF16);
+//        other ops in BF16; FP32 master weights.
 //   kO2  BF16 compute: GEMMs and activations in BF16, FP32 master weights,
 //        FP32 statistics in norms, softmax and the loss.
 #pragma once
@@ -51,6 +52,12 @@ struct Recipe {
   DType backward_dtype = DType::kFloat8E5M2;
   // GPT's lm_head (tied to wte) stays BF16 in O1 unless this is set.
   bool fp8_lm_head = false;
+  // O1 attention (nn::CausalSelfAttention) on an FP8 (forward_dtype) copy of
+  // its q, k, v, the only copy kept for backward (NOTE [fp8 attention
+  // inputs] in ops/attention.cc). Its scale is always current (this
+  // tensor's amax; no slot, no history, nothing checkpointed). Off: the
+  // attention reads and keeps the BF16 projection output.
+  bool fp8_attention_inputs = true;
 };
 
 // The state of an amp::Autocast scope (nn/amp.h).

@@ -1,6 +1,8 @@
 #include <octet/nn/attention.h>
 
+#include <octet/nn/fp8_scaling.h>
 #include <octet/ops/attention.h>
+#include <octet/ops/cast.h>
 
 namespace octet::nn {
 namespace {
@@ -35,7 +37,15 @@ Tensor CausalSelfAttention::ForwardLayerNorm(LayerNorm& ln, const Tensor& x) {
 Tensor CausalSelfAttention::Attend(const Tensor& qkv) {  // qkv (B,T,3C)
   // Heads read from qkv and written side by side in place (NOTE [attention
   // in the qkv layout] in ops/attention.cc).
-  return resid_dropout_(proj_(CausalAttentionQkv(qkv, options_.n_head)));  // (B,T,C)
+  const amp::Recipe& recipe = amp_recipe();
+  if (amp_level() != amp::Level::kO1 || !recipe.fp8_attention_inputs)
+    return resid_dropout_(proj_(CausalAttentionQkv(qkv, options_.n_head)));  // (B,T,C)
+  // O1: the attention keeps only an FP8 copy of qkv (NOTE [fp8 attention
+  // inputs]), quantized with its own amax (current scaling: no state).
+  const DType fp8 = recipe.forward_dtype;
+  const Tensor one = Full({1}, 1.0, {.dtype = DType::kFloat32, .device = qkv.device()});
+  const Tensor scale = amp::CurrentScale(recipe, fp8, Amax(qkv), one);
+  return resid_dropout_(proj_(CausalAttentionQkvFp8(Quantize(qkv, fp8, scale), options_.n_head, qkv.dtype())));
 }
 
 }  // namespace octet::nn

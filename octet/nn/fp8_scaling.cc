@@ -74,14 +74,19 @@ Tensor Fp8Slot::ScaleFor(const Recipe& recipe, const Tensor& amax) const {
 
 Tensor Fp8Slot::CurrentScale(const Recipe& recipe, const Tensor& amax) const {
   CheckOnDevice(amax, "amax");
-  Tensor next = scale_->Clone();
+  return amp::CurrentScale(recipe, dtype_, amax, *scale_);
+}
+
+Tensor CurrentScale(const Recipe& recipe, DType fp8, const Tensor& amax, const Tensor& previous) {
+  OCTET_CHECK(IsFp8(fp8), "amp::CurrentScale: ", Name(fp8), " is not an FP8 dtype");
+  Tensor next = previous.Clone();
   // Current scaling is a delayed-scaling update over a one-entry history:
-  // reduced amax = amax, scale = ComputeScale(amax, ..., previous = slot scale).
-  const TensorOptions f32{.dtype = DType::kFloat32, .device = device()};
+  // reduced amax = amax, scale = ComputeScale(amax, ..., previous).
+  const TensorOptions f32{.dtype = DType::kFloat32, .device = previous.device()};
   const DelayedScalingConfig config{.margin = recipe.margin, .algo = AmaxAlgo::kMax,
                                     .power_of_two = recipe.power_of_two_scales};
   UpdateDelayedScaling({{.history = Empty({1}, f32), .amax = amax.Reshape({1}), .scale = next,
-                         .scale_inv = Empty({1}, f32), .fp8_max = static_cast<float>(Info(dtype_).max_finite)}},
+                         .scale_inv = Empty({1}, f32), .fp8_max = static_cast<float>(Info(fp8).max_finite)}},
                        config);
   return next;
 }

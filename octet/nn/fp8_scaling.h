@@ -60,6 +60,14 @@ ClipCounts CountFp8Clipping(const Tensor& x, float scale, DType fp8_dtype);
 ClipCounts CountFp8ClippingOfRows(const Tensor& x, const std::function<Tensor(const Tensor& rows)>& map, float scale,
                                   DType fp8_dtype);
 
+// The scale current scaling gives a tensor whose max |x| is `amax` (float32
+// [1]) for the FP8 dtype `fp8`: ComputeScale (core/scaling_math.h) with the
+// recipe's margin and power-of-two rule, `previous` (float32 [1], amax's
+// device) kept when amax is 0 or not finite. A new float32 [1] tensor on
+// amax's device; no host sync. Errors: fp8 not an FP8 dtype, tensors of
+// another dtype, size or device (octet::Error naming the update).
+Tensor CurrentScale(const Recipe& recipe, DType fp8, const Tensor& amax, const Tensor& previous);
+
 // The last quantization seen by a slot. amax and scale are read from the
 // device lazily, when Fp8Slot::observation() is asked for them (NOTE [slot
 // state on the device]).

@@ -4,6 +4,7 @@
 
 #include <octet/autograd/function.h>
 #include <octet/ops/attention_kernels.h>
+#include <octet/ops/cast.h>
 #include <octet/ops/op_checks.h>
 
 namespace octet {
@@ -39,28 +40,28 @@ double ResolvedScale(double scale, int64_t head_size) {
 }
 
 // Runs the forward kernel into `out` ((B,H,T,D), any strides) and saves
-// what backward reads. Returns nothing: out is the result.
+// what backward reads: out and the log-sum-exp, then `inputs` (what backward
+// rebuilds q, k and v from: the tensors themselves, or an FP8 copy).
 void AttentionForward(autograd::Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                      const Tensor& out) {
+                      const Tensor& out, const TensorList& inputs) {
   const Shape& shape = q.shape();  // (B,H,T,D)
   const double s = ResolvedScale(scale, shape[3]);
   Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(q.dtype()), .device = q.device()});
   if (out.numel() > 0) causal_attention_fwd(q.device())(q, k, v, s, out, lse);
   if (ctx.recording()) {
-    ctx.Save(q);
-    ctx.Save(k);
-    ctx.Save(v);
     ctx.Save(out);
     ctx.Save(lse);
+    for (const Tensor& t : inputs) ctx.Save(t);
     ctx.doubles = {s};
   }
 }
 
 // Runs the backward kernel from dout ((B,H,T,D), any strides) into dq, dk,
-// dv (any strides, each undefined when not wanted).
-void AttentionBackward(const autograd::Ctx& ctx, const Tensor& dout, const Tensor& dq, const Tensor& dk,
-                       const Tensor& dv) {
-  const Tensor q = ctx.Saved(0), k = ctx.Saved(1), v = ctx.Saved(2), out = ctx.Saved(3), lse = ctx.Saved(4);
+// dv (any strides, each undefined when not wanted); q, k, v as the forward
+// read them.
+void AttentionBackward(const autograd::Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const Tensor out = ctx.Saved(0), lse = ctx.Saved(1);
   OCTET_CHECK(dout.shape() == q.shape() && dout.dtype() == q.dtype(), kOpName,
               " backward: output gradient ", Describe(dout), " does not match the output ", Describe(out));
   if (q.numel() > 0 && (dq.defined() || dk.defined() || dv.defined()))
@@ -73,17 +74,17 @@ struct CausalAttentionOp : autograd::Op<CausalAttentionOp> {
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
     CheckAttentionArgs(q, k, v);
     Tensor out = Empty(q.shape(), {.dtype = q.dtype(), .device = q.device()});
-    AttentionForward(ctx, q, k, v, scale, out);
+    AttentionForward(ctx, q, k, v, scale, out, {q, k, v});
     return out;
   }
 
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dout) {
-    const Tensor& q = ctx.Saved(0);
+    const Tensor q = ctx.Saved(2), k = ctx.Saved(3), v = ctx.Saved(4);
     const TensorOptions options{.dtype = q.dtype(), .device = q.device()};
     Tensor dq = ctx.NeedsInputGrad(0) ? Empty(q.shape(), options) : Tensor();
     Tensor dk = ctx.NeedsInputGrad(1) ? Empty(q.shape(), options) : Tensor();
     Tensor dv = ctx.NeedsInputGrad(2) ? Empty(q.shape(), options) : Tensor();
-    AttentionBackward(ctx, dout, dq, dk, dv);
+    AttentionBackward(ctx, q, k, v, dout, dq, dk, dv);
     return {dq, dk, dv};
   }
 };
@@ -113,37 +114,84 @@ Tensor HeadsOfMerged(const Tensor& x, int64_t n_head) {  // (B,T,C) -> (B,H,T,D)
 }
 
 constexpr const char* kQkvOpName = "causal_attention_qkv";
+constexpr const char* kQkvFp8OpName = "causal_attention_qkv_fp8";
+
+// Checks qkv's geometry ((B,T,3C), C = n_head * D, D >= 1) for `op`.
+void CheckQkvShape(const char* op, const Tensor& qkv, int64_t n_head) {
+  OCTET_CHECK(qkv.dim() == 3, op, ": qkv must have rank 3 (B,T,3C), got ", Describe(qkv));
+  OCTET_CHECK(n_head >= 1, op, ": n_head must be at least 1, got ", n_head);
+  const int64_t width = qkv.size(2);
+  OCTET_CHECK(width % 3 == 0 && (width / 3) % n_head == 0 && width > 0, op, ": the last dim of qkv (", width,
+              ") must be 3 * n_head (", n_head, ") * a head size >= 1, got ", Describe(qkv));
+}
+
+// The attention of the heads of `qkv` (compute dtype) into a new (B,T,C)
+// tensor; saves out, lse, then `inputs`.
+Tensor AttendHeads(autograd::Ctx& ctx, const Tensor& qkv, int64_t n_head, double scale, const TensorList& inputs) {
+  const TensorList h = HeadsOf(qkv, n_head);
+  CheckAttentionArgs(h[0], h[1], h[2]);
+  Tensor out = Empty({qkv.size(0), qkv.size(1), qkv.size(2) / 3}, {.dtype = qkv.dtype(), .device = qkv.device()});
+  AttentionForward(ctx, h[0], h[1], h[2], scale, HeadsOfMerged(out, n_head), inputs);
+  ctx.ints = {n_head};
+  return out;
+}
+
+// d qkv (B,T,3C) from dout (B,T,C), with qkv (compute dtype) as the forward read it.
+Tensor AttendHeadsBackward(const autograd::Ctx& ctx, const char* op, const Tensor& qkv, const Tensor& dout) {
+  const int64_t n_head = ctx.ints[0];
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  OCTET_CHECK(dout.dim() == 3 && dout.size(0) == B && dout.size(1) == T && dout.size(2) == C, op,
+              " backward: output gradient ", Describe(dout), " is not (B,T,C) = (", B, ",", T, ",", C, ")");
+  Tensor dqkv = Empty({B, T, 3 * C}, {.dtype = qkv.dtype(), .device = qkv.device()});
+  const TensorList h = HeadsOf(qkv, n_head), d = HeadsOf(dqkv, n_head);
+  AttentionBackward(ctx, h[0], h[1], h[2], HeadsOfMerged(dout, n_head), d[0], d[1], d[2]);
+  return dqkv;
+}
 
 struct CausalAttentionQkvOp : autograd::Op<CausalAttentionQkvOp> {
   static constexpr const char* kName = kQkvOpName;
 
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& qkv, int64_t n_head, double scale) {
     CheckUnscaledFloat(kQkvOpName, qkv, "qkv");
-    OCTET_CHECK(qkv.dim() == 3, kQkvOpName, ": qkv must have rank 3 (B,T,3C), got ", Describe(qkv));
-    OCTET_CHECK(n_head >= 1, kQkvOpName, ": n_head must be at least 1, got ", n_head);
-    const int64_t width = qkv.size(2);
-    OCTET_CHECK(width % 3 == 0 && (width / 3) % n_head == 0 && width > 0, kQkvOpName,
-                ": the last dim of qkv (", width, ") must be 3 * n_head (", n_head, ") * a head size >= 1, got ",
-                Describe(qkv));
-    const TensorList h = HeadsOf(qkv.detach(), n_head);
-    CheckAttentionArgs(h[0], h[1], h[2]);
-    Tensor out = Empty({qkv.size(0), qkv.size(1), width / 3}, {.dtype = qkv.dtype(), .device = qkv.device()});
-    AttentionForward(ctx, h[0], h[1], h[2], scale, HeadsOfMerged(out, n_head));
-    ctx.ints = {n_head};
-    return out;
+    CheckQkvShape(kQkvOpName, qkv, n_head);
+    const Tensor x = qkv.detach();
+    return AttendHeads(ctx, x, n_head, scale, {x});
   }
 
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dout) {
     if (!ctx.NeedsInputGrad(0)) return {Tensor()};
-    const int64_t n_head = ctx.ints[0];
-    const Tensor& q = ctx.Saved(0);  // (B,H,T,D)
-    const int64_t B = q.size(0), T = q.size(2), C = q.size(1) * q.size(3);
-    OCTET_CHECK(dout.dim() == 3 && dout.size(0) == B && dout.size(1) == T && dout.size(2) == C, kQkvOpName,
-                " backward: output gradient ", Describe(dout), " is not (B,T,C) = (", B, ",", T, ",", C, ")");
-    Tensor dqkv = Empty({B, T, 3 * C}, {.dtype = q.dtype(), .device = q.device()});
-    const TensorList d = HeadsOf(dqkv, n_head);
-    AttentionBackward(ctx, HeadsOfMerged(dout, n_head), d[0], d[1], d[2]);
-    return {dqkv};
+    return {AttendHeadsBackward(ctx, kQkvOpName, ctx.Saved(2), dout)};
+  }
+};
+
+// NOTE [fp8 attention inputs]: at O1 the attention's inputs are what the
+// block keeps longest after its Linears' FP8 inputs: a (B,T,3C) tensor per
+// block, held from the forward to the attention's backward. This op keeps
+// its FP8 copy instead (1 byte an element instead of bf16's 2) and computes
+// on exactly the values that copy holds, float(code) * scale_inv rounded to
+// the compute dtype (Dequantize), in the forward and again in the backward:
+// forward and backward see the same q, k and v, so the gradient is the
+// gradient of the function computed. The dequantized tensor lives only
+// while a kernel runs. The kernels are the compute dtype's own (on CUDA
+// cuDNN's bf16 attention); the price is one dequantize pass in each
+// direction over the (B,T,3C) codes.
+struct CausalAttentionQkvFp8Op : autograd::Op<CausalAttentionQkvFp8Op> {
+  static constexpr const char* kName = kQkvFp8OpName;
+
+  static Tensor Forward(autograd::Ctx& ctx, const Tensor& qkv, int64_t n_head, DType compute, double scale) {
+    OCTET_CHECK(IsFp8(qkv.dtype()), kQkvFp8OpName, ": qkv must be FP8 (e.g. from Quantize), got ", Describe(qkv));
+    OCTET_CHECK(IsUnscaledFloat(compute), kQkvFp8OpName, ": compute dtype ", Name(compute),
+                " is not float32, float64, bfloat16 or float16 (qkv ", Describe(qkv), ")");
+    CheckQkvShape(kQkvFp8OpName, qkv, n_head);
+    const Tensor codes = qkv.detach();
+    return AttendHeads(ctx, Dequantize(codes, compute), n_head, scale, {codes});
+  }
+
+  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dout) {
+    if (!ctx.NeedsInputGrad(0)) return {Tensor()};
+    // The gradient of an FP8 tensor is carried in the compute dtype (NOTE
+    // [straight-through FP8 casts] in ops/cast.h).
+    return {AttendHeadsBackward(ctx, kQkvFp8OpName, Dequantize(ctx.Saved(2), ctx.Saved(0).dtype()), dout)};
   }
 };
 
@@ -156,6 +204,11 @@ Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double
 Tensor CausalAttentionQkv(const Tensor& qkv, int64_t n_head, double scale) {
   CheckDefined(kQkvOpName, qkv, "qkv");
   return CausalAttentionQkvOp::Apply(qkv, n_head, scale);
+}
+
+Tensor CausalAttentionQkvFp8(const Tensor& qkv, int64_t n_head, DType compute, double scale) {
+  CheckDefined(kQkvFp8OpName, qkv, "qkv");
+  return CausalAttentionQkvFp8Op::Apply(qkv, n_head, compute, scale);
 }
 
 }  // namespace octet

@@ -43,4 +43,18 @@ Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double
 // not 3 * n_head * D with D >= 1, n_head < 1, dtypes as CausalAttention.
 Tensor CausalAttentionQkv(const Tensor& qkv, int64_t n_head, double scale = 0.0);
 
+// CausalAttentionQkv of an FP8 qkv: q, k and v are the values its codes
+// hold, Dequantize(qkv, compute), and the result is
+//   CausalAttentionQkv(Dequantize(qkv, compute), n_head, scale)
+// bit for bit, but only qkv's FP8 bytes are kept for backward, which
+// dequantizes them again (NOTE [fp8 attention inputs] in ops/attention.cc:
+// what amp level O1 saves of the attention). qkv: (B,T,3C) FP8 (E4M3 or
+// E5M2) with a per-tensor scale (e.g. from Quantize) or none (scale_inv 1);
+// compute: float32, float64, bfloat16 or float16, the dtype of the result
+// and of qkv's gradient (NOTE [straight-through FP8 casts] in ops/cast.h).
+// Errors (octet::Error naming the op): qkv not FP8, a compute dtype that is
+// not one of those four, a scale that is not per-tensor, shapes as
+// CausalAttentionQkv.
+Tensor CausalAttentionQkvFp8(const Tensor& qkv, int64_t n_head, DType compute, double scale = 0.0);
+
 }  // namespace octet

@@ -4,16 +4,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <octet/autograd/engine.h>
 #include <octet/autograd/gradcheck.h>
+#include <octet/core/scaling_math.h>
 #include <octet/nn/amp.h>
 #include <octet/nn/attention.h>
 #include <octet/nn/linear.h>
 #include <octet/nn/mlp.h>
 #include <octet/nn/transformer.h>
 #include <octet/ops/attention.h>
+#include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
 #include <octet/ops/norm.h>
 #include <octet/ops/pointwise.h>
@@ -160,6 +164,49 @@ TEST(CausalSelfAttentionModule, GradcheckAndCausality) {
   const std::vector<double> a = attn(x.detach()).ToDoubles(), b = attn(x2).ToDoubles();
   for (int i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(a[i], b[i]);
   EXPECT_THAT(ErrorOf([] { CausalSelfAttention({.n_embd = 6, .n_head = 4}); }), HasSubstr("must divide"));
+}
+
+// O1 (NOTE [fp8 attention inputs] in ops/attention.cc): the attention runs
+// on an E4M3 copy of the qkv projection quantized with its own amax
+// (ComputeScale from the host's max |qkv|, an independent path to the
+// device-side scale), forward and backward bit for bit that composition;
+// with the recipe's fp8_attention_inputs off it reads the BF16 projection.
+TEST(CausalSelfAttentionModule, O1AttendsToAnFp8CopyOfQkv) {
+  CausalSelfAttention attn({.n_embd = 16, .n_head = 2});
+  Randomize(attn, 30, 0.5);
+  const Tensor x = RandomTensor({2, 9, 16}, 31, DType::kBFloat16);
+  auto run = [&](bool fp8_inputs, bool manual) {
+    attn.SetAmp(amp::Level::kO1, {.fp8_attention_inputs = fp8_inputs});
+    Tensor xin = x.detach().requires_grad_();
+    Tensor y;
+    if (!manual) {
+      y = attn(xin);
+    } else {
+      const Tensor qkv = attn.qkv()(xin);
+      EXPECT_EQ(qkv.dtype(), DType::kBFloat16);
+      double amax = 0.0;
+      for (double v : qkv.ToDoubles()) amax = std::max(amax, std::fabs(v));
+      const float scale = ComputeScale(static_cast<float>(amax), 448.0f, 0, 1.0f, false);
+      const Tensor heads = fp8_inputs
+                               ? CausalAttentionQkv(Dequantize(Quantize(qkv, DType::kFloat8E4M3, scale),
+                                                               DType::kBFloat16), 2)
+                               : CausalAttentionQkv(qkv, 2);
+      y = attn.proj()(heads);
+    }
+    return std::make_pair(y, GradsOf(y, {xin}, 32)[0]);
+  };
+  const auto [fp8_y, fp8_dx] = run(true, false);
+  const auto [fp8_ref_y, fp8_ref_dx] = run(true, true);
+  EXPECT_EQ(fp8_y.dtype(), DType::kBFloat16);
+  EXPECT_EQ(fp8_y.ToDoubles(), fp8_ref_y.ToDoubles());
+  EXPECT_EQ(fp8_dx.ToDoubles(), fp8_ref_dx.ToDoubles());
+  const auto [bf16_y, bf16_dx] = run(false, false);
+  const auto [bf16_ref_y, bf16_ref_dx] = run(false, true);
+  EXPECT_EQ(bf16_y.ToDoubles(), bf16_ref_y.ToDoubles());
+  EXPECT_EQ(bf16_dx.ToDoubles(), bf16_ref_dx.ToDoubles());
+  // The FP8 rounding of qkv shows in the output, within E4M3's precision.
+  EXPECT_NE(fp8_y.ToDoubles(), bf16_y.ToDoubles());
+  EXPECT_TRUE(AllClose(fp8_y.To(DType::kFloat32), bf16_y.To(DType::kFloat32), 0.1, 0.1));
 }
 
 TEST(MLPModule, MatchesFloat64CompositionAndGradcheck) {

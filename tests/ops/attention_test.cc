@@ -14,8 +14,10 @@
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/device_control.h>
 #include <octet/ops/attention.h>
 #include <octet/ops/attention_kernels.h>
+#include <octet/ops/cast.h>
 #include "tests/ops/attention_reference.h"
 #include "tests/test_util.h"
 
@@ -384,6 +386,71 @@ TEST(Attention, ErrorsNameOpAndShapes) {
 
   e = ErrorOf([&] { CausalAttention(Zeros({1, 2, 5, 0}), Zeros({1, 2, 5, 0}), Zeros({1, 2, 5, 0})); });
   EXPECT_NE(e.find("head size"), std::string::npos) << e;
+}
+
+// NOTE [fp8 attention inputs]: the FP8 op computes on Dequantize(qkv,
+// compute) and is that composition bit for bit, forward and backward (the
+// gradient reaching x through Quantize's straight-through backward), for
+// both FP8 formats, two compute dtypes and a scale that is not 1; and it
+// keeps no compute-dtype copy of its input: the memory held after the
+// forward grows by the output and the log-sum-exp only, as for the BF16 op
+// whose saved input is the caller's own tensor.
+TEST(Attention, Fp8QkvIsTheDequantizedQkvBitForBitAndKeepsOnlyTheCodes) {
+  struct Case {
+    int64_t b, t, h, d;
+  };
+  for (const Case c : {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}}) {
+    for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+      for (DType compute : {DType::kBFloat16, DType::kFloat32}) {
+        const int64_t C = c.h * c.d;
+        const std::string what = absl::StrCat(Name(fp8), " -> ", Name(compute), " B=", c.b, " T=", c.t,
+                                              " H=", c.h, " D=", c.d);
+        const Tensor x = RandomTensor({c.b, c.t, 3 * C}, 80, compute, -3.0, 3.0);
+        const Tensor dout = RandomTensor({c.b, c.t, C}, 81, compute);
+        constexpr float kScale = 37.0f;
+
+        Tensor fp8_in = x.detach().requires_grad_();
+        const Tensor codes = Quantize(fp8_in, fp8, kScale);
+        const int64_t before = GetMemoryStats(kCPU).allocated_bytes;
+        const Tensor got = CausalAttentionQkvFp8(codes, c.h, compute);
+        const int64_t fp8_growth = GetMemoryStats(kCPU).allocated_bytes - before;
+        ASSERT_EQ(got.dtype(), compute) << what;
+        ASSERT_EQ(got.shape(), (Shape{c.b, c.t, C})) << what;
+        got.Backward(dout);
+
+        Tensor ref_in = x.detach().requires_grad_();
+        const Tensor dequantized = Dequantize(Quantize(ref_in, fp8, kScale), compute);
+        const int64_t ref_before = GetMemoryStats(kCPU).allocated_bytes;
+        const Tensor ref = CausalAttentionQkv(dequantized, c.h);
+        const int64_t ref_growth = GetMemoryStats(kCPU).allocated_bytes - ref_before;
+        ref.Backward(dout);
+
+        ExpectSameBits(got, ref, "out " + what);
+        ExpectSameBits(fp8_in.grad(), ref_in.grad(), "dx " + what);
+        EXPECT_EQ(fp8_in.grad().dtype(), compute) << what;
+        EXPECT_EQ(fp8_growth, ref_growth) << what;
+      }
+    }
+  }
+}
+
+TEST(Attention, Fp8QkvErrorsNameOpAndDtypes) {
+  std::string e = ErrorOf([&] { CausalAttentionQkvFp8(Zeros({2, 5, 12}), 2, DType::kBFloat16); });
+  EXPECT_NE(e.find("causal_attention_qkv_fp8"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be FP8"), std::string::npos) << e;
+  EXPECT_NE(e.find("float32"), std::string::npos) << e;
+
+  const Tensor codes = Quantize(Zeros({2, 5, 12}), DType::kFloat8E4M3, 1.0f);
+  e = ErrorOf([&] { CausalAttentionQkvFp8(codes, 2, DType::kFloat8E5M2); });
+  EXPECT_NE(e.find("causal_attention_qkv_fp8"), std::string::npos) << e;
+  EXPECT_NE(e.find("compute dtype"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkvFp8(codes, 3, DType::kBFloat16); });
+  EXPECT_NE(e.find("causal_attention_qkv_fp8"), std::string::npos) << e;
+  EXPECT_NE(e.find("n_head (3)"), std::string::npos) << e;
+
+  e = ErrorOf([&] { CausalAttentionQkvFp8(Tensor(), 2, DType::kBFloat16); });
+  EXPECT_NE(e.find("causal_attention_qkv_fp8"), std::string::npos) << e;
 }
 
 TEST(Attention, QkvLayoutErrorsNameOpAndShapes) {
