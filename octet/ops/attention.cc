@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <octet/autograd/function.h>
+#include <octet/core/scaling.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/op_checks.h>
@@ -11,6 +12,7 @@ namespace octet {
 
 OCTET_DEFINE_KERNEL(causal_attention_fwd, CausalAttentionFwdFn);
 OCTET_DEFINE_KERNEL(causal_attention_bwd, CausalAttentionBwdFn);
+OCTET_DEFINE_KERNEL(attention_reads_fp8, AttentionReadsFp8Fn);
 
 DType AttentionLseDtype(DType input) { return input == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
 
@@ -46,7 +48,7 @@ void AttentionForward(autograd::Ctx& ctx, const Tensor& q, const Tensor& k, cons
                       const Tensor& out, const TensorList& inputs) {
   const Shape& shape = q.shape();  // (B,H,T,D)
   const double s = ResolvedScale(scale, shape[3]);
-  Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(q.dtype()), .device = q.device()});
+  Tensor lse = Empty({shape[0], shape[1], shape[2]}, {.dtype = AttentionLseDtype(out.dtype()), .device = q.device()});
   if (out.numel() > 0) causal_attention_fwd(q.device())(q, k, v, s, out, lse);
   if (ctx.recording()) {
     ctx.Save(out);
@@ -62,7 +64,7 @@ void AttentionForward(autograd::Ctx& ctx, const Tensor& q, const Tensor& k, cons
 void AttentionBackward(const autograd::Ctx& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const Tensor out = ctx.Saved(0), lse = ctx.Saved(1);
-  OCTET_CHECK(dout.shape() == q.shape() && dout.dtype() == q.dtype(), kOpName,
+  OCTET_CHECK(dout.shape() == q.shape() && dout.dtype() == out.dtype(), kOpName,
               " backward: output gradient ", Describe(dout), " does not match the output ", Describe(out));
   if (q.numel() > 0 && (dq.defined() || dk.defined() || dv.defined()))
     causal_attention_bwd(q.device())(q, k, v, out, dout, lse, ctx.doubles[0], dq, dk, dv);
@@ -125,24 +127,27 @@ void CheckQkvShape(const char* op, const Tensor& qkv, int64_t n_head) {
               ") must be 3 * n_head (", n_head, ") * a head size >= 1, got ", Describe(qkv));
 }
 
-// The attention of the heads of `qkv` (compute dtype) into a new (B,T,C)
-// tensor; saves out, lse, then `inputs`.
-Tensor AttendHeads(autograd::Ctx& ctx, const Tensor& qkv, int64_t n_head, double scale, const TensorList& inputs) {
+// The attention of the heads of `qkv` into a new (B,T,C) tensor of dtype
+// `compute` (qkv's own, or qkv FP8 where the kernels read it: NOTE [fp8
+// attention inputs]); saves out, lse, then `inputs`.
+Tensor AttendHeads(autograd::Ctx& ctx, const Tensor& qkv, int64_t n_head, double scale, DType compute,
+                   const TensorList& inputs) {
   const TensorList h = HeadsOf(qkv, n_head);
-  CheckAttentionArgs(h[0], h[1], h[2]);
-  Tensor out = Empty({qkv.size(0), qkv.size(1), qkv.size(2) / 3}, {.dtype = qkv.dtype(), .device = qkv.device()});
+  if (!IsFp8(qkv.dtype())) CheckAttentionArgs(h[0], h[1], h[2]);
+  Tensor out = Empty({qkv.size(0), qkv.size(1), qkv.size(2) / 3}, {.dtype = compute, .device = qkv.device()});
   AttentionForward(ctx, h[0], h[1], h[2], scale, HeadsOfMerged(out, n_head), inputs);
   ctx.ints = {n_head};
   return out;
 }
 
-// d qkv (B,T,3C) from dout (B,T,C), with qkv (compute dtype) as the forward read it.
+// d qkv (B,T,3C), in the output's dtype, from dout (B,T,C), with qkv as the
+// forward's kernel read it.
 Tensor AttendHeadsBackward(const autograd::Ctx& ctx, const char* op, const Tensor& qkv, const Tensor& dout) {
   const int64_t n_head = ctx.ints[0];
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
   OCTET_CHECK(dout.dim() == 3 && dout.size(0) == B && dout.size(1) == T && dout.size(2) == C, op,
               " backward: output gradient ", Describe(dout), " is not (B,T,C) = (", B, ",", T, ",", C, ")");
-  Tensor dqkv = Empty({B, T, 3 * C}, {.dtype = qkv.dtype(), .device = qkv.device()});
+  Tensor dqkv = Empty({B, T, 3 * C}, {.dtype = ctx.Saved(0).dtype(), .device = qkv.device()});
   const TensorList h = HeadsOf(qkv, n_head), d = HeadsOf(dqkv, n_head);
   AttentionBackward(ctx, h[0], h[1], h[2], HeadsOfMerged(dout, n_head), d[0], d[1], d[2]);
   return dqkv;
@@ -155,7 +160,7 @@ struct CausalAttentionQkvOp : autograd::Op<CausalAttentionQkvOp> {
     CheckUnscaledFloat(kQkvOpName, qkv, "qkv");
     CheckQkvShape(kQkvOpName, qkv, n_head);
     const Tensor x = qkv.detach();
-    return AttendHeads(ctx, x, n_head, scale, {x});
+    return AttendHeads(ctx, x, n_head, scale, x.dtype(), {x});
   }
 
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dout) {
@@ -168,30 +173,41 @@ struct CausalAttentionQkvOp : autograd::Op<CausalAttentionQkvOp> {
 // block keeps longest after its Linears' FP8 inputs: a (B,T,3C) tensor per
 // block, held from the forward to the attention's backward. This op keeps
 // its FP8 copy instead (1 byte an element instead of bf16's 2) and computes
-// on exactly the values that copy holds, float(code) * scale_inv rounded to
-// the compute dtype (Dequantize), in the forward and again in the backward:
-// forward and backward see the same q, k and v, so the gradient is the
-// gradient of the function computed. The dequantized tensor lives only
-// while a kernel runs. The kernels are the compute dtype's own (on CUDA
-// cuDNN's bf16 attention); the price is one dequantize pass in each
-// direction over the (B,T,3C) codes.
+// on exactly the values that copy holds, Dequantize(qkv, compute) —
+// float(code) * scale_inv in f32, rounded to the compute dtype — in the
+// forward and again in the backward: forward and backward see the same q, k
+// and v, so the gradient is the gradient of the function computed. The CPU
+// kernels read the codes themselves, through a table of those 256 values
+// (NOTE [fp8 attention operands] in ops/cpu/attention_pack.h): the same
+// bits as dequantizing first, without that pass over (B,T,3C) in each
+// direction or its temporary. Elsewhere (attention_reads_fp8 false: CUDA,
+// where cuDNN's bf16 kernels run) the op dequantizes into a temporary that
+// lives only while the kernel runs.
 struct CausalAttentionQkvFp8Op : autograd::Op<CausalAttentionQkvFp8Op> {
   static constexpr const char* kName = kQkvFp8OpName;
+
+  // The tensor the kernels read: the codes, or their dequantized values.
+  static Tensor KernelInput(const Tensor& codes, DType compute) {
+    return attention_reads_fp8(codes.device())(codes.device()) ? codes : Dequantize(codes, compute);
+  }
 
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& qkv, int64_t n_head, DType compute, double scale) {
     OCTET_CHECK(IsFp8(qkv.dtype()), kQkvFp8OpName, ": qkv must be FP8 (e.g. from Quantize), got ", Describe(qkv));
     OCTET_CHECK(IsUnscaledFloat(compute), kQkvFp8OpName, ": compute dtype ", Name(compute),
                 " is not float32, float64, bfloat16 or float16 (qkv ", Describe(qkv), ")");
     CheckQkvShape(kQkvFp8OpName, qkv, n_head);
+    const ScaleMeta* meta = qkv.scale_meta();
+    OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, kQkvFp8OpName, ": ",
+                Describe(qkv), " has ", Name(meta->granularity), " scaling; only per-tensor scales are supported");
     const Tensor codes = qkv.detach();
-    return AttendHeads(ctx, Dequantize(codes, compute), n_head, scale, {codes});
+    return AttendHeads(ctx, KernelInput(codes, compute), n_head, scale, compute, {codes});
   }
 
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dout) {
     if (!ctx.NeedsInputGrad(0)) return {Tensor()};
     // The gradient of an FP8 tensor is carried in the compute dtype (NOTE
     // [straight-through FP8 casts] in ops/cast.h).
-    return {AttendHeadsBackward(ctx, kQkvFp8OpName, Dequantize(ctx.Saved(2), ctx.Saved(0).dtype()), dout)};
+    return {AttendHeadsBackward(ctx, kQkvFp8OpName, KernelInput(ctx.Saved(2), ctx.Saved(0).dtype()), dout)};
   }
 };
 

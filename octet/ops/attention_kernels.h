@@ -16,21 +16,32 @@ DType AttentionLseDtype(DType input);
 // q, k, v: (B,H,T,D) any strides. out: (B,H,T,D) any strides (distinct
 // elements), q's dtype: e.g. the heads of a (B,T,H*D) tensor, NOTE
 // [attention in the qkv layout] in ops/attention.cc.
-// lse: (B,H,T) contiguous, AttentionLseDtype; natural log of the softmax
-// denominator of each query row, scores already multiplied by scale.
+// lse: (B,H,T) contiguous, AttentionLseDtype of out's dtype; natural log of
+// the softmax denominator of each query row, scores already multiplied by
+// scale.
+// Where attention_reads_fp8(device) says so, q, k and v may instead be FP8
+// (one FP8 dtype and one per-tensor scale, or none: the heads of one FP8
+// qkv) with out (and, in backward, dout, dq, dk, dv) in a float compute
+// dtype: each code is read as the value Dequantize(x, out's dtype) gives it
+// (NOTE [fp8 attention inputs] in ops/attention.cc).
 using CausalAttentionFwdFn = void(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                                   const Tensor& lse);
 
 // q, k, v, dout: (B,H,T,D) any strides. out, lse: as written by the forward.
 // dq, dk, dv: (B,H,T,D) any strides (distinct elements, not overlapping one
-// another), q's dtype, or undefined when that gradient is not wanted.
+// another), out's dtype, or undefined when that gradient is not wanted.
 // Deterministic.
 using CausalAttentionBwdFn = void(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& dout, const Tensor& lse, double scale, const Tensor& dq,
                                   const Tensor& dk, const Tensor& dv);
 
+// Whether the kernels on `device` read FP8 q, k, v (above); where not, the
+// op dequantizes them first.
+using AttentionReadsFp8Fn = bool(Device device);
+
 OCTET_DECLARE_KERNEL(causal_attention_fwd, CausalAttentionFwdFn);
 OCTET_DECLARE_KERNEL(causal_attention_bwd, CausalAttentionBwdFn);
+OCTET_DECLARE_KERNEL(attention_reads_fp8, AttentionReadsFp8Fn);
 
 namespace internal {
 

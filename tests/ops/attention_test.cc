@@ -391,17 +391,19 @@ TEST(Attention, ErrorsNameOpAndShapes) {
 // NOTE [fp8 attention inputs]: the FP8 op computes on Dequantize(qkv,
 // compute) and is that composition bit for bit, forward and backward (the
 // gradient reaching x through Quantize's straight-through backward), for
-// both FP8 formats, two compute dtypes and a scale that is not 1; and it
-// keeps no compute-dtype copy of its input: the memory held after the
-// forward grows by the output and the log-sum-exp only, as for the BF16 op
-// whose saved input is the caller's own tensor.
+// both FP8 formats, every compute dtype (the CPU kernels read the codes
+// through a table: NOTE [fp8 attention operands]), both work splits of
+// each pass (many heads: per head; one head: per tile) and a scale that is
+// not 1; and it keeps no compute-dtype copy of its input: the memory held
+// after the forward grows by the output and the log-sum-exp only, as for
+// the op whose saved input is the caller's own tensor.
 TEST(Attention, Fp8QkvIsTheDequantizedQkvBitForBitAndKeepsOnlyTheCodes) {
   struct Case {
     int64_t b, t, h, d;
   };
-  for (const Case c : {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}}) {
+  for (const Case c : {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}, Case{1, 130, 1, 8}}) {
     for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-      for (DType compute : {DType::kBFloat16, DType::kFloat32}) {
+      for (DType compute : {DType::kBFloat16, DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
         const int64_t C = c.h * c.d;
         const std::string what = absl::StrCat(Name(fp8), " -> ", Name(compute), " B=", c.b, " T=", c.t,
                                               " H=", c.h, " D=", c.d);

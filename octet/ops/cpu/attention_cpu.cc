@@ -47,7 +47,9 @@
 #include <vector>
 
 #include <octet/core/dtype_traits.h>
+#include <octet/core/scaling.h>
 #include <octet/ops/attention_kernels.h>
+#include <octet/ops/cpu/attention_pack.h>
 #include <octet/ops/cpu/attention_tiles.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/cpu/transpose8x8.h>
@@ -56,6 +58,13 @@ namespace octet::cpu {
 namespace {
 
 using attn::BwdTile;
+using attn::Fp8Code;
+using attn::HeadStrides;
+using attn::Operand;
+using attn::OutOperand;
+using attn::PackRows;
+using attn::PackTransposed;
+using attn::StoreRows;
 using attn::FwdTile;
 using attn::kTile;
 using attn::TileFns;
@@ -88,32 +97,6 @@ class Buffer {
   A* p_ = nullptr;
 };
 
-// A (B,H,T,D) tensor as a base pointer and element strides, P its element
-// type (const for inputs), or none (null data) when undefined. Outputs may
-// have any strides too: e.g. heads side by side in a (B,T,H*D) tensor (NOTE
-// [attention in the qkv layout] in ops/attention.cc).
-template <typename P>
-struct HeadStrides {
-  explicit HeadStrides(const Tensor& t) {
-    if (!t.defined()) return;
-    data = t.data<std::remove_const_t<P>>();
-    sb = t.stride(0);
-    sh = t.stride(1);
-    st = t.stride(2);
-    sd = t.stride(3);
-    heads = t.size(1);
-  }
-  explicit operator bool() const { return data != nullptr; }
-  // Row t0 of head bh (= b*H + h).
-  P* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
-  P* data = nullptr;
-  int64_t sb = 0, sh = 0, st = 0, sd = 1, heads = 1;
-};
-template <typename T>
-using Operand = HeadStrides<const T>;  // an input
-template <typename T>
-using OutOperand = HeadStrides<T>;  // an output
-
 struct Geometry {
   explicit Geometry(const Tensor& q, int64_t lanes)
       : bh(q.size(0) * q.size(1)), t(q.size(2)), d(q.size(3)), dp((q.size(3) + lanes - 1) / lanes * lanes),
@@ -121,86 +104,6 @@ struct Geometry {
   int64_t bh, t, d, dp, nt;
   int64_t TileRows(int64_t tile) const { return std::min(kTile, t - tile * kTile); }
 };
-
-// dst[r*ldd + c] = mul * src[r*rs + c*cs] for r < rows, c < cols; zero for
-// columns [cols, ldd) and rows [rows, rows_pad).
-template <typename T, typename A>
-void PackRows(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
-              int64_t rows_pad) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* s = src + r * rs;
-    A* d = dst + r * ldd;
-    if (cs == 1) {
-      for (int64_t c = 0; c < cols; ++c) d[c] = mul * ConvertElement<A>(s[c]);
-    } else {
-      for (int64_t c = 0; c < cols; ++c) d[c] = mul * ConvertElement<A>(s[c * cs]);
-    }
-    std::fill(d + cols, d + ldd, A(0));
-  }
-  std::fill(dst + rows * ldd, dst + rows_pad * ldd, A(0));
-}
-
-#if defined(__AVX2__)
-// Eight f32 values of a row: src[0, 8) widened (bf16) or read (f32), times mul.
-template <typename T>
-OCTET_INLINE __m256 LoadEight(const T* src, __m256 mul) {
-  if constexpr (std::is_same_v<T, float>) {
-    return _mm256_mul_ps(mul, _mm256_loadu_ps(src));
-  } else {
-    return _mm256_mul_ps(mul, convert_internal::Bf16x8ToFloat(reinterpret_cast<const uint16_t*>(src)));
-  }
-}
-#endif
-
-// dst[c*ldd + r] = mul * src[r*rs + c*cs] for r < rows, c < cols; zero for r in [rows, ldd).
-// NOTE [transposed tiles]: f32 and bf16 rows with unit column stride are
-// transposed in 8 x 8 blocks in registers (rows loaded as vectors, widened
-// there); the element-by-element loop (strided loads, one conversion each)
-// was a third of the time the backward spent filling its tiles (perf, small
-// GPT at O2, Zen 5). The values are the same: one conversion and one
-// multiply per element either way.
-template <typename T, typename A>
-void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd) {
-  int64_t r8 = 0, c8 = 0;
-#if defined(__AVX2__)
-  if constexpr (std::is_same_v<A, float> && (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>)) {
-    if (cs == 1) {
-      r8 = rows / 8 * 8;
-      c8 = cols / 8 * 8;
-      const __m256 m = _mm256_set1_ps(mul);
-      for (int64_t r = 0; r < r8; r += 8)
-        for (int64_t c = 0; c < c8; c += 8) {
-          __m256 v[8];
-          for (int i = 0; i < 8; ++i) v[i] = LoadEight(src + (r + i) * rs + c, m);
-          Transpose8x8InRegisters(v);
-          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * ldd + r, v[i]);
-        }
-    }
-  }
-#endif
-  // What the blocks left: every column below row r8, and columns [c8, cols) above it.
-  for (int64_t c = 0; c < cols; ++c) {
-    const T* s = src + c * cs;
-    A* d = dst + c * ldd;
-    for (int64_t r = c < c8 ? r8 : 0; r < rows; ++r) d[r] = mul * ConvertElement<A>(s[r * rs]);
-    std::fill(d + rows, d + ldd, A(0));
-  }
-}
-
-// Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh of out.
-template <typename T, typename A>
-void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
-               int64_t t0) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* dst = out.Row(bh, t0 + r);
-    const A* row = src + r * dp;
-    if (out.sd == 1) {
-      for (int64_t c = 0; c < d; ++c) dst[c] = ConvertElement<T>(row[c] * mul);
-    } else {
-      for (int64_t c = 0; c < d; ++c) dst[c * out.sd] = ConvertElement<T>(row[c] * mul);
-    }
-  }
-}
 
 // Runs body(workspace, item) for item in [0, n): OpenMP dynamic schedule (work
 // items are listed most expensive first), one workspace per thread, allocated
@@ -253,18 +156,20 @@ struct FwdWorkspace {
 // NOTE [flash attention on CPU]'s backward decides), an item is a whole head
 // instead: its K and V are converted once, then its query tiles run in the
 // same order with the same code, so the results are the same bits.
-template <typename T>
+// TIn: q, k, v's element type (TOut, or Fp8Code read through `lut`: NOTE
+// [fp8 attention operands]); TOut: out's.
+template <typename TIn, typename TOut>
 void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, double scale, const Tensor& out_t,
-                  const Tensor& lse_t) {
-  using A = AccType<T>;
+                  const Tensor& lse_t, const AccType<TOut>* lut) {
+  using A = AccType<TOut>;
   const Geometry g(q_t, attn::kPadElems<A>);
-  const Operand<T> q(q_t), k(k_t), v(v_t);
-  const OutOperand<T> out(out_t);
+  const Operand<TIn> q(q_t), k(k_t), v(v_t);
+  const OutOperand<TOut> out(out_t);
   A* lse = lse_t.data<A>();  // (B,H,T)
   const TileFns<A> fns = attn::ActiveTileFns<A>();
   const A qmul = static_cast<A>(scale * kLog2e);
   // Keys/values are read in place when no conversion is needed.
-  constexpr bool kDirect = std::is_same_v<T, A>;
+  constexpr bool kDirect = std::is_same_v<TIn, A>;
   const bool v_direct = kDirect && v.sd == 1 && g.d == g.dp;
   const bool per_head = !kDirect && HeadsFillThreads(g);
 
@@ -272,7 +177,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
   // D) and V (T x Dp) rows, or null to pack each key tile here.
   auto query_tile = [&](FwdWorkspace<A>& ws, int64_t bh, int64_t qtile, const A* head_k, const A* head_v) {
     const int64_t q0 = qtile * kTile, qn = g.TileRows(qtile);
-    PackTransposed(q.Row(bh, q0), q.st, q.sd, qn, g.d, qmul, ws.qt.get(), kTile);
+    PackTransposed(q.Row(bh, q0), q.st, q.sd, qn, g.d, qmul, ws.qt.get(), kTile, lut);
     std::fill(ws.m.get(), ws.m.get() + kTile, -std::numeric_limits<A>::infinity());
     std::fill(ws.l.get(), ws.l.get() + kTile, A(0));
     std::fill(ws.o.get(), ws.o.get() + qn * g.dp, A(0));  // rescaled by alpha = 0 on the first key tile
@@ -295,7 +200,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
         if (head_k != nullptr) {
           t.k = head_k + k0 * g.d;
         } else {
-          PackRows(k.Row(bh, k0), k.st, k.sd, kn, g.d, A(1), ws.k.get(), g.d, kn);
+          PackRows(k.Row(bh, k0), k.st, k.sd, kn, g.d, A(1), ws.k.get(), g.d, kn, lut);
           t.k = ws.k.get();
         }
         t.k_rs = g.d;
@@ -312,7 +217,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
       if (head_v != nullptr)
         t.v = head_v + k0 * g.dp;
       else if (t.v == ws.v.get())
-        PackRows(v.Row(bh, k0), v.st, v.sd, kn, g.d, A(1), ws.v.get(), g.dp, kn);
+        PackRows(v.Row(bh, k0), v.st, v.sd, kn, g.d, A(1), ws.v.get(), g.dp, kn, lut);
       t.kn = kn;
       t.diagonal = ktile == qtile;
       fns.fwd(t);
@@ -330,8 +235,8 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
     ParallelItems(
         g.bh, [&] { return FwdWorkspace<A>(g, g.t); },
         [&](FwdWorkspace<A>& ws, int64_t bh) {
-          PackRows(k.Row(bh, 0), k.st, k.sd, g.t, g.d, A(1), ws.k.get(), g.d, g.t);
-          PackRows(v.Row(bh, 0), v.st, v.sd, g.t, g.d, A(1), ws.v.get(), g.dp, g.t);
+          PackRows(k.Row(bh, 0), k.st, k.sd, g.t, g.d, A(1), ws.k.get(), g.d, g.t, lut);
+          PackRows(v.Row(bh, 0), v.st, v.sd, g.t, g.d, A(1), ws.v.get(), g.dp, g.t, lut);
           for (int64_t qtile = g.nt - 1; qtile >= 0; --qtile) query_tile(ws, bh, qtile, ws.k.get(), ws.v.get());
         });
     return;
@@ -346,19 +251,29 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
 
 void CausalAttentionFwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                            const Tensor& lse) {
-  DispatchFloat(q.dtype(), "causal_attention", [&]<typename T>() { ForwardTyped<T>(q, k, v, scale, out, lse); });
+  DispatchFloat(out.dtype(), "causal_attention", [&]<typename T>() {
+    if (IsFp8(q.dtype())) {
+      const auto lut = attn::Fp8CodeTable<T>(q.dtype(), ScaleInvValue(q));
+      ForwardTyped<Fp8Code, T>(q, k, v, scale, out, lse, lut.data());
+    } else {
+      ForwardTyped<T, T>(q, k, v, scale, out, lse, nullptr);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------
 // Backward.
 
-template <typename T>
+// TIn, TOut and lut as in ForwardTyped.
+template <typename TIn, typename TOut>
 struct BwdInputs {
   BwdInputs(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, const Tensor& out_t, const Tensor& dout_t,
-            const Tensor& lse_t)
-      : q(q_t), k(k_t), v(v_t), dout(dout_t), out(out_t), lse(lse_t.data<AccType<T>>()) {}
-  Operand<T> q, k, v, dout, out;
-  const AccType<T>* lse;      // (B,H,T)
+            const Tensor& lse_t, const AccType<TOut>* lut_)
+      : q(q_t), k(k_t), v(v_t), dout(dout_t), out(out_t), lse(lse_t.data<AccType<TOut>>()), lut(lut_) {}
+  Operand<TIn> q, k, v;
+  Operand<TOut> dout, out;
+  const AccType<TOut>* lse;  // (B,H,T)
+  const AccType<TOut>* lut;
 };
 
 // What backward reads of one head, in the compute type: for each tile, Q^T
@@ -367,11 +282,14 @@ struct BwdInputs {
 // conversion or padding is needed.
 template <typename A>
 struct HeadPack {
-  template <typename T>
-  HeadPack(const Geometry& g, const BwdInputs<T>& in)
+  template <typename TIn, typename TOut>
+  HeadPack(const Geometry& g, const BwdInputs<TIn, TOut>& in)
       : nt(g.nt), tq(g.d * kTile), rows(g.nt * kTile), dp(g.dp), size(2 * nt * tq + 4 * rows * dp + 2 * rows) {
-    const Operand<T>* ops[4] = {&in.q, &in.dout, &in.k, &in.v};
-    for (int i = 0; i < 4; ++i) direct[i] = std::is_same_v<T, A> && ops[i]->sd == 1 && g.d == g.dp;
+    const bool d_fits = g.d == g.dp;
+    direct[kQ] = std::is_same_v<TIn, A> && in.q.sd == 1 && d_fits;
+    direct[kDout] = std::is_same_v<TOut, A> && in.dout.sd == 1 && d_fits;
+    direct[kK] = std::is_same_v<TIn, A> && in.k.sd == 1 && d_fits;
+    direct[kV] = std::is_same_v<TIn, A> && in.v.sd == 1 && d_fits;
   }
   A* Qt(A* base, int64_t tile) const { return base + tile * tq; }
   A* DOt(A* base, int64_t tile) const { return base + (nt + tile) * tq; }
@@ -396,46 +314,53 @@ struct HeadRows {
   int64_t rs[4];
 };
 
-template <typename T, typename A>
-HeadRows<A> RowsOfHead(const BwdInputs<T>& in, const HeadPack<A>& hp, A* base, int64_t bh) {
-  const Operand<T>* ops[4] = {&in.q, &in.dout, &in.k, &in.v};
+template <typename TIn, typename TOut, typename A>
+HeadRows<A> RowsOfHead(const BwdInputs<TIn, TOut>& in, const HeadPack<A>& hp, A* base, int64_t bh) {
   HeadRows<A> r;
-  for (int i = 0; i < 4; ++i) {
+  // Operand i read in place (direct: its element type is A), else its packed rows.
+  auto set = [&]<typename T>(int i, const Operand<T>& op) {
     if constexpr (std::is_same_v<T, A>) {
       if (hp.direct[i]) {
-        r.p[i] = ops[i]->Row(bh, 0);
-        r.rs[i] = ops[i]->st;
-        continue;
+        r.p[i] = op.Row(bh, 0);
+        r.rs[i] = op.st;
+        return;
       }
     }
     r.p[i] = hp.PackedRows(base, i);
     r.rs[i] = hp.dp;
-  }
+  };
+  set(HeadPack<A>::kQ, in.q);
+  set(HeadPack<A>::kDout, in.dout);
+  set(HeadPack<A>::kK, in.k);
+  set(HeadPack<A>::kV, in.v);
   return r;
 }
 
-template <typename T, typename A>
-void FillHeadTile(const BwdInputs<T>& in, const Geometry& g, const HeadPack<A>& hp, A* base, int64_t bh,
+template <typename TIn, typename TOut, typename A>
+void FillHeadTile(const BwdInputs<TIn, TOut>& in, const Geometry& g, const HeadPack<A>& hp, A* base, int64_t bh,
                   int64_t tile) {
   const int64_t t0 = tile * kTile, n = g.TileRows(tile);
-  PackTransposed(in.q.Row(bh, t0), in.q.st, in.q.sd, n, g.d, A(1), hp.Qt(base, tile), kTile);
+  PackTransposed(in.q.Row(bh, t0), in.q.st, in.q.sd, n, g.d, A(1), hp.Qt(base, tile), kTile, in.lut);
   PackTransposed(in.dout.Row(bh, t0), in.dout.st, in.dout.sd, n, g.d, A(1), hp.DOt(base, tile), kTile);
-  const Operand<T>* ops[4] = {&in.q, &in.dout, &in.k, &in.v};
-  for (int i = 0; i < 4; ++i) {
-    if (hp.direct[i]) continue;
-    PackRows(ops[i]->Row(bh, t0), ops[i]->st, ops[i]->sd, n, g.d, A(1), hp.PackedRows(base, i) + t0 * g.dp, g.dp,
-             kTile);
-  }
+  // Rows of operand i (not read in place) packed from row t0.
+  auto pack = [&]<typename T>(int i, const Operand<T>& op, const A* lut) {
+    if (!hp.direct[i])
+      PackRows(op.Row(bh, t0), op.st, op.sd, n, g.d, A(1), hp.PackedRows(base, i) + t0 * g.dp, g.dp, kTile, lut);
+  };
+  pack(HeadPack<A>::kQ, in.q, in.lut);
+  pack(HeadPack<A>::kDout, in.dout, nullptr);
+  pack(HeadPack<A>::kK, in.k, in.lut);
+  pack(HeadPack<A>::kV, in.v, in.lut);
   A* lse2 = hp.Lse2(base, tile);
   A* di = hp.Di(base, tile);
   const HeadRows<A> rows = RowsOfHead(in, hp, base, bh);
-  std::vector<T> o_row(in.out.sd == 1 ? 0 : g.d);  // a row of O with strided columns, gathered
+  std::vector<TOut> o_row(in.out.sd == 1 ? 0 : g.d);  // a row of O with strided columns, gathered
   for (int64_t i = 0; i < kTile; ++i) {
     if (i < n) {
       lse2[i] = in.lse[bh * g.t + t0 + i] * static_cast<A>(kLog2e);
       // D_i = rowsum(dO_i o O_i), dO_i from its row in the compute type
       // (packed above, or read in place): lanes of contiguous elements.
-      const T* o = in.out.Row(bh, t0 + i);
+      const TOut* o = in.out.Row(bh, t0 + i);
       if (in.out.sd != 1) {
         for (int64_t c = 0; c < g.d; ++c) o_row[c] = o[c * in.out.sd];
         o = o_row.data();
@@ -483,18 +408,18 @@ struct BwdWorkspace {
   Buffer<A> pack, pt, dst, dk, dv, dq;
 };
 
-template <typename T>
+template <typename TIn, typename TOut>
 void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, const Tensor& out_t,
                    const Tensor& dout_t, const Tensor& lse_t, double scale, const Tensor& dq_t, const Tensor& dk_t,
-                   const Tensor& dv_t) {
-  using A = AccType<T>;
+                   const Tensor& dv_t, const AccType<TOut>* lut) {
+  using A = AccType<TOut>;
   const Geometry g(q_t, attn::kPadElems<A>);
-  const BwdInputs<T> in(q_t, k_t, v_t, out_t, dout_t, lse_t);
+  const BwdInputs<TIn, TOut> in(q_t, k_t, v_t, out_t, dout_t, lse_t, lut);
   const HeadPack<A> hp(g, in);
   const TileFns<A> fns = attn::ActiveTileFns<A>();
   const A c = static_cast<A>(scale * kLog2e);
   const A s = static_cast<A>(scale);
-  const OutOperand<T> dq(dq_t), dk(dk_t), dv(dv_t);  // each may be undefined
+  const OutOperand<TOut> dq(dq_t), dk(dk_t), dv(dv_t);  // each may be undefined
   const bool want_kv = dk || dv;
 
   // Accumulates the dK/dV of key tile `ktile` over query tiles ktile.. and stores them.
@@ -573,8 +498,13 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
 
 void CausalAttentionBwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
                            const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  DispatchFloat(q.dtype(), "causal_attention backward", [&]<typename T>() {
-    BackwardTyped<T>(q, k, v, out, dout, lse, scale, dq, dk, dv);
+  DispatchFloat(out.dtype(), "causal_attention backward", [&]<typename T>() {
+    if (IsFp8(q.dtype())) {
+      const auto lut = attn::Fp8CodeTable<T>(q.dtype(), ScaleInvValue(q));
+      BackwardTyped<Fp8Code, T>(q, k, v, out, dout, lse, scale, dq, dk, dv, lut.data());
+    } else {
+      BackwardTyped<T, T>(q, k, v, out, dout, lse, scale, dq, dk, dv, nullptr);
+    }
   });
 }
 
@@ -582,5 +512,7 @@ void CausalAttentionBwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, co
 
 OCTET_REGISTER_KERNEL(causal_attention_fwd, DeviceType::kCPU, &CausalAttentionFwdCpu);
 OCTET_REGISTER_KERNEL(causal_attention_bwd, DeviceType::kCPU, &CausalAttentionBwdCpu);
+// FP8 q, k, v are read through a table (NOTE [fp8 attention operands] in ops/cpu/attention_pack.h).
+OCTET_REGISTER_KERNEL(attention_reads_fp8, DeviceType::kCPU, +[](Device) { return true; });
 
 }  // namespace octet::cpu

@@ -111,5 +111,7 @@ void CausalAttentionBwdCuda(const Tensor& q, const Tensor& k, const Tensor& v, c
 
 OCTET_REGISTER_KERNEL(causal_attention_fwd, DeviceType::kCUDA, &CausalAttentionFwdCuda);
 OCTET_REGISTER_KERNEL(causal_attention_bwd, DeviceType::kCUDA, &CausalAttentionBwdCuda);
+// FP8 q, k, v are dequantized by the op first (cuDNN's FP8 attention is not used).
+OCTET_REGISTER_KERNEL(attention_reads_fp8, DeviceType::kCUDA, +[](Device) { return false; });
 
 }  // namespace octet::cuda

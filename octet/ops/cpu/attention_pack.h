@@ -1,0 +1,194 @@
+// Operand access and packing of the CPU attention kernels (internal to
+// ops/cpu/attention_cpu.cc): (B,H,T,D) operands with any strides, their rows
+// packed into compute-type tiles (plain or transposed) and stored back, and
+// FP8 operands read through a table of their values.
+#pragma once
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <numeric>
+#include <type_traits>
+
+#include <octet/core/convert.h>
+#include <octet/core/dtype_traits.h>
+#include <octet/core/tensor.h>
+#include <octet/ops/cpu/row_helpers.h>
+#include <octet/ops/cpu/transpose8x8.h>
+
+namespace octet::cpu::attn {
+
+// NOTE [fp8 attention operands]: q, k and v may be FP8 codes (the heads of
+// an FP8 qkv: CausalAttentionQkvFp8, NOTE [fp8 attention inputs] in
+// ops/attention.cc) while out, dout and the gradients are in a float
+// compute dtype TOut. A code is read through a table of the 256 values
+// Dequantize(code, TOut) gives (the dequantize row converter with the
+// tensor's scale_inv, rounded to TOut as the dequantize kernel rounds),
+// widened to the compute type: the values a dequantize-then-attend
+// composition reads, so the same bits, without its pass over the codes or
+// its temporary. A table lookup per element costs about what a conversion
+// does, and packing is a small part of the kernels.
+struct Fp8Code {
+  uint8_t bits;
+};
+
+// An input element in the compute type A: converted, or looked up (FP8 codes).
+template <typename A, typename T>
+OCTET_INLINE A ReadAs(const T& x, const A* lut) {
+  if constexpr (std::is_same_v<T, Fp8Code>) {
+    return lut[x.bits];
+  } else {
+    return ConvertElement<A>(x);
+  }
+}
+
+// The table of NOTE [fp8 attention operands]: entry c is code c of `fp8`
+// times scale_inv in f32, rounded to TOut, widened to A = AccType<TOut>.
+template <typename TOut>
+std::array<AccType<TOut>, 256> Fp8CodeTable(DType fp8, float scale_inv) {
+  std::array<uint8_t, 256> codes;
+  std::iota(codes.begin(), codes.end(), 0);
+  std::array<float, 256> values;
+  DequantizeRow(codes.data(), fp8, scale_inv, values.data(), 256);
+  std::array<TOut, 256> rounded;
+  StoreRow<TOut, float>(values.data(), rounded.data(), 256);
+  std::array<AccType<TOut>, 256> table;
+  for (int c = 0; c < 256; ++c) table[c] = ConvertElement<AccType<TOut>>(rounded[c]);
+  return table;
+}
+
+// A (B,H,T,D) tensor as a base pointer and element strides, P its element
+// type (const for inputs), or none (null data) when undefined. Outputs may
+// have any strides too: e.g. heads side by side in a (B,T,H*D) tensor (NOTE
+// [attention in the qkv layout] in ops/attention.cc).
+template <typename P>
+struct HeadStrides {
+  explicit HeadStrides(const Tensor& t) {
+    if (!t.defined()) return;
+    if constexpr (std::is_same_v<std::remove_const_t<P>, Fp8Code>) {
+      data = static_cast<P*>(t.raw_data());
+    } else {
+      data = t.data<std::remove_const_t<P>>();
+    }
+    sb = t.stride(0);
+    sh = t.stride(1);
+    st = t.stride(2);
+    sd = t.stride(3);
+    heads = t.size(1);
+  }
+  explicit operator bool() const { return data != nullptr; }
+  // Row t0 of head bh (= b*H + h).
+  P* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
+  P* data = nullptr;
+  int64_t sb = 0, sh = 0, st = 0, sd = 1, heads = 1;
+};
+template <typename T>
+using Operand = HeadStrides<const T>;  // an input
+template <typename T>
+using OutOperand = HeadStrides<T>;  // an output
+
+#if defined(__AVX2__)
+// Eight f32 values of a row: src[0, 8) widened (bf16), read (f32) or looked
+// up in lut (FP8 codes: one gather), times mul.
+template <typename T>
+OCTET_INLINE __m256 LoadEight(const T* src, __m256 mul, const float* lut) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_mul_ps(mul, _mm256_loadu_ps(src));
+  } else if constexpr (std::is_same_v<T, Fp8Code>) {
+    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+    return _mm256_mul_ps(mul, _mm256_i32gather_ps(lut, idx, 4));
+  } else {
+    return _mm256_mul_ps(mul, convert_internal::Bf16x8ToFloat(reinterpret_cast<const uint16_t*>(src)));
+  }
+}
+// Whether LoadEight reads T into A = float.
+template <typename T, typename A>
+inline constexpr bool kLoadsEight = std::is_same_v<A, float> && (std::is_same_v<T, float> ||
+                                                                 std::is_same_v<T, bfloat16> ||
+                                                                 std::is_same_v<T, Fp8Code>);
+#endif
+
+// dst[r*ldd + c] = mul * src[r*rs + c*cs] for r < rows, c < cols; zero for
+// columns [cols, ldd) and rows [rows, rows_pad).
+// lut: the table of an FP8 T (FP8 code tables below), else unused.
+template <typename T, typename A>
+void PackRows(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
+              int64_t rows_pad, const A* lut = nullptr) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* s = src + r * rs;
+    A* d = dst + r * ldd;
+    if (cs == 1) {
+      int64_t c = 0;
+#if defined(__AVX2__)
+      // FP8 codes: eight lookups in one gather (the scalar loop below is
+      // not vectorised; a conversion is).
+      if constexpr (std::is_same_v<T, Fp8Code> && kLoadsEight<T, A>) {
+        const __m256 m = _mm256_set1_ps(mul);
+        for (; c + 8 <= cols; c += 8) _mm256_storeu_ps(d + c, LoadEight(s + c, m, lut));
+      }
+#endif
+      for (; c < cols; ++c) d[c] = mul * ReadAs<A>(s[c], lut);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) d[c] = mul * ReadAs<A>(s[c * cs], lut);
+    }
+    std::fill(d + cols, d + ldd, A(0));
+  }
+  std::fill(dst + rows * ldd, dst + rows_pad * ldd, A(0));
+}
+
+// dst[c*ldd + r] = mul * src[r*rs + c*cs] for r < rows, c < cols; zero for r in [rows, ldd).
+// NOTE [transposed tiles]: f32 and bf16 rows with unit column stride are
+// transposed in 8 x 8 blocks in registers (rows loaded as vectors, widened
+// there); the element-by-element loop (strided loads, one conversion each)
+// was a third of the time the backward spent filling its tiles (perf, small
+// GPT at O2, Zen 5). The values are the same: one conversion and one
+// multiply per element either way.
+template <typename T, typename A>
+void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
+                    const A* lut = nullptr) {
+  int64_t r8 = 0, c8 = 0;
+#if defined(__AVX2__)
+  if constexpr (kLoadsEight<T, A>) {
+    if (cs == 1) {
+      r8 = rows / 8 * 8;
+      c8 = cols / 8 * 8;
+      const __m256 m = _mm256_set1_ps(mul);
+      for (int64_t r = 0; r < r8; r += 8)
+        for (int64_t c = 0; c < c8; c += 8) {
+          __m256 v[8];
+          for (int i = 0; i < 8; ++i) v[i] = LoadEight(src + (r + i) * rs + c, m, lut);
+          Transpose8x8InRegisters(v);
+          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * ldd + r, v[i]);
+        }
+    }
+  }
+#endif
+  // What the blocks left: every column below row r8, and columns [c8, cols) above it.
+  for (int64_t c = 0; c < cols; ++c) {
+    const T* s = src + c * cs;
+    A* d = dst + c * ldd;
+    for (int64_t r = c < c8 ? r8 : 0; r < rows; ++r) d[r] = mul * ReadAs<A>(s[r * rs], lut);
+    std::fill(d + rows, d + ldd, A(0));
+  }
+}
+
+// Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh of out.
+template <typename T, typename A>
+void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
+               int64_t t0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dst = out.Row(bh, t0 + r);
+    const A* row = src + r * dp;
+    if (out.sd == 1) {
+      for (int64_t c = 0; c < d; ++c) dst[c] = ConvertElement<T>(row[c] * mul);
+    } else {
+      for (int64_t c = 0; c < d; ++c) dst[c * out.sd] = ConvertElement<T>(row[c] * mul);
+    }
+  }
+}
+
+}  // namespace octet::cpu::attn
