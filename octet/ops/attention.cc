@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include <octet/autograd/function.h>
-#include <octet/core/scaling.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/op_checks.h>
@@ -196,9 +195,7 @@ struct CausalAttentionQkvFp8Op : autograd::Op<CausalAttentionQkvFp8Op> {
     OCTET_CHECK(IsUnscaledFloat(compute), kQkvFp8OpName, ": compute dtype ", Name(compute),
                 " is not float32, float64, bfloat16 or float16 (qkv ", Describe(qkv), ")");
     CheckQkvShape(kQkvFp8OpName, qkv, n_head);
-    const ScaleMeta* meta = qkv.scale_meta();
-    OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, kQkvFp8OpName, ": ",
-                Describe(qkv), " has ", Name(meta->granularity), " scaling; only per-tensor scales are supported");
+    CheckPerTensorScale(kQkvFp8OpName, qkv);
     const Tensor codes = qkv.detach();
     return AttendHeads(ctx, KernelInput(codes, compute), n_head, scale, compute, {codes});
   }

@@ -10,7 +10,8 @@
 
 namespace octet {
 
-// The dtype of the saved log-sum-exp: float64 for float64 inputs, else float32.
+// The dtype of the saved log-sum-exp for an output (compute) dtype: float64
+// for float64, else float32.
 DType AttentionLseDtype(DType input);
 
 // q, k, v: (B,H,T,D) any strides. out: (B,H,T,D) any strides (distinct

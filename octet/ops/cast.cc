@@ -99,11 +99,10 @@ struct DequantizeOp : autograd::Op<DequantizeOp> {
     OCTET_CHECK(IsFp8(q.dtype()), kName, ": expects an FP8 tensor, got ", Describe(q));
     OCTET_CHECK(IsUnscaledFloat(out), kName, ": output dtype ", Name(out),
                 " is not float32, float64, bfloat16 or float16 (input ", Describe(q), ")");
+    CheckPerTensorScale(kName, q);
     const ScaleMeta* meta = q.scale_meta();
     Tensor scale_inv;
     if (meta != nullptr) {
-      OCTET_CHECK(meta->granularity == ScaleGranularity::kPerTensor, kName, ": ", Describe(q), " has ",
-                  Name(meta->granularity), " scaling; only per-tensor scales are supported");
       scale_inv = meta->scale_inv;
       OCTET_CHECK(scale_inv.defined() && scale_inv.dtype() == DType::kFloat32 && scale_inv.numel() == 1 &&
                       scale_inv.device() == q.device(),
@@ -152,9 +151,8 @@ Tensor TransposeFp8(const Tensor& q) {
   CheckDefined(kName, q, "q");
   OCTET_CHECK(IsFp8(q.dtype()), kName, ": expects an FP8 tensor, got ", Describe(q));
   CheckRank(kName, q, "q", 2);
+  CheckPerTensorScale(kName, q);
   const ScaleMeta* meta = q.scale_meta();
-  OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, kName, ": ", Describe(q),
-              " has ", Name(meta->granularity), " scaling; only per-tensor scales are supported");
   Tensor qt = Empty({q.size(1), q.size(0)}, {.dtype = q.dtype(), .device = q.device()});
   if (q.numel() > 0) fp8_transpose_kernel(q.device())(q.detach().Contiguous(), qt);
   if (meta == nullptr) return qt;

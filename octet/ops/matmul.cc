@@ -428,11 +428,8 @@ Tensor ScaledMatmul(const Tensor& a_in, const Tensor& b_in, DType out_dtype, con
               "); cuBLASLt has no E5M2 x E5M2 kernel either: quantize one operand to fp8_e4m3");
   OCTET_CHECK(a_fp8.dim() >= 2 && b_fp8.dim() >= 2, op, ": operands must have rank >= 2, got ", both);
   CheckSameDevice(op, a_fp8, b_fp8);
-  for (const Tensor* t : {&a_fp8, &b_fp8}) {
-    const ScaleMeta* meta = t->scale_meta();
-    OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, op, ": ", Describe(*t),
-                " has ", Name(meta->granularity), " scaling; only per-tensor scales are supported");
-  }
+  CheckPerTensorScale(op, a_fp8);
+  CheckPerTensorScale(op, b_fp8);
   OCTET_CHECK(out_dtype == DType::kFloat32 || out_dtype == DType::kBFloat16, op, ": out_dtype must be float32 or "
               "bfloat16, got ", Name(out_dtype), " (", both, ")");
   const Shape shape = GemmOutShape(op, a_fp8, b_fp8);

@@ -51,6 +51,12 @@ void CheckInPlaceAllowed(const char* op, const Tensor& t) {
               " which requires grad; run it under NoGradGuard or on a detached tensor");
 }
 
+void CheckPerTensorScale(const char* op, const Tensor& t) {
+  const ScaleMeta* meta = t.scale_meta();
+  OCTET_CHECK(meta == nullptr || meta->granularity == ScaleGranularity::kPerTensor, op, ": ", Describe(t), " has ",
+              Name(meta->granularity), " scaling; only per-tensor scales are supported");
+}
+
 void CheckFp8Target(const char* op, const Tensor& x, DType fp8, const Tensor& scale) {
   OCTET_CHECK(IsFp8(fp8), op, ": target dtype ", Name(fp8), " is not an FP8 dtype (fp8_e4m3 or fp8_e5m2); x ",
               Describe(x));

@@ -21,6 +21,10 @@ void CheckRank(const char* op, const Tensor& t, const char* arg, int64_t rank);
 // In-place ops on tensors that take part in autograd would corrupt gradients.
 void CheckInPlaceAllowed(const char* op, const Tensor& t);
 
+// An FP8 t's scale metadata, when it has any, must be per-tensor (the only
+// granularity the FP8 ops read yet).
+void CheckPerTensorScale(const char* op, const Tensor& t);
+
 // Ops that write FP8 with a caller's per-tensor scale (LayerNormFp8,
 // GeluFp8): fp8 must be an FP8 dtype and scale a float32 tensor with one
 // element on x's device.

@@ -34,10 +34,6 @@
 // has the same bits whatever the thread count or the path taken.
 #include <omp.h>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -52,14 +48,12 @@
 #include <octet/ops/cpu/attention_pack.h>
 #include <octet/ops/cpu/attention_tiles.h>
 #include <octet/ops/cpu/row_helpers.h>
-#include <octet/ops/cpu/transpose8x8.h>
 
 namespace octet::cpu {
 namespace {
 
 using attn::BwdTile;
 using attn::Fp8Code;
-using attn::HeadStrides;
 using attn::Operand;
 using attn::OutOperand;
 using attn::PackRows;

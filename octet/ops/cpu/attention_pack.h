@@ -30,8 +30,9 @@ namespace octet::cpu::attn {
 // tensor's scale_inv, rounded to TOut as the dequantize kernel rounds),
 // widened to the compute type: the values a dequantize-then-attend
 // composition reads, so the same bits, without its pass over the codes or
-// its temporary. A table lookup per element costs about what a conversion
-// does, and packing is a small part of the kernels.
+// its temporary. The lookups are AVX2 gathers where the packers vectorise;
+// they cost more than widening bf16 does (perf, small GPT at O1, Zen 5:
+// packing 3.1 % of the step against 2.4 % from bf16).
 struct Fp8Code {
   uint8_t bits;
 };
