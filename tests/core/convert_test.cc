@@ -312,6 +312,28 @@ TEST_P(RowConverterTest, FloatToBf16RowMatchesScalarRounding) {
   });
 }
 
+// The native bf16 narrowing converts 32 lanes per instruction and redoes a
+// whole 32-lane group when one lane is a subnormal or NaN: one special value
+// at each position of a row of ordinary ones must change only its own lane.
+TEST_P(RowConverterTest, FloatToBf16RowRedoesOnlyTheSpecialLane) {
+  constexpr int64_t kN = 133;  // two 64-value steps and a masked tail
+  std::vector<float> src(kN);
+  for (int64_t i = 0; i < kN; ++i) src[i] = 1.0f + 0.00390625f * static_cast<float>(i) + 1e-5f;
+  for (const float special : {std::numeric_limits<float>::denorm_min(), detail::BitsAsFloat(0x807FFFFFu),
+                              detail::BitsAsFloat(0x7FC12345u), detail::BitsAsFloat(0xFF800001u)}) {
+    for (int64_t at = 0; at < kN; ++at) {
+      std::vector<float> row = src;
+      row[at] = special;
+      GuardedRow<uint16_t> dst(kN);
+      FloatToBf16Row(row.data(), dst.data(), kN);
+      ASSERT_TRUE(dst.GuardsIntact());
+      for (int64_t i = 0; i < kN; ++i) {
+        ASSERT_EQ(dst[i], FloatToBf16Bits(row[i])) << "special at " << at << ", lane " << i;
+      }
+    }
+  }
+}
+
 TEST_P(RowConverterTest, Bf16ToFloatRowIsExact) {
   ForEachLength([&] {
     const std::vector<uint16_t> src = RandomHalves(n(), seed());
