@@ -4,6 +4,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/convert_testing.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -186,6 +187,34 @@ float QuantizeRow(const float* src, float scale, DType fp8_dtype,
   return AmaxFromAbsBits(amax_bits);
 }
 
+// NOTE [bf16 quantize in registers]: O1 quantizes bf16 activations and
+// gradients (the attention's q/k/v, the MLP and attention outputs' gradients)
+// on every step. Through an f32 copy that cost a Bf16ToFloatRow pass into a
+// block buffer before each QuantizeRow; the AVX-512 kernel widens in the
+// register instead (the same arithmetic on the same f32 values). Other ISAs
+// keep the widen-then-quantize composition, in L1-sized pieces.
+float QuantizeBf16Row(const uint16_t* src, float scale, DType fp8_dtype,
+                      Fp8Saturation sat, uint8_t* dst, int64_t n) {
+  const Fp8Kind kind = Fp8KindOf(fp8_dtype, "QuantizeBf16Row");
+  CheckLength(n, "QuantizeBf16Row");
+#if OCTET_CONVERT_X86_KERNELS
+  if (ActiveIsaBits() & kIsaAvx512) {
+    return AmaxFromAbsBits(kind == kE4M3 ? QuantizeAvx512<detail::E4M3Format>(src, scale, sat, dst, n)
+                                         : QuantizeAvx512<detail::E5M2Format>(src, scale, sat, dst, n));
+  }
+#endif
+  constexpr int64_t kPiece = 1024;
+  alignas(64) float buf[kPiece];
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; i += kPiece) {
+    const int64_t m = std::min(kPiece, n - i);
+    Bf16ToFloatRow(src + i, buf, m);
+    const float a = QuantizeRow(buf, scale, fp8_dtype, sat, dst + i, m);
+    amax = (a > amax || a != a) ? a : amax;
+  }
+  return amax;
+}
+
 void DequantizeRow(const uint8_t* src, DType fp8_dtype, float scale_inv,
                    float* dst, int64_t n) {
   const Fp8Kind kind = Fp8KindOf(fp8_dtype, "DequantizeRow");
@@ -308,6 +337,23 @@ float AmaxRow(const float* src, int64_t n) {
   if (isa & kIsaAvx2) return AmaxFromAbsBits(AmaxAvx2(src, n));
 #endif
   return AmaxFromAbsBits(AmaxScalar(src, n));
+}
+
+float AmaxBf16Row(const uint16_t* src, int64_t n) {
+  CheckLength(n, "AmaxBf16Row");
+#if OCTET_CONVERT_X86_KERNELS
+  if (ActiveIsaBits() & kIsaAvx512) return AmaxFromAbsBits(AmaxBf16Avx512(src, n));
+#endif
+  constexpr int64_t kPiece = 1024;
+  alignas(64) float buf[kPiece];
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; i += kPiece) {
+    const int64_t m = std::min(kPiece, n - i);
+    Bf16ToFloatRow(src + i, buf, m);
+    const float a = AmaxRow(buf, m);
+    amax = (a > amax || a != a) ? a : amax;
+  }
+  return amax;
 }
 
 bool CpuHasAvx512Bf16() {

@@ -38,6 +38,13 @@ namespace octet {
 float QuantizeRow(const float* src, float scale, DType fp8_dtype,
                   Fp8Saturation sat, uint8_t* dst, int64_t n);
 
+// QuantizeRow of the bf16 row src widened to float32 (exact), without an f32
+// copy of it: the same codes and amax as
+// Bf16ToFloatRow(src, tmp, n); QuantizeRow(tmp, ...).
+//   src: (n) bf16 bits, dst: (n) fp8 bits of `fp8_dtype`.
+float QuantizeBf16Row(const uint16_t* src, float scale, DType fp8_dtype,
+                      Fp8Saturation sat, uint8_t* dst, int64_t n);
+
 // dst[i] = float(src[i]) * scale_inv (one float32 multiply). fp8 NaN codes
 // give NaN.
 //   src: (n) fp8 bits of `fp8_dtype`, dst: (n) float32.
@@ -67,6 +74,9 @@ void F16ToFloatRow(const uint16_t* src, float* dst, int64_t n);
 
 // max_i |src[i]| (0 for n == 0); NaN if any element is NaN. src: (n) float32.
 float AmaxRow(const float* src, int64_t n);
+
+// AmaxRow of the bf16 row src widened to float32. src: (n) bf16 bits.
+float AmaxBf16Row(const uint16_t* src, int64_t n);
 
 // True when FloatToBf16Row currently uses the AVX-512 BF16 instruction
 // (vcvtneps2bf16), i.e. the CPU has it and the AVX-512 paths are enabled.

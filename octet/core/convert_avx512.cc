@@ -269,8 +269,23 @@ OCTET_TARGET_AVX512 OCTET_INLINE __m512i EncodeFp8x16(
                                c.nan_code);
 }
 
-template <class Format>
-OCTET_TARGET_AVX512 uint32_t QuantizeAvx512(const float* src, float scale,
+// 16 source values as f32: f32 loaded as they are, bf16 widened in the
+// register (a bf16 is the top half of its f32: exact), so the bf16 quantize
+// needs no f32 copy of its row (NOTE [bf16 quantize in registers]).
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const float* src) { return _mm512_loadu_ps(src); }
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const uint16_t* src) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))), 16));
+}
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 MaskLoadFloatx16(__mmask16 mask, const float* src) {
+  return _mm512_maskz_loadu_ps(mask, src);
+}
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 MaskLoadFloatx16(__mmask16 mask, const uint16_t* src) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src)), 16));
+}
+
+template <class Format, class Src>
+OCTET_TARGET_AVX512 uint32_t QuantizeAvx512(const Src* src, float scale,
                                             Fp8Saturation sat, uint8_t* dst,
                                             int64_t n) {
   const QuantizeConsts<Format> c = MakeQuantizeConsts<Format>(sat);
@@ -279,8 +294,8 @@ OCTET_TARGET_AVX512 uint32_t QuantizeAvx512(const float* src, float scale,
   __m512i amax1 = _mm512_setzero_si512();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512 x0 = _mm512_loadu_ps(src + i);
-    const __m512 x1 = _mm512_loadu_ps(src + i + 16);
+    const __m512 x0 = LoadFloatx16(src + i);
+    const __m512 x1 = LoadFloatx16(src + i + 16);
     amax0 = _mm512_max_epu32(amax0, _mm512_and_si512(_mm512_castps_si512(x0), c.abs_mask));
     amax1 = _mm512_max_epu32(amax1, _mm512_and_si512(_mm512_castps_si512(x1), c.abs_mask));
     _mm512_mask_cvtepi32_storeu_epi8(
@@ -290,7 +305,7 @@ OCTET_TARGET_AVX512 uint32_t QuantizeAvx512(const float* src, float scale,
   }
   for (; i < n; i += 16) {
     const __mmask16 mask = static_cast<__mmask16>(LowBits64(n - i));
-    const __m512 x = _mm512_maskz_loadu_ps(mask, src + i);
+    const __m512 x = MaskLoadFloatx16(mask, src + i);
     amax0 = _mm512_max_epu32(amax0, _mm512_and_si512(_mm512_castps_si512(x), c.abs_mask));
     _mm512_mask_cvtepi32_storeu_epi8(dst + i, mask,
                                      EncodeFp8x16(c, _mm512_mul_ps(x, vscale)));
@@ -316,6 +331,31 @@ OCTET_TARGET_AVX512 uint32_t AmaxAvx512(const float* src, int64_t n) {
   }
   return _mm512_reduce_max_epu32(_mm512_max_epu32(
       _mm512_max_epu32(acc[0], acc[1]), _mm512_max_epu32(acc[2], acc[3])));
+}
+
+// max |x| over bf16 bits, 32 lanes per register: with the sign cleared,
+// integer order is float order and NaN is above inf, as for f32 bits; the
+// result is returned as f32 bits (exact: shifted up by 16).
+OCTET_TARGET_AVX512 uint32_t AmaxBf16Avx512(const uint16_t* src, int64_t n) {
+  const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
+  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                    _mm512_setzero_si512(), _mm512_setzero_si512()};
+  int64_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm512_max_epu16(
+          acc[k], _mm512_and_si512(_mm512_loadu_si512(src + i + 32 * k), abs_mask));
+    }
+  }
+  for (; i < n; i += 32) {
+    const __mmask32 mask = static_cast<__mmask32>(LowBits64(n - i));
+    acc[0] = _mm512_max_epu16(
+        acc[0], _mm512_and_si512(_mm512_maskz_loadu_epi16(mask, src + i), abs_mask));
+  }
+  const __m512i m = _mm512_max_epu16(_mm512_max_epu16(acc[0], acc[1]), _mm512_max_epu16(acc[2], acc[3]));
+  const __m512i wide = _mm512_max_epu32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(m)),
+                                        _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(m, 1)));
+  return _mm512_reduce_max_epu32(wide) << 16;
 }
 
 // --- bf16 / f16.
@@ -425,6 +465,8 @@ OCTET_TARGET_AVX512 void F16ToFloatAvx512(const uint16_t* src, float* dst,
 
 template uint32_t QuantizeAvx512<detail::E4M3Format>(const float*, float, Fp8Saturation, uint8_t*, int64_t);
 template uint32_t QuantizeAvx512<detail::E5M2Format>(const float*, float, Fp8Saturation, uint8_t*, int64_t);
+template uint32_t QuantizeAvx512<detail::E4M3Format>(const uint16_t*, float, Fp8Saturation, uint8_t*, int64_t);
+template uint32_t QuantizeAvx512<detail::E5M2Format>(const uint16_t*, float, Fp8Saturation, uint8_t*, int64_t);
 
 }  // namespace octet::convert_internal
 

@@ -71,9 +71,11 @@ OCTET_TARGET_AVX512_VBMI void Fp8ToBf16Vbmi(const uint8_t* src, Fp8Kind kind, ui
 OCTET_TARGET_AVX512_VBMI void DequantizeVbmi(const uint8_t* src, Fp8Kind kind, float scale_inv, float* dst, int64_t n);
 OCTET_TARGET_AVX512 void Fp8ToBf16Bw(const uint8_t* src, Fp8Kind kind, uint16_t* dst, int64_t n);
 OCTET_TARGET_AVX512 void DequantizeBw(const uint8_t* src, Fp8Kind kind, float scale_inv, float* dst, int64_t n);
-template <class Format>
-OCTET_TARGET_AVX512 uint32_t QuantizeAvx512(const float* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n);
+// Src: float, or uint16_t for bf16 bits (widened in the register).
+template <class Format, class Src>
+OCTET_TARGET_AVX512 uint32_t QuantizeAvx512(const Src* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n);
 OCTET_TARGET_AVX512 uint32_t AmaxAvx512(const float* src, int64_t n);
+OCTET_TARGET_AVX512 uint32_t AmaxBf16Avx512(const uint16_t* src, int64_t n);
 OCTET_TARGET_AVX512 void FloatToBf16Avx512(const float* src, uint16_t* dst, int64_t n);
 OCTET_TARGET_AVX512_BF16 void FloatToBf16Native(const float* src, uint16_t* dst, int64_t n);
 OCTET_TARGET_AVX512 void Bf16ToFloatAvx512(const uint16_t* src, float* dst, int64_t n);

@@ -334,6 +334,50 @@ TEST_P(RowConverterTest, FloatToBf16RowRedoesOnlyTheSpecialLane) {
   }
 }
 
+// bf16 rows for the bf16-reading quantize and amax: every other value any
+// bit pattern, the rest RandomFloats rounded to bf16 (fp8 ties, the fp8
+// range's edges); with_nan false turns NaN patterns into infinities.
+std::vector<uint16_t> Bf16Source(int64_t n, uint32_t seed, bool with_nan) {
+  std::vector<uint16_t> out = RandomHalves(n, seed);
+  const std::vector<float> f = RandomFloats(n, seed + 1);
+  for (int64_t i = 1; i < n; i += 2) out[i] = FloatToBf16Bits(f[i]);
+  if (!with_nan) {
+    for (auto& h : out) {
+      if ((h & 0x7FFF) > 0x7F80) h = static_cast<uint16_t>(h & 0xFF80);
+    }
+  }
+  return out;
+}
+
+// QuantizeBf16Row and AmaxBf16Row are QuantizeRow and AmaxRow of the row
+// widened to f32 (Bf16ToFloatRow is exact, checked below).
+TEST_P(RowConverterTest, QuantizeBf16RowIsQuantizeRowOfTheWidenedRow) {
+  ForEachLength([&] {
+    for (const bool with_nan : {false, true}) {
+      const std::vector<uint16_t> src = Bf16Source(n(), seed(), with_nan);
+      std::vector<float> wide(n());
+      for (int64_t i = 0; i < n(); ++i) wide[i] = Bf16BitsToFloat(src[i]);
+      for (const DType dtype : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+        for (const auto sat : {Fp8Saturation::kSatFinite, Fp8Saturation::kNoSat}) {
+          for (const float scale : {1.0f, 0.25f, 3.7f, 1e-3f}) {
+            GuardedRow<uint8_t> got(n());
+            std::vector<uint8_t> want(n());
+            const float amax = QuantizeBf16Row(src.data(), scale, dtype, sat, got.data(), n());
+            const float want_amax = QuantizeRow(wide.data(), scale, dtype, sat, want.data(), n());
+            EXPECT_TRUE(got.GuardsIntact());
+            for (int64_t i = 0; i < n(); ++i) {
+              ASSERT_EQ(got[i], want[i]) << "i=" << i << " bf16=0x" << std::hex << src[i] << " scale=" << scale;
+            }
+            ExpectSameFloat(amax, want_amax, "amax");
+            ExpectSameFloat(AmaxBf16Row(src.data(), n()), want_amax, "AmaxBf16Row");
+            if (!with_nan && n() > 0) EXPECT_FALSE(std::isnan(amax));
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST_P(RowConverterTest, Bf16ToFloatRowIsExact) {
   ForEachLength([&] {
     const std::vector<uint16_t> src = RandomHalves(n(), seed());

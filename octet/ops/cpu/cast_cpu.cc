@@ -1,7 +1,8 @@
 // CPU kernels of the cast family: quantize (+ amax, + cast-transpose),
 // dequantize, amax. Built on the vectorised row converters of core/convert.h;
-// bf16/f16/f64 inputs are widened to f32 a block at a time into a stack
-// buffer first.
+// bf16 inputs are read by their own row converters (QuantizeBf16Row,
+// AmaxBf16Row), f16/f64 inputs are widened to f32 a block at a time into a
+// stack buffer first.
 //
 // NOTE [amax combine order]: amax is a max, so the blocks may be combined in
 // any order; NaN must win wherever it appears, hence (b > a || b != b).
@@ -56,6 +57,10 @@ float QuantizeRange(const char* x, DType xdt, float scale, DType fp8, Fp8Saturat
   float amax = 0.0f;
   for (int64_t i = begin; i < end; i += kBlock) {
     const int64_t n = std::min(kBlock, end - i);
+    if (xdt == DType::kBFloat16) {  // NOTE [bf16 quantize in registers] in core/convert.cc
+      amax = MaxNaN(amax, QuantizeBf16Row(reinterpret_cast<const uint16_t*>(x) + i, scale, fp8, sat, y + i, n));
+      continue;
+    }
     const float* f = AsFloat(x + i * sz, xdt, n, buf);
     amax = MaxNaN(amax, QuantizeRow(f, scale, fp8, sat, y + i, n));
   }
@@ -236,7 +241,8 @@ void AmaxCpu(const Tensor& x, const Tensor& amax) {
         }
         part[b] = static_cast<float>(a);
       } else {
-        part[b] = AmaxRow(AsFloat(xp + i * sz, xdt, m, buf), m);
+        part[b] = xdt == DType::kBFloat16 ? AmaxBf16Row(reinterpret_cast<const uint16_t*>(xp) + i, m)
+                                          : AmaxRow(AsFloat(xp + i * sz, xdt, m, buf), m);
       }
     }
   });
