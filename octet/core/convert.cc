@@ -187,6 +187,27 @@ float QuantizeRow(const float* src, float scale, DType fp8_dtype,
   return AmaxFromAbsBits(amax_bits);
 }
 
+namespace {
+
+// The bf16 row src widened to f32 in L1-sized pieces; f(piece, first
+// index, length) returns the piece's amax, and the row's is returned (NaN
+// wins: NOTE [amax combine order] in ops/cpu/cast_cpu.cc).
+template <class F>
+float AmaxOverWidenedPieces(const uint16_t* src, int64_t n, F f) {
+  constexpr int64_t kPiece = 1024;
+  alignas(64) float buf[kPiece];
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; i += kPiece) {
+    const int64_t m = std::min(kPiece, n - i);
+    Bf16ToFloatRow(src + i, buf, m);
+    const float a = f(buf, i, m);
+    amax = (a > amax || a != a) ? a : amax;
+  }
+  return amax;
+}
+
+}  // namespace
+
 // NOTE [bf16 quantize in registers]: O1 quantizes bf16 activations and
 // gradients (the attention's q/k/v, the MLP and attention outputs' gradients)
 // on every step. Through an f32 copy that cost a Bf16ToFloatRow pass into a
@@ -195,7 +216,7 @@ float QuantizeRow(const float* src, float scale, DType fp8_dtype,
 // keep the widen-then-quantize composition, in L1-sized pieces.
 float QuantizeBf16Row(const uint16_t* src, float scale, DType fp8_dtype,
                       Fp8Saturation sat, uint8_t* dst, int64_t n) {
-  const Fp8Kind kind = Fp8KindOf(fp8_dtype, "QuantizeBf16Row");
+  [[maybe_unused]] const Fp8Kind kind = Fp8KindOf(fp8_dtype, "QuantizeBf16Row");  // also checks the dtype
   CheckLength(n, "QuantizeBf16Row");
 #if OCTET_CONVERT_X86_KERNELS
   if (ActiveIsaBits() & kIsaAvx512) {
@@ -203,16 +224,9 @@ float QuantizeBf16Row(const uint16_t* src, float scale, DType fp8_dtype,
                                          : QuantizeAvx512<detail::E5M2Format>(src, scale, sat, dst, n));
   }
 #endif
-  constexpr int64_t kPiece = 1024;
-  alignas(64) float buf[kPiece];
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; i += kPiece) {
-    const int64_t m = std::min(kPiece, n - i);
-    Bf16ToFloatRow(src + i, buf, m);
-    const float a = QuantizeRow(buf, scale, fp8_dtype, sat, dst + i, m);
-    amax = (a > amax || a != a) ? a : amax;
-  }
-  return amax;
+  return AmaxOverWidenedPieces(src, n, [&](const float* piece, int64_t i, int64_t m) {
+    return QuantizeRow(piece, scale, fp8_dtype, sat, dst + i, m);
+  });
 }
 
 void DequantizeRow(const uint8_t* src, DType fp8_dtype, float scale_inv,
@@ -344,16 +358,7 @@ float AmaxBf16Row(const uint16_t* src, int64_t n) {
 #if OCTET_CONVERT_X86_KERNELS
   if (ActiveIsaBits() & kIsaAvx512) return AmaxFromAbsBits(AmaxBf16Avx512(src, n));
 #endif
-  constexpr int64_t kPiece = 1024;
-  alignas(64) float buf[kPiece];
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; i += kPiece) {
-    const int64_t m = std::min(kPiece, n - i);
-    Bf16ToFloatRow(src + i, buf, m);
-    const float a = AmaxRow(buf, m);
-    amax = (a > amax || a != a) ? a : amax;
-  }
-  return amax;
+  return AmaxOverWidenedPieces(src, n, [](const float* piece, int64_t, int64_t m) { return AmaxRow(piece, m); });
 }
 
 bool CpuHasAvx512Bf16() {

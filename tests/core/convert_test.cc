@@ -489,6 +489,9 @@ TEST(RowConverters, RejectNonFp8DTypeAndNegativeLength) {
   EXPECT_THROW(Fp8ToBf16Row(b, DType::kUInt8, h, 1), Error);
   EXPECT_THROW(AmaxRow(f, -1), Error);
   EXPECT_THROW(FloatToBf16Row(f, h, -5), Error);
+  EXPECT_THROW(QuantizeBf16Row(h, 1.0f, DType::kBFloat16, Fp8Saturation::kSatFinite, b, 1), Error);
+  EXPECT_THROW(QuantizeBf16Row(h, 1.0f, DType::kFloat8E4M3, Fp8Saturation::kSatFinite, b, -1), Error);
+  EXPECT_THROW(AmaxBf16Row(h, -1), Error);
   EXPECT_THROW(QuantizeRow(f, 1.0f, DType::kFloat8E4M3, Fp8Saturation::kSatFinite, b, -1),
                Error);
 }
