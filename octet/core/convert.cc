@@ -16,6 +16,7 @@
 #include <octet/core/error.h>
 #include <octet/core/float16.h>
 #include <octet/core/float8.h>
+#include <octet/core/scaling_math.h>
 
 namespace octet {
 namespace {
@@ -200,8 +201,7 @@ float AmaxOverWidenedPieces(const uint16_t* src, int64_t n, F f) {
   for (int64_t i = 0; i < n; i += kPiece) {
     const int64_t m = std::min(kPiece, n - i);
     Bf16ToFloatRow(src + i, buf, m);
-    const float a = f(buf, i, m);
-    amax = (a > amax || a != a) ? a : amax;
+    amax = MaxNaN(amax, f(buf, i, m));
   }
   return amax;
 }

@@ -18,6 +18,11 @@ OCTET_HOST_DEVICE inline bool IsFiniteFloat(float x) {
   return (x - x) == 0.0f;
 }
 
+// The larger of two amaxes, NaN winning wherever it appears (NOTE [amax
+// combine order] in ops/cpu/cast_cpu.cc): how the CPU FP8 kernels and the
+// bf16 row converters combine the amaxes of their blocks or rows.
+OCTET_HOST_DEVICE inline float MaxNaN(float a, float b) { return (b > a || b != b) ? b : a; }
+
 // Power of two at or below x (x > 0, finite).
 OCTET_HOST_DEVICE inline float RoundDownToPowerOfTwo(float x) {
   uint32_t bits;

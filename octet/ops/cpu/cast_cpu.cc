@@ -52,15 +52,14 @@ float CombineAmax(const std::vector<float>& part) {
 // Quantizes elements [begin, end) of the flat x into y; returns their amax.
 float QuantizeRange(const char* x, DType xdt, float scale, DType fp8, Fp8Saturation sat, uint8_t* y, int64_t begin,
                     int64_t end) {
+  if (xdt == DType::kBFloat16) {  // the whole range, no f32 copy (NOTE [bf16 quantize in registers] in core/convert.cc)
+    return QuantizeBf16Row(reinterpret_cast<const uint16_t*>(x) + begin, scale, fp8, sat, y + begin, end - begin);
+  }
   alignas(64) float buf[kBlock];
   const int64_t sz = SizeOf(xdt);
   float amax = 0.0f;
   for (int64_t i = begin; i < end; i += kBlock) {
     const int64_t n = std::min(kBlock, end - i);
-    if (xdt == DType::kBFloat16) {  // NOTE [bf16 quantize in registers] in core/convert.cc
-      amax = MaxNaN(amax, QuantizeBf16Row(reinterpret_cast<const uint16_t*>(x) + i, scale, fp8, sat, y + i, n));
-      continue;
-    }
     const float* f = AsFloat(x + i * sz, xdt, n, buf);
     amax = MaxNaN(amax, QuantizeRow(f, scale, fp8, sat, y + i, n));
   }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include <octet/core/scaling_math.h>  // MaxNaN, for the kernels that combine amaxes
 #include <octet/core/tensor.h>
 
 namespace octet::cpu {
@@ -223,10 +224,5 @@ struct StridedIter {
     });
   }
 };
-
-// The larger of two amaxes, NaN winning wherever it appears (NOTE [amax
-// combine order] in ops/cpu/cast_cpu.cc): how the CPU FP8 kernels combine
-// the amaxes of their blocks or rows.
-inline float MaxNaN(float a, float b) { return (b > a || b != b) ? b : a; }
 
 }  // namespace octet::cpu
