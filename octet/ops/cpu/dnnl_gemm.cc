@@ -78,7 +78,12 @@
 // 730-772 GFLOP/s), and the small GPT step with 16 chunks 7-12 % slower
 // (three rounds: O2 49.7-50.8 against 45.7-46.7 ms, O1 55.3-57.6 against
 // 49.6-51.3): one-thread primitives on short row blocks lose more than the
-// balance gains. So oneDNN keeps its own split.
+// balance gains. So oneDNN keeps its own split. With one or two blocks per
+// thread (2026-11-25, to keep the FP32-FMA path's conversions in cache:
+// NOTE [FP32-FMA path costs] in matmul_cpu.cc) the one-thread primitives
+// matched oneDNN's split in a bare program (1024x768x256 f32: 1.10-1.23
+// against 1.10-1.20 ms; 1024x3072x768 14.2-14.7 against 14.2-14.7 ms) and
+// gave the step nothing either.
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>

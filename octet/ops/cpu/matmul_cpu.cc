@@ -270,6 +270,34 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 // NOTE [CPU GEMM path] (ops/cpu_gemm_path.h): both operands are widened
 // exactly to f32 (in their own layouts, so transposed views stay transposed),
 // the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
+//
+// NOTE [FP32-FMA path costs]: what this path pays over an f32 GEMM is the
+// pass that widens A and the pass that narrows a bf16 output. Timed per
+// parallel region in a small GPT step at O2 (OCTET_CPU_GEMM=fp32, Zen 5, 2
+// threads, 2026-11-25; an LD_PRELOAD wrapper around libgomp's GOMP_parallel
+// summing the time of each region's function): narrowing 5.6 ms and
+// widening 4.1 ms of a ~80 ms step, while oneDNN's GEMMs themselves took
+// 59.6 ms against O0's 66.0 and the bf16 pointwise, norm and attention
+// kernels ~5 ms less than O0's f32 ones: O2 ends 1.02-1.10x O0's step time
+// on this path (small model; 0.90-1.06x wide). Inside a step both passes
+// run 3-4x slower than the same call repeated in a loop (a 1 Mi-element
+// widening 130-240 us against 46-70, whether the data was evicted or not
+// first); converting the same span a second time right after the first is
+// as fast as the loop, so it is the state the step leaves the caches in.
+// Tried and not kept (2026-11-25):
+// - row panels: B packed once, then one parallel region in which each
+//   thread widens its block of A rows, runs a one-thread primitive on them
+//   and narrows its output rows at once, while they are in its cache.
+//   Per WidenedGemm call over a small O2 step, three alternating rounds:
+//   1.46-1.60 ms without, 1.49-1.67 with one block per thread, 1.51-1.72
+//   with two; no gain (NOTE [gemm thread split] for the GEMM side).
+// - streaming (non-temporal) stores for the widened A: 46 -> 47 us per call
+//   on average over a step.
+// - oneDNN computing on the bf16 operands itself: its f32 matmul cannot
+//   write bf16 ("could not create a primitive descriptor" for f32 x f32 ->
+//   bf16), and its bf16 matmul without the dot-product instruction
+//   (ONEDNN_MAX_CPU_ISA=AVX512_CORE, emulated) runs 2.6-2.8x slower than
+//   the f32 one (1024x768x768 9.8 against 3.5 ms, 2048^3 133 against 50).
 
 struct WidenBuffers {
   Workspace out, bias;
