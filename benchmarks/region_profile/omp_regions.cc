@@ -1,0 +1,97 @@
+// An LD_PRELOAD library that times every OpenMP parallel region a program
+// opens, by the function the region runs: where a CPU training step spends
+// its time, kernel by kernel, including oneDNN's JIT GEMMs, which perf can
+// only show as anonymous code. Run through scripts/omp_regions.sh, which
+// resolves the functions to names and prints a table.
+//
+// It wraps GOMP_parallel, the entry point GCC compiles `#pragma omp
+// parallel` to (octet's ParallelFor and Debian's oneDNN both use it); a
+// region is charged to its outlined function (one per parallel construct:
+// per kernel and template instance in octet). Time is wall time from the
+// fork to the join, as the calling thread sees it; regions opened inside
+// another region (inactive, one thread) are counted too. At exit each
+// function's line goes to $OCTET_OMP_REGIONS_OUT (default: stderr):
+//   seconds <TAB> calls <TAB> object file <TAB> offset in it (hex) <TAB> exported name or -
+// then one line "total <TAB> seconds <TAB> calls <TAB> process wall seconds".
+// A library stripped of its local symbols (Debian's oneDNN) shows as
+// object+offset: one line per parallel construct of it.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+namespace {
+
+using RegionFn = void (*)(void*);
+using GompParallel = void (*)(RegionFn, void*, unsigned, unsigned);
+
+struct Entry {
+  double seconds = 0.0;
+  int64_t calls = 0;
+};
+
+struct Table {
+  std::mutex mu;
+  std::unordered_map<uintptr_t, Entry> by_fn;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  void Dump() {
+    std::lock_guard<std::mutex> lock(mu);
+    const char* path = std::getenv("OCTET_OMP_REGIONS_OUT");
+    FILE* f = path != nullptr && path[0] != '\0' ? std::fopen(path, "w") : stderr;
+    if (f == nullptr) {
+      std::fprintf(stderr, "omp_regions: cannot write %s\n", path);
+      return;
+    }
+    double total = 0.0;
+    int64_t calls = 0;
+    for (const auto& [fn, e] : by_fn) {
+      Dl_info info{};
+      const bool found = dladdr(reinterpret_cast<void*>(fn), &info) != 0 && info.dli_fname != nullptr;
+      const uintptr_t base = found ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0;
+      // dladdr names the nearest exported symbol below fn; only an exact
+      // match is fn's own name (outlined region functions are local).
+      const bool named = found && info.dli_sname != nullptr && reinterpret_cast<uintptr_t>(info.dli_saddr) == fn;
+      std::fprintf(f, "%.6f\t%" PRId64 "\t%s\t%" PRIxPTR "\t%s\n", e.seconds, e.calls, found ? info.dli_fname : "?",
+                   fn - base, named ? info.dli_sname : "-");
+      total += e.seconds;
+      calls += e.calls;
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(f, "total\t%.6f\t%" PRId64 "\t%.6f\n", total, calls, wall);
+    if (f != stderr) std::fclose(f);
+    by_fn.clear();
+  }
+};
+
+Table& TheTable() {
+  static Table* table = new Table();  // dumped by the destructor below, never freed (exit-time regions)
+  return *table;
+}
+
+struct DumpAtExit {
+  ~DumpAtExit() { TheTable().Dump(); }
+} dump_at_exit;
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void GOMP_parallel(RegionFn fn, void* data, unsigned num_threads, unsigned flags) {
+  static const auto real = reinterpret_cast<GompParallel>(dlsym(RTLD_NEXT, "GOMP_parallel"));
+  if (real == nullptr) {
+    std::fprintf(stderr, "omp_regions: GOMP_parallel not found (is the program linked with libgomp?)\n");
+    std::abort();
+  }
+  Table& table = TheTable();
+  const auto t0 = std::chrono::steady_clock::now();
+  real(fn, data, num_threads, flags);
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(table.mu);
+  Entry& e = table.by_fn[reinterpret_cast<uintptr_t>(fn)];
+  e.seconds += dt;
+  ++e.calls;
+}

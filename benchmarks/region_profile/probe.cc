@@ -1,0 +1,32 @@
+// A program with two parallel regions of known counts, for
+// omp_regions_test.sh: RegionA opens 5, RegionB 3.
+#include <omp.h>
+
+#include <cstdio>
+
+namespace {
+
+volatile double sink = 0.0;
+
+__attribute__((noinline)) void RegionA(int round) {
+#pragma omp parallel num_threads(2)
+  {
+    double s = 0.0;
+    for (int i = 0; i < 100000; ++i) s += i * (round + omp_get_thread_num());
+    sink = s;
+  }
+}
+
+__attribute__((noinline)) void RegionB(int round) {
+#pragma omp parallel num_threads(2)
+  sink = round + omp_get_thread_num();
+}
+
+}  // namespace
+
+int main() {
+  for (int r = 0; r < 5; ++r) RegionA(r);
+  for (int r = 0; r < 3; ++r) RegionB(r);
+  std::printf("probe done\n");
+  return 0;
+}
