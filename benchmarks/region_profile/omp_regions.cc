@@ -8,10 +8,12 @@
 // parallel` to (octet's ParallelFor and Debian's oneDNN both use it); a
 // region is charged to its outlined function (one per parallel construct:
 // per kernel and template instance in octet). Time is wall time from the
-// fork to the join, as the calling thread sees it; regions opened inside
-// another region (inactive, one thread) are counted too. At exit each
+// fork to the join, as the calling thread sees it. A region opened inside
+// another one (inactive, one thread) is counted too, and its time is also
+// in the outer region's, so the total counts it twice (octet's kernels
+// open none: ParallelFor runs inline inside a region). At exit each
 // function's line goes to $OCTET_OMP_REGIONS_OUT (default: stderr):
-//   seconds <TAB> calls <TAB> object file <TAB> offset in it (hex) <TAB> exported name or -
+//   seconds <TAB> calls <TAB> object file <TAB> offset in it (hex) <TAB> its exported name or -
 // then one line "total <TAB> seconds <TAB> calls <TAB> process wall seconds".
 // A library stripped of its local symbols (Debian's oneDNN) shows as
 // object+offset: one line per parallel construct of it.
