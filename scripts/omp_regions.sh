@@ -34,7 +34,7 @@ for tool in addr2line readelf; do
 done
 
 tmp=$(mktemp -d)
-trap '[ -n "${OMP_REGIONS_KEEP:-}" ] || rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"' EXIT
 out=${raw:-$tmp/raw.tsv}
 OCTET_OMP_REGIONS_OUT=$out LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
 [ -s "$out" ] || { echo "omp_regions: the program wrote no table to $out" >&2; exit 1; }
@@ -57,24 +57,20 @@ while IFS= read -r obj; do
   paste "$tmp/offsets" "$tmp/fns" | awk -F'\t' -v o="$obj" '{ print o "\t" $1 "\t" $2 }' >> "$tmp/names"
 done < "$tmp/objects"
 
-awk -F'\t' -v top="$top" '
+# One row per region function, "seconds <TAB> row", then sorted by seconds.
+total=$(awk -F'\t' '$1 == "total" { print $2 }' "$out")
+awk -F'\t' -v total="$total" '
   FNR == NR { name[$1 "\t" $2] = $3; next }
-  $1 == "total" { total = $2; calls = $3; wall = $4; next }
+  $1 == "total" { next }
   {
     n = $5 != "-" ? $5 : name[$3 "\t" $4]
     if (n == "" || n == "??") n = $3 "+0x" $4
     sub(/.*\//, "", $3)
     gsub(/octet::cpu::|\(anonymous namespace\)::|octet::/, "", n)
     if (length(n) > 110) n = substr(n, 1, 110) "..."
-    line[++k] = sprintf("%9.3f %8d %10.1f  %-22s %s", $1, $2, 1e6 * $1 / $2, $3, n)
-    sec[k] = $1
-  }
-  END {
-    # largest first (insertion sort: tables are short)
-    for (i = 2; i <= k; i++) { l = line[i]; s = sec[i]; for (j = i - 1; j >= 1 && sec[j] < s; j--) { line[j + 1] = line[j]; sec[j + 1] = sec[j] } line[j + 1] = l; sec[j + 1] = s }
-    printf "%9s %8s %10s  %-22s %s\n", "seconds", "calls", "us/call", "object", "region function"
-    for (i = 1; i <= k && i <= top; i++) {
-      printf "%s  (%.1f %%)\n", line[i], (total > 0 ? 100 * sec[i] / total : 0)
-    }
-    printf "in regions: %.3f s in %d regions; process wall time %.3f s\n", total, calls, wall
-  }' "$tmp/names" "$out"
+    printf "%s\t%9.3f %8d %10.1f  %-22s %s  (%.1f %%)\n", $1, $1, $2, 1e6 * $1 / $2, $3, n,
+           (total > 0 ? 100 * $1 / total : 0)
+  }' "$tmp/names" "$out" | sort -t "$(printf '\t')" -k1,1gr > "$tmp/rows"
+printf '%9s %8s %10s  %-22s %s\n' seconds calls us/call object "region function"
+head -n "$top" "$tmp/rows" | cut -f2-
+awk -F'\t' '$1 == "total" { printf "in regions: %.3f s in %d regions; process wall time %.3f s\n", $2, $3, $4 }' "$out"

@@ -76,7 +76,10 @@ Table& TheTable() {
   return *table;
 }
 
+// Made when the library is loaded (before main), so the table's start, and
+// with it the wall time it reports, is the process's, not its first region's.
 struct DumpAtExit {
+  DumpAtExit() { TheTable(); }
   ~DumpAtExit() { TheTable().Dump(); }
 } dump_at_exit;
 
