@@ -5,7 +5,8 @@
 // the forward, 2*B*H*T^2*D*2/2, and 2.5x that for the backward (five
 // products: S, dP, dV, dK, dQ), so fwd+bwd counts 3.5x the forward. The
 // last argument selects the instruction set (NOTE [attention isa dispatch]):
-// 0 generic, 1 AVX2, 2 AVX-512 (clamped to what the CPU has; the label says
+// 0 generic, 1 AVX2, 2 AVX-512, 3 AVX-512 BF16 (bf16 on BF16 dot products,
+// NOTE [bf16 attention tiles]; clamped to what the CPU has; the label says
 // which ran).
 //
 // BM_UnfusedAttention* run the CUDA backend's fallback (ops/attention_unfused.h)
@@ -144,9 +145,11 @@ BENCHMARK(BM_UnfusedAttentionForwardBackward)->Apply(UnfusedArgs);
 
 // B, H, T, D, dtype (0 f32, 1 bf16), isa.
 void Args(benchmark::internal::Benchmark* b) {
-  for (int isa : {2, 1, 0}) {
+  for (int isa : {3, 2, 1, 0}) {
     for (int dtype : {0, 1}) {
-      if (isa != 2 && dtype == 1) continue;
+      // bf16 under AVX-512 (f32 tiles) and AVX-512 BF16 (dot products); f32
+      // under every ISA but the last (it runs the AVX-512 tiles there).
+      if (dtype == 1 ? isa < 2 : isa == 3) continue;
       b->Args({4, 12, 256, 64, dtype, isa});
       b->Args({1, 12, 1024, 64, dtype, isa});
     }

@@ -48,8 +48,12 @@ namespace internal {
 
 // Which instruction set the CPU attention kernels use. kAvx512 is used only
 // when the row converters may use AVX-512 (so OCTET_DISABLE_AVX512 turns it
-// off too, see core/convert.h).
-enum class AttentionIsa { kGeneric, kAvx2, kAvx512 };
+// off too, see core/convert.h). kAvx512Bf16 is kAvx512 plus BF16 dot
+// products for bfloat16 attention (NOTE [bf16 attention tiles] in
+// ops/cpu/attention_bf16.h); it is the default only where the CPU GEMMs use
+// BF16 dot products too (NOTE [CPU GEMM path], ops/cpu_gemm_path.h), and
+// other dtypes run the kAvx512 tiles under it.
+enum class AttentionIsa { kGeneric, kAvx2, kAvx512, kAvx512Bf16 };
 const char* Name(AttentionIsa isa);
 // The best instruction set this CPU supports (ignoring the testing override).
 AttentionIsa DetectedAttentionIsa();

@@ -18,6 +18,8 @@
 #include <octet/ops/attention.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/cast.h>
+#include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 #include "tests/ops/attention_reference.h"
 #include "tests/test_util.h"
 
@@ -147,6 +149,58 @@ TEST(Attention, EveryIsaMatchesReference) {
     }
   }
   internal::SetAttentionIsaForTesting(std::nullopt);
+}
+
+// NOTE [bf16 attention tiles]: bfloat16 attention on BF16 dot products,
+// where the CPU has them, against the float64 reference: T = 1, odd T and
+// D, T across tiles, D past 64 (two column blocks), both forward work
+// decompositions (4 heads and 1 head over two threads). P and dS are
+// rounded to bf16 there, so within the bf16 tolerances; and the results
+// differ from the f32 tiles' (the path really ran).
+TEST(Attention, Bf16DotTilesMatchReference) {
+  if (internal::DetectedAttentionIsa() != internal::AttentionIsa::kAvx512Bf16)
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  double max_diff = 0.0;
+  std::vector<Shape> shapes = ForwardShapes();
+  shapes.push_back({1, 4, 200, 64});
+  for (const Shape& shape : shapes) {
+    const Inputs in = MakeInputs(shape, DType::kBFloat16, 90);
+    const Tensor dout = RandomTensor(shape, 91, DType::kBFloat16);
+    const std::vector<double> dov = dout.ToDoubles();
+    const AttentionRef ref =
+        AttentionReference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, DefaultScale(shape), &dov);
+    internal::SetAttentionIsaForTesting(internal::AttentionIsa::kAvx512Bf16);
+    ASSERT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512Bf16);
+    Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
+           v = in.v.detach().requires_grad_();
+    const Tensor out = CausalAttention(q, k, v);
+    out.Backward(dout);
+    const std::string what = ShapeStr(shape);
+    const double ft = ForwardTol(DType::kBFloat16), bt = BackwardTol(DType::kBFloat16);
+    EXPECT_TRUE(AllClose(out, ref.out, ft, ft)) << what;
+    EXPECT_TRUE(AllClose(q.grad(), ref.dq, bt, bt)) << "dq " << what;
+    EXPECT_TRUE(AllClose(k.grad(), ref.dk, bt, bt)) << "dk " << what;
+    EXPECT_TRUE(AllClose(v.grad(), ref.dv, bt, bt)) << "dv " << what;
+    internal::SetAttentionIsaForTesting(internal::AttentionIsa::kAvx512);
+    const std::vector<double> got = out.ToDoubles();
+    const std::vector<double> f32_tiles = CausalAttention(in.q, in.k, in.v).ToDoubles();
+    for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(got[i] - f32_tiles[i]));
+  }
+  internal::SetAttentionIsaForTesting(std::nullopt);
+  EXPECT_GT(max_diff, 0.0) << "the BF16 dot-product tiles gave the f32 tiles' bits everywhere: did they run?";
+  EXPECT_LT(max_diff, 2 * ForwardTol(DType::kBFloat16));
+}
+
+// NOTE [CPU GEMM path]: bfloat16 attention takes BF16 dot products exactly
+// where the GEMMs do.
+TEST(Attention, Bf16DotTilesFollowTheGemmPath) {
+  if (internal::DetectedAttentionIsa() != internal::AttentionIsa::kAvx512Bf16)
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
+  EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512);
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);
+  EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512Bf16);
+  internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 
 TEST(Attention, GradcheckF64) {
@@ -291,9 +345,12 @@ TEST(Attention, KernelsWriteOutputsWithAnyStrides) {
 // give the same bits, and so does asking for a single gradient.
 TEST(Attention, BackwardIsDeterministicAcrossThreadsAndPaths) {
   const int saved = omp_get_max_threads();
-  for (const Shape& shape : {Shape{1, 1, 200, 64}, Shape{1, 3, 130, 20}}) {
-    const Inputs in = MakeInputs(shape, DType::kFloat32, 70);
-    const Tensor dout = RandomTensor(shape, 71, DType::kFloat32);
+  for (const auto& [shape, dtype] : {std::pair{Shape{1, 1, 200, 64}, DType::kFloat32},
+                                      std::pair{Shape{1, 3, 130, 20}, DType::kFloat32},
+                                      std::pair{Shape{1, 1, 200, 64}, DType::kBFloat16},
+                                      std::pair{Shape{1, 3, 130, 20}, DType::kBFloat16}}) {
+    const Inputs in = MakeInputs(shape, dtype, 70);
+    const Tensor dout = RandomTensor(shape, 71, dtype);
     omp_set_num_threads(1);
     const TensorList one = Grads(in, dout, true, true, true)[0];
     omp_set_num_threads(2);
@@ -401,7 +458,7 @@ TEST(Attention, Fp8QkvIsTheDequantizedQkvBitForBitAndKeepsOnlyTheCodes) {
   struct Case {
     int64_t b, t, h, d;
   };
-  for (const Case c : {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}, Case{1, 130, 1, 8}}) {
+  for (const Case c : {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}, Case{1, 130, 1, 8}, Case{1, 70, 2, 80}}) {
     for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
       for (DType compute : {DType::kBFloat16, DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
         const int64_t C = c.h * c.d;

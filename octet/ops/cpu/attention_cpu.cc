@@ -35,6 +35,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <new>
@@ -42,16 +43,20 @@
 #include <utility>
 #include <vector>
 
+#include <octet/core/bfloat16.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/attention_kernels.h>
+#include <octet/ops/cpu/attention_bf16.h>
 #include <octet/ops/cpu/attention_pack.h>
 #include <octet/ops/cpu/attention_tiles.h>
+#include <octet/ops/cpu/attention_work.h>
 #include <octet/ops/cpu/row_helpers.h>
 
 namespace octet::cpu {
 namespace {
 
+using attn::Buffer;
 using attn::BwdTile;
 using attn::Fp8Code;
 using attn::Operand;
@@ -60,75 +65,14 @@ using attn::PackRows;
 using attn::PackTransposed;
 using attn::StoreRows;
 using attn::FwdTile;
+using attn::Geometry;
+using attn::HeadsFillThreads;
 using attn::kTile;
+using attn::ParallelItems;
 using attn::TileFns;
 
 constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;
-
-// ---------------------------------------------------------------------------
-// Shared plumbing.
-
-// 64-byte aligned, uninitialised storage.
-template <typename A>
-class Buffer {
- public:
-  Buffer() = default;
-  explicit Buffer(int64_t n)
-      : p_(n > 0 ? static_cast<A*>(::operator new(static_cast<size_t>(n) * sizeof(A), std::align_val_t{64}))
-                 : nullptr) {}
-  ~Buffer() {
-    if (p_ != nullptr) ::operator delete(p_, std::align_val_t{64});
-  }
-  Buffer(Buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  Buffer& operator=(Buffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  A* get() const { return p_; }
-
- private:
-  A* p_ = nullptr;
-};
-
-struct Geometry {
-  explicit Geometry(const Tensor& q, int64_t lanes)
-      : bh(q.size(0) * q.size(1)), t(q.size(2)), d(q.size(3)), dp((q.size(3) + lanes - 1) / lanes * lanes),
-        nt((q.size(2) + kTile - 1) / kTile) {}
-  int64_t bh, t, d, dp, nt;
-  int64_t TileRows(int64_t tile) const { return std::min(kTile, t - tile * kTile); }
-};
-
-// Runs body(workspace, item) for item in [0, n): OpenMP dynamic schedule (work
-// items are listed most expensive first), one workspace per thread, allocated
-// before the parallel region so that running out of memory throws here.
-template <typename MakeWs, typename Body>
-void ParallelItems(int64_t n, MakeWs&& make_ws, Body&& body) {
-  if (n <= 0) return;
-  const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), n));
-  std::vector<decltype(make_ws())> workspaces;
-  workspaces.reserve(threads);
-  for (int i = 0; i < threads; ++i) workspaces.push_back(make_ws());
-  if (threads <= 1) {
-    for (int64_t i = 0; i < n; ++i) body(workspaces[0], i);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    auto& ws = workspaces[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) body(ws, i);
-  }
-}
-
-// Whether whole heads, as work items, keep every thread busy: as many heads
-// for each thread, or enough that the last round's imbalance is small. Both
-// passes then take a head per item (NOTE [forward per head]; backward's
-// one-sweep path).
-bool HeadsFillThreads(const Geometry& g) {
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  return g.bh % threads == 0 || g.bh >= 4 * threads;
-}
 
 // ---------------------------------------------------------------------------
 // Forward.
@@ -243,8 +187,29 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
       });
 }
 
+// The bf16 bits of the values of NOTE [fp8 attention operands]'s table for
+// a bfloat16 output (exact: the table holds bf16 values).
+std::array<uint16_t, 256> Fp8CodeBits(const Tensor& codes) {
+  const auto values = attn::Fp8CodeTable<bfloat16>(codes.dtype(), ScaleInvValue(codes));
+  std::array<uint16_t, 256> bits;
+  for (int c = 0; c < 256; ++c) bits[c] = FloatToBf16Bits(values[c]);
+  return bits;
+}
+
+// Whether bfloat16 attention runs on BF16 dot products (NOTE [bf16 attention tiles]).
+bool UseBf16Dot() { return octet::internal::ActiveAttentionIsa() == octet::internal::AttentionIsa::kAvx512Bf16; }
+
 void CausalAttentionFwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                            const Tensor& lse) {
+  if (out.dtype() == DType::kBFloat16 && UseBf16Dot()) {
+    if (IsFp8(q.dtype())) {
+      const auto lut = Fp8CodeBits(q);
+      attn::ForwardBf16Dot<Fp8Code>(q, k, v, scale, out, lse, lut.data());
+    } else {
+      attn::ForwardBf16Dot<bfloat16>(q, k, v, scale, out, lse, nullptr);
+    }
+    return;
+  }
   DispatchFloat(out.dtype(), "causal_attention", [&]<typename T>() {
     if (IsFp8(q.dtype())) {
       const auto lut = attn::Fp8CodeTable<T>(q.dtype(), ScaleInvValue(q));
@@ -492,6 +457,15 @@ void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
 
 void CausalAttentionBwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
                            const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  if (out.dtype() == DType::kBFloat16 && UseBf16Dot()) {
+    if (IsFp8(q.dtype())) {
+      const auto lut = Fp8CodeBits(q);
+      attn::BackwardBf16Dot<Fp8Code>(q, k, v, out, dout, lse, scale, dq, dk, dv, lut.data());
+    } else {
+      attn::BackwardBf16Dot<bfloat16>(q, k, v, out, dout, lse, scale, dq, dk, dv, nullptr);
+    }
+    return;
+  }
   DispatchFloat(out.dtype(), "causal_attention backward", [&]<typename T>() {
     if (IsFp8(q.dtype())) {
       const auto lut = attn::Fp8CodeTable<T>(q.dtype(), ScaleInvValue(q));

@@ -181,11 +181,19 @@ void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t 
 template <typename T, typename A>
 void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
                int64_t t0) {
+  constexpr int64_t kChunk = 256;
+  alignas(64) A scaled[kChunk];
   for (int64_t r = 0; r < rows; ++r) {
     T* dst = out.Row(bh, t0 + r);
     const A* row = src + r * dp;
     if (out.sd == 1) {
-      for (int64_t c = 0; c < d; ++c) dst[c] = ConvertElement<T>(row[c] * mul);
+      // Scaled in chunks, then stored by the row converter (the same rounding
+      // as ConvertElement, vectorised).
+      for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
+        const int64_t n = std::min(kChunk, d - c0);
+        for (int64_t c = 0; c < n; ++c) scaled[c] = row[c0 + c] * mul;
+        StoreRow<T, A>(scaled, dst + c0, n);
+      }
     } else {
       for (int64_t c = 0; c < d; ++c) dst[c * out.sd] = ConvertElement<T>(row[c] * mul);
     }

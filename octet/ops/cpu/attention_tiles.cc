@@ -1,6 +1,6 @@
-// The arithmetic of the fused CPU attention kernels: vector types, a
-// vectorised exp2, one register-blocked GEMM shape, and the forward and
-// backward tile functions built from them.
+// The arithmetic of the fused CPU attention kernels in f32 (and f64): one
+// register-blocked GEMM shape, and the forward and backward tile functions
+// built from it (vector helpers: attention_simd.h).
 //
 // NOTE [attention isa dispatch]
 // The library is compiled for a baseline (OCTET_CPU_ARCH). The tile functions
@@ -12,7 +12,9 @@
 // registers (64/32/16 bytes): wider-than-native vectors would be split, and
 // GCC splits compares and selects of such vectors into scalar code.
 // Packing, dispatch and the OpenMP loops (attention_cpu.cc) stay baseline
-// code.
+// code. A fourth level, kAvx512Bf16, runs bfloat16 attention on BF16 dot
+// products (attention_bf16.cc, NOTE [bf16 attention tiles]) where the CPU
+// GEMMs chose them too; f32 and f64 run the AVX-512 tiles under it.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -22,6 +24,8 @@
 #include <octet/core/convert.h>
 #include <octet/core/macros.h>
 #include <octet/ops/attention_kernels.h>
+#include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu/attention_simd.h>
 #include <octet/ops/cpu/attention_tiles.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,8 +33,6 @@
 #else
 #define OCTET_ATTN_X86 0
 #endif
-
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace octet {
 namespace internal {
@@ -40,6 +42,7 @@ const char* Name(AttentionIsa isa) {
     case AttentionIsa::kGeneric: return "generic";
     case AttentionIsa::kAvx2: return "avx2";
     case AttentionIsa::kAvx512: return "avx512";
+    case AttentionIsa::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
 }
@@ -51,7 +54,7 @@ AttentionIsa DetectedAttentionIsa() {
     const bool fma = __builtin_cpu_supports("fma");
     if (fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-      return AttentionIsa::kAvx512;
+      return __builtin_cpu_supports("avx512bf16") ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512;
     if (fma && __builtin_cpu_supports("avx2")) return AttentionIsa::kAvx2;
 #endif
     return AttentionIsa::kGeneric;
@@ -67,8 +70,11 @@ AttentionIsa ActiveAttentionIsa() {
   const int forced = g_isa_override.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<AttentionIsa>(std::min(forced, static_cast<int>(DetectedAttentionIsa())));
   AttentionIsa best = DetectedAttentionIsa();
-  // OCTET_DISABLE_AVX512 (read by the converters) switches the AVX-512 path off here too.
-  if (best == AttentionIsa::kAvx512 && !ActiveConverterIsa().avx512) best = AttentionIsa::kAvx2;
+  // OCTET_DISABLE_AVX512 (read by the converters) switches the AVX-512 paths off here too.
+  if (best >= AttentionIsa::kAvx512 && !ActiveConverterIsa().avx512) return AttentionIsa::kAvx2;
+  // BF16 dot products where the GEMMs found them faster than FP32 FMAs.
+  if (best == AttentionIsa::kAvx512Bf16 && ActiveCpuGemmPath() != CpuGemmPath::kBf16Dot)
+    best = AttentionIsa::kAvx512;
   return best;
 }
 
@@ -80,74 +86,6 @@ void SetAttentionIsaForTesting(std::optional<AttentionIsa> isa) {
 
 namespace cpu::attn {
 namespace {
-
-// ---------------------------------------------------------------------------
-// Vectors of kBytes bytes of A (GCC vector extensions).
-
-template <typename A, int kBytes>
-struct Simd {
-  using Int = std::conditional_t<sizeof(A) == 4, int32_t, int64_t>;
-  typedef A V __attribute__((vector_size(kBytes)));
-  typedef Int I __attribute__((vector_size(kBytes)));
-  static constexpr int kLanes = kBytes / static_cast<int>(sizeof(A));
-};
-
-template <typename V>
-OCTET_INLINE V LoadV(const void* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V>
-OCTET_INLINE void StoreV(void* p, const V& v) {
-  __builtin_memcpy(p, &v, sizeof(V));
-}
-template <typename V, typename A>
-OCTET_INLINE V Splat(A x) {
-  return V{} + x;
-}
-template <typename V>
-OCTET_INLINE V MaxV(const V& a, const V& b) {
-  return a > b ? a : b;
-}
-
-// 2^x, lane-wise. Exactly 0 for x < -126 (and -inf); x is clamped to 127.
-// float: 2^x = 2^n * 2^f with n = round(x), |f| <= 1/2, and 2^f from its
-// degree-7 Taylor polynomial in f*ln2 (relative error < 1e-8, below float
-// rounding). double (tests and references): lane-wise std::exp2.
-template <typename S>
-OCTET_INLINE typename S::V Exp2(typename S::V x) {
-  using V = typename S::V;
-  using I = typename S::I;
-  if constexpr (sizeof(x[0]) == 8) {
-    for (int i = 0; i < S::kLanes; ++i) x[i] = std::exp2(x[i]);
-    return x;
-  } else {
-    const V lo = Splat<V>(-126.0f), hi = Splat<V>(127.0f);
-    const I under = x < lo;
-    x = x < lo ? lo : x;
-    x = x > hi ? hi : x;
-    const V magic = Splat<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-    const V t = x + magic;
-    I n;
-    __builtin_memcpy(&n, &t, sizeof(n));
-    n -= 0x4B400000;  // the bits of magic
-    const V f = x - (t - magic);
-    V p = Splat<V>(1.525273380405984e-05f);
-    p = p * f + 1.5403530393381608e-04f;
-    p = p * f + 1.3333558146428443e-03f;
-    p = p * f + 9.618129107628477e-03f;
-    p = p * f + 5.550410866482158e-02f;
-    p = p * f + 2.402265069591007e-01f;
-    p = p * f + 6.931471805599453e-01f;
-    p = p * f + 1.0f;
-    const I bits = (n + 127) << 23;
-    V pow2n;
-    __builtin_memcpy(&pow2n, &bits, sizeof(pow2n));
-    const V r = p * pow2n;
-    return under ? Splat<V>(0.0f) : r;
-  }
-}
 
 // ---------------------------------------------------------------------------
 // The one GEMM shape: for r < R rows and NV vectors of columns,
@@ -206,14 +144,6 @@ struct Blocking {
   static constexpr int kRows = kRowsIn;
   static constexpr int kMaxNV = kMaxNVIn;
   static constexpr int kBytes = kBytesIn;
-};
-
-// Which part of a diagonal (query tile == key tile) product is needed.
-enum class Tri {
-  kFull,
-  kColsFromRow,      // c[r][col] only for col >= r (scores, keys x queries)
-  kContractFromRow,  // row r sums k >= r only (dV, dK: a[r][k] = 0 for k < r)
-  kContractToRow,    // row r sums k <= r only (O, dQ: a[r][k] = 0 for k > r)
 };
 
 // c (m x w) (+)= a (m x n, strides ars/acs) . b (n x w, row stride ldb).
@@ -388,7 +318,8 @@ template <typename A>
 TileFns<A> ActiveTileFns() {
   switch (internal::ActiveAttentionIsa()) {
 #if OCTET_ATTN_X86
-    case internal::AttentionIsa::kAvx512: return {&FwdTileAvx512<A>, &BwdTileAvx512<A>};
+    case internal::AttentionIsa::kAvx512:
+    case internal::AttentionIsa::kAvx512Bf16: return {&FwdTileAvx512<A>, &BwdTileAvx512<A>};
     case internal::AttentionIsa::kAvx2: return {&FwdTileAvx2<A>, &BwdTileAvx2<A>};
 #endif
     default: return {&FwdTileGeneric<A>, &BwdTileGeneric<A>};
