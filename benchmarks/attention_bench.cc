@@ -1,5 +1,7 @@
 // Fused causal attention on the CPU, forward and forward+backward, at GPT-2
-// small head shapes: (B,H,T,D) = (4,12,256,64) and (1,12,1024,64).
+// small head shapes: (B,H,T,D) = (4,12,256,64) and (1,12,1024,64), and in
+// bf16 also those of the GPT example's default model (16,4,128,32) and
+// train_step_bench's small one (8,4,128,64).
 //
 // The FLOP/s counter counts the causal half of the two T x T x D products of
 // the forward, 2*B*H*T^2*D*2/2, and 2.5x that for the backward (five
@@ -152,6 +154,11 @@ void Args(benchmark::internal::Benchmark* b) {
       if (dtype == 1 ? isa < 2 : isa == 3) continue;
       b->Args({4, 12, 256, 64, dtype, isa});
       b->Args({1, 12, 1024, 64, dtype, isa});
+      // The GPT example's default model and train_step_bench's small one.
+      if (dtype == 1) {
+        b->Args({16, 4, 128, 32, dtype, isa});
+        b->Args({8, 4, 128, 64, dtype, isa});
+      }
     }
   }
   b->ArgNames({"B", "H", "T", "D", "bf16", "isa"});

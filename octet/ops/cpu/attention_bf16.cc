@@ -220,8 +220,10 @@ OCTET_BF16_TARGET OCTET_INLINE __m512i InterleaveIndex() {
   return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
                           3, 18, 2, 17, 1, 16, 0);
 }
-OCTET_BF16_TARGET OCTET_INLINE void StoreBf16(uint16_t* dst, V x) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), (__m256i)_mm512_cvtneps_pbh((__m512)x));
+// The 16 words of half h (0: low) of x at dst.
+OCTET_BF16_TARGET OCTET_INLINE void StoreHalf(uint16_t* dst, __m512i x, int h) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h == 0 ? _mm512_castsi512_si256(x)
+                                                               : _mm512_extracti64x4_epi64(x, 1));
 }
 OCTET_INLINE I LaneIndex(int v) {
   I lane;
@@ -283,17 +285,7 @@ OCTET_BF16_TARGET void FwdPairTileFn(const FwdPairTile& t) {
       _mm512_storeu_si512(t.pv + 2 * ((j / 2) * kTile + v * L), PairBf16(p0, p1, interleave));
     }
   }
-  alignas(64) float al[kTile];
-#pragma GCC unroll 4
-  for (int v = 0; v < NQ; ++v) {
-    StoreV(t.l + v * L, LoadV<V>(t.l + v * L) * alpha[v] + sum[v]);
-    StoreV(al + v * L, alpha[v]);
-  }
-  for (int64_t i = 0; i < t.qn; ++i) {
-    if (al[i] == 1.0f) continue;
-    const V a = Splat<V>(al[i]);
-    for (int64_t col = 0; col < t.dp; col += L) StoreV(t.o + i * t.dp + col, LoadV<V>(t.o + i * t.dp + col) * a);
-  }
+  RescaleRows<S, NQ>(alpha, sum, t.l, t.o, t.qn, t.dp);
   // O (qn x Dp) += P (qn x kn) . V (kn x Dp): pair (i, j/2) of P at pv[j/2][i].
   Dot<true>(t.pv, 1, kTile, (t.kn + 1) / 2, t.vv, t.dp, t.o, t.dp, t.qn, t.dp,
             t.diagonal ? Tri::kContractToRow : Tri::kFull);
@@ -347,13 +339,16 @@ OCTET_BF16_TARGET void BwdPairTileFn(const BwdPairTile& t) {
       V p0, ds0, p1 = V{}, ds1 = V{};
       Grads(t, j, v, c, lse2[v], di[v], &p0, &ds0);
       if (two) Grads(t, j + 1, v, c, lse2[v], di[v], &p1, &ds1);
-      StoreBf16(t.pt + j * kTile + v * L, p0);
-      StoreBf16(t.dst16 + j * kTile + v * L, ds0);
+      // One conversion per two rows: words 0..15 row j, 16..31 row j + 1.
+      const __m512i p01 = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
+      const __m512i ds01 = (__m512i)_mm512_cvtne2ps_pbh((__m512)ds1, (__m512)ds0);
+      StoreHalf(t.pt + j * kTile + v * L, p01, 0);
+      StoreHalf(t.dst16 + j * kTile + v * L, ds01, 0);
       if (two) {
-        StoreBf16(t.pt + (j + 1) * kTile + v * L, p1);
-        StoreBf16(t.dst16 + (j + 1) * kTile + v * L, ds1);
+        StoreHalf(t.pt + (j + 1) * kTile + v * L, p01, 1);
+        StoreHalf(t.dst16 + (j + 1) * kTile + v * L, ds01, 1);
       }
-      _mm512_storeu_si512(t.dsv + 2 * ((j / 2) * kTile + v * L), PairBf16(ds0, ds1, interleave));
+      _mm512_storeu_si512(t.dsv + 2 * ((j / 2) * kTile + v * L), _mm512_permutexvar_epi16(interleave, ds01));
     }
   }
   // dV (kn x Dp) += P^T dO; dK += dS^T Q; dQ (qn x Dp) += dS K.

@@ -85,6 +85,28 @@ OCTET_INLINE typename S::V Exp2(typename S::V x) {
   }
 }
 
+// The online softmax's update at the end of a key tile, for NQ vectors of
+// queries: l = l * alpha + sum, and each of the first qn unnormalised output
+// rows (dp elements, a multiple of the lanes) scaled by its alpha (rows
+// whose alpha is 1 are left alone).
+template <typename S, int NQ, typename A>
+OCTET_INLINE void RescaleRows(const typename S::V (&alpha)[NQ], const typename S::V (&sum)[NQ], A* l, A* o,
+                              int64_t qn, int64_t dp) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  alignas(64) A al[NQ * L];
+#pragma GCC unroll 16
+  for (int v = 0; v < NQ; ++v) {
+    StoreV(l + v * L, LoadV<V>(l + v * L) * alpha[v] + sum[v]);
+    StoreV(al + v * L, alpha[v]);
+  }
+  for (int64_t i = 0; i < qn; ++i) {
+    if (al[i] == A(1)) continue;
+    const V a = Splat<V>(al[i]);
+    for (int64_t c = 0; c < dp; c += L) StoreV(o + i * dp + c, LoadV<V>(o + i * dp + c) * a);
+  }
+}
+
 // Which part of a diagonal (query tile == key tile) product is needed.
 enum class Tri {
   kFull,

@@ -224,17 +224,7 @@ OCTET_INLINE void FwdTileBody(const FwdTile<A>& t) {
       sum[v] += p;
     }
   }
-  alignas(64) A al[kTile];
-#pragma GCC unroll 16
-  for (int v = 0; v < NQ; ++v) {
-    StoreV(t.l + v * L, LoadV<V>(t.l + v * L) * alpha[v] + sum[v]);
-    StoreV(al + v * L, alpha[v]);
-  }
-  for (int64_t i = 0; i < t.qn; ++i) {
-    if (al[i] == A(1)) continue;
-    const V a = Splat<V>(al[i]);
-    for (int64_t c = 0; c < t.dp; c += L) StoreV(t.o + i * t.dp + c, LoadV<V>(t.o + i * t.dp + c) * a);
-  }
+  RescaleRows<S, NQ>(alpha, sum, t.l, t.o, t.qn, t.dp);
   // O (qn x Dp) += P (qn x kn) . V (kn x Dp), with P[i][j] = st[j][i].
   Outer<A, Blk, true>(t.st, 1, kTile, t.kn, t.v, t.v_rs, t.o, t.dp, t.qn, t.dp,
                       t.diagonal ? Tri::kContractToRow : Tri::kFull);
