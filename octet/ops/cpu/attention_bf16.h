@@ -25,11 +25,15 @@
 // the left operand is read as 32-bit pairs broadcast to every lane (rows
 // whose contracted index is contiguous: K, V, Pᵀ, dSᵀ rows; or P and dS
 // written pair-interleaved by the softmax pass), the right one as "pair
-// rows" [n/2][w][2] (Vᵀ-free layouts built once per head while packing:
-// Qᵀ and dOᵀ transposed in 32-bit pairs, V, dO, Q and K with row pairs
-// interleaved). Odd lengths are padded with zeros on both sides.
+// rows" [n/2][w][2], built once per head while packing (Qᵀ and dOᵀ
+// transposed in 32-bit pairs; V, dO, Q and K with row pairs interleaved;
+// layouts in attention_bf16_tiles.h). Odd lengths are padded with zeros on
+// both sides.
+// Where heads do not fill the threads the forward packs every head first
+// (its tiles in parallel) and then runs (head, query tile) items, as the
+// backward's two-pass path does, instead of converting key tiles per item.
 // Results are deterministic in the same sense as the f32 tiles: the same
-// bits whatever the thread count or the backward path.
+// bits whatever the thread count or the path taken.
 #pragma once
 
 #include <cstdint>

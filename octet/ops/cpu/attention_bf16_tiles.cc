@@ -1,0 +1,281 @@
+// The AVX-512 BF16 code of the CPU attention on BF16 dot products: packers,
+// the one product shape, and the tile-pair functions (NOTE [bf16 attention
+// tiles] in attention_bf16.h; declarations in attention_bf16_tiles.h).
+#include <octet/ops/cpu/attention_bf16_tiles.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+#include <limits>
+
+#include <octet/ops/cpu/attention_simd.h>
+
+namespace octet::cpu::attn {
+namespace {
+
+using S = Simd<float, 64>;
+using V = S::V;
+using I = S::I;
+constexpr int L = S::kLanes;   // 16 f32 lanes
+constexpr int NQ = kTile / L;  // vectors per row of kTile columns
+
+// ---------------------------------------------------------------------------
+// The products: for r < m rows and w f32 columns (a multiple of 16),
+//   c[r*ldc + col] (+)= sum_{p < np} dot(a pair (r, p), b pair (p, col)),
+// pairs of a at a + 2*(r*ars + p*acs) (broadcast), rows of pairs of b at
+// b + 2*(p*ldb) (strides in pairs).
+
+template <int R, int NV, bool kAccumulate>
+OCTET_BF16_TARGET OCTET_INLINE void DotBlock(const uint16_t* a, int64_t ars, int64_t acs, int64_t np,
+                                             const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = kAccumulate ? _mm512_loadu_ps(c + r * ldc + v * L) : _mm512_setzero_ps();
+  for (int64_t p = 0; p < np; ++p) {
+    __m512bh bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 2 * (p * ldb + v * L));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, a + 2 * (r * ars + p * acs), sizeof(pair));
+      const __m512bh s = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], s, bv[v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * ldc + v * L, acc[r][v]);
+}
+
+template <int R, bool kAccumulate>
+OCTET_BF16_TARGET OCTET_INLINE void DotRows(int nv, const uint16_t* a, int64_t ars, int64_t acs, int64_t np,
+                                            const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
+  switch (nv) {
+    case 4: return DotBlock<R, 4, kAccumulate>(a, ars, acs, np, b, ldb, c, ldc);
+    case 3: return DotBlock<R, 3, kAccumulate>(a, ars, acs, np, b, ldb, c, ldc);
+    case 2: return DotBlock<R, 2, kAccumulate>(a, ars, acs, np, b, ldb, c, ldc);
+    default: return DotBlock<R, 1, kAccumulate>(a, ars, acs, np, b, ldb, c, ldc);
+  }
+}
+
+// The product above over m rows, blocks of 4 rows x 64 columns, with the
+// causal skipping of Tri (in pairs: rows start at multiples of 4, so a
+// row block's first contracted index is even).
+template <bool kAccumulate>
+OCTET_BF16_TARGET OCTET_INLINE void Dot(const uint16_t* a, int64_t ars, int64_t acs, int64_t np, const uint16_t* b,
+                                        int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t w, Tri tri) {
+  constexpr int RB = 4, NVB = 4;
+  for (int64_t r0 = 0; r0 < m; r0 += RB) {
+    const int64_t rows = std::min<int64_t>(RB, m - r0);
+    int64_t p0 = 0, p1 = np, col0 = 0;
+    if (tri == Tri::kColsFromRow) col0 = r0 / L * L;
+    if (tri == Tri::kContractFromRow) p0 = std::min(r0 / 2, np);
+    if (tri == Tri::kContractToRow) p1 = std::min(np, (r0 + rows + 1) / 2);
+    const uint16_t* ar = a + 2 * (r0 * ars + p0 * acs);
+    for (int64_t c0 = col0; c0 < w; c0 += NVB * L) {
+      const int nv = static_cast<int>(std::min<int64_t>(NVB, (w - c0) / L));
+      const uint16_t* br = b + 2 * (p0 * ldb + c0);
+      float* cr = c + r0 * ldc + c0;
+      switch (rows) {
+        case 4: DotRows<4, kAccumulate>(nv, ar, ars, acs, p1 - p0, br, ldb, cr, ldc); break;
+        case 3: DotRows<3, kAccumulate>(nv, ar, ars, acs, p1 - p0, br, ldb, cr, ldc); break;
+        case 2: DotRows<2, kAccumulate>(nv, ar, ars, acs, p1 - p0, br, ldb, cr, ldc); break;
+        default: DotRows<1, kAccumulate>(nv, ar, ars, acs, p1 - p0, br, ldb, cr, ldc); break;
+      }
+    }
+  }
+}
+
+// Lane i: bf16(lo[i]) in the low half, bf16(hi[i]) in the high half.
+OCTET_BF16_TARGET OCTET_INLINE __m512i PairBf16(V lo, V hi, __m512i interleave) {
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh((__m512)hi, (__m512)lo);  // lo in words 0..15
+  return _mm512_permutexvar_epi16(interleave, both);
+}
+OCTET_BF16_TARGET OCTET_INLINE __m512i InterleaveIndex() {
+  return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
+                          3, 18, 2, 17, 1, 16, 0);
+}
+// The 16 words of half h (0: low) of x at dst.
+OCTET_BF16_TARGET OCTET_INLINE void StoreHalf(uint16_t* dst, __m512i x, int h) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h == 0 ? _mm512_castsi512_si256(x)
+                                                               : _mm512_extracti64x4_epi64(x, 1));
+}
+OCTET_INLINE I LaneIndex(int v) {
+  I lane;
+  for (int i = 0; i < L; ++i) lane[i] = v * L + i;
+  return lane;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Packers.
+
+OCTET_BF16_TARGET void CopyTile(const uint16_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp, uint16_t* dst) {
+  for (int64_t r = 0; r < kTile; ++r) {
+    for (int64_t c = 0; c < dp; c += 32) {
+      const int64_t left = r < n ? std::clamp<int64_t>(d - c, 0, 32) : 0;
+      const __mmask32 mask = left == 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+      _mm512_storeu_si512(dst + r * dp + c, _mm512_maskz_loadu_epi16(mask, src + r * rs + c));
+    }
+  }
+}
+
+OCTET_BF16_TARGET void LookupTile(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
+                                  const uint16_t* lut, uint16_t* dst) {
+  __m512i table[8];
+  for (int i = 0; i < 8; ++i) table[i] = _mm512_loadu_si512(lut + 32 * i);
+  const __m512i bit6 = _mm512_set1_epi16(64), bit7 = _mm512_set1_epi16(128);
+  for (int64_t r = 0; r < kTile; ++r) {
+    for (int64_t c = 0; c < dp; c += 32) {
+      const int64_t left = r < n ? std::clamp<int64_t>(d - c, 0, 32) : 0;
+      const __mmask32 mask = left == 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+      const __m512i idx = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, src + r * rs + c));
+      const __mmask32 hi6 = _mm512_test_epi16_mask(idx, bit6), hi7 = _mm512_test_epi16_mask(idx, bit7);
+      const __m512i lo = _mm512_mask_blend_epi16(hi6, _mm512_permutex2var_epi16(table[0], idx, table[1]),
+                                                 _mm512_permutex2var_epi16(table[2], idx, table[3]));
+      const __m512i hi = _mm512_mask_blend_epi16(hi6, _mm512_permutex2var_epi16(table[4], idx, table[5]),
+                                                 _mm512_permutex2var_epi16(table[6], idx, table[7]));
+      _mm512_storeu_si512(dst + r * dp + c, _mm512_maskz_mov_epi16(mask, _mm512_mask_blend_epi16(hi7, lo, hi)));
+    }
+  }
+}
+
+OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uint16_t* out) {
+  alignas(64) uint16_t lo_idx[32], hi_idx[32];
+  for (int i = 0; i < 16; ++i) {
+    lo_idx[2 * i] = static_cast<uint16_t>(i);
+    lo_idx[2 * i + 1] = static_cast<uint16_t>(32 + i);
+    hi_idx[2 * i] = static_cast<uint16_t>(16 + i);
+    hi_idx[2 * i + 1] = static_cast<uint16_t>(48 + i);
+  }
+  const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+  for (int64_t r = 0; r < kTile / 2; ++r) {
+    const uint16_t* a = plain + 2 * r * dp;
+    const uint16_t* b = a + dp;
+    uint16_t* o = out + 2 * r * dp;
+    for (int64_t c = 0; c < dp; c += 32) {
+      const __m512i x = _mm512_loadu_si512(a + c), y = _mm512_loadu_si512(b + c);
+      _mm512_storeu_si512(o + 2 * c, _mm512_permutex2var_epi16(x, lo, y));
+      _mm512_storeu_si512(o + 2 * c + 32, _mm512_permutex2var_epi16(x, hi, y));
+    }
+  }
+}
+
+OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_t* out) {
+  const int64_t w = dp / 2;  // pairs per plain row
+  const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                         _mm512_set1_epi32(static_cast<int>(w)));
+  for (int64_t p = 0; p < w; ++p)
+    for (int64_t i = 0; i < kTile; i += L)
+      _mm512_storeu_si512(out + 2 * (p * kTile + i), _mm512_i32gather_epi32(idx, plain + 2 * (i * w + p), 4));
+}
+
+// ---------------------------------------------------------------------------
+// Tile pairs.
+
+OCTET_BF16_TARGET void FwdPairTileFn(const FwdPairTile& t) {
+  const int64_t hp = t.dp / 2;
+  Dot<false>(t.k, hp, 1, hp, t.qv, kTile, t.st, kTile, t.kn, kTile, t.diagonal ? Tri::kColsFromRow : Tri::kFull);
+  const V c = Splat<V>(t.c);
+  const V neg_inf = Splat<V>(-std::numeric_limits<float>::infinity());
+  V mnew[NQ], alpha[NQ], sum[NQ];
+#pragma GCC unroll 4
+  for (int v = 0; v < NQ; ++v) mnew[v] = LoadV<V>(t.m + v * L);
+  // Scores in the log2 domain; on the diagonal, key j > query i masked
+  // (entries Dot left unwritten are among them).
+  for (int64_t j = 0; j < t.kn; ++j) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NQ; ++v) {
+      V s = LoadV<V>(t.st + j * kTile + v * L) * c;
+      if (t.diagonal) s = LaneIndex(v) >= static_cast<int32_t>(j) ? s : neg_inf;
+      StoreV(t.st + j * kTile + v * L, s);
+      mnew[v] = MaxV(mnew[v], s);
+    }
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NQ; ++v) {
+    alpha[v] = Exp2<S>(LoadV<V>(t.m + v * L) - mnew[v]);
+    StoreV(t.m + v * L, mnew[v]);
+    sum[v] = V{};
+  }
+  const __m512i interleave = InterleaveIndex();
+  for (int64_t j = 0; j < t.kn; j += 2) {
+    const bool two = j + 1 < t.kn;
+#pragma GCC unroll 4
+    for (int v = 0; v < NQ; ++v) {
+      const V p0 = Exp2<S>(LoadV<V>(t.st + j * kTile + v * L) - mnew[v]);
+      const V p1 = two ? Exp2<S>(LoadV<V>(t.st + (j + 1) * kTile + v * L) - mnew[v]) : V{};
+      sum[v] += p0;
+      sum[v] += p1;
+      _mm512_storeu_si512(t.pv + 2 * ((j / 2) * kTile + v * L), PairBf16(p0, p1, interleave));
+    }
+  }
+  RescaleRows<S, NQ>(alpha, sum, t.l, t.o, t.qn, t.dp);
+  // O (qn x Dp) += P (qn x kn) . V (kn x Dp): pair (i, j/2) of P at pv[j/2][i].
+  Dot<true>(t.pv, 1, kTile, (t.kn + 1) / 2, t.vv, t.dp, t.o, t.dp, t.qn, t.dp,
+            t.diagonal ? Tri::kContractToRow : Tri::kFull);
+}
+
+// Row j, vector v of P^T = exp2(S^T c - lse2) and dS^T = P^T o (dP^T - D);
+// masked entries are selected to 0 (what Dot left unwritten may be anything).
+OCTET_BF16_TARGET OCTET_INLINE void Grads(const BwdPairTile& t, int64_t j, int v, V c, V lse2, V di, V* p, V* ds) {
+  *p = Exp2<S>(LoadV<V>(t.st + j * kTile + v * L) * c - lse2);
+  *ds = *p * (LoadV<V>(t.dst + j * kTile + v * L) - di);
+  if (t.diagonal) {
+    const I keep = LaneIndex(v) >= static_cast<int32_t>(j);
+    *p = keep ? *p : V{};
+    *ds = keep ? *ds : V{};
+  }
+}
+
+OCTET_BF16_TARGET void BwdPairTileFn(const BwdPairTile& t) {
+  const int64_t hp = t.dp / 2;
+  const Tri cols = t.diagonal ? Tri::kColsFromRow : Tri::kFull;
+  Dot<false>(t.k, hp, 1, hp, t.qv, kTile, t.st, kTile, t.kn, kTile, cols);     // S^T = K Q^T
+  Dot<false>(t.v, hp, 1, hp, t.dov, kTile, t.dst, kTile, t.kn, kTile, cols);   // dP^T = V dO^T
+  V lse2[NQ], di[NQ];
+#pragma GCC unroll 4
+  for (int v = 0; v < NQ; ++v) {
+    lse2[v] = LoadV<V>(t.lse2 + v * L);
+    di[v] = LoadV<V>(t.di + v * L);
+  }
+  const V c = Splat<V>(t.c);
+  const __m512i interleave = InterleaveIndex();
+  for (int64_t j = 0; j < t.kn; j += 2) {
+    const bool two = j + 1 < t.kn;
+#pragma GCC unroll 4
+    for (int v = 0; v < NQ; ++v) {
+      V p0, ds0, p1 = V{}, ds1 = V{};
+      Grads(t, j, v, c, lse2[v], di[v], &p0, &ds0);
+      if (two) Grads(t, j + 1, v, c, lse2[v], di[v], &p1, &ds1);
+      // One conversion per two rows: words 0..15 row j, 16..31 row j + 1.
+      const __m512i p01 = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
+      const __m512i ds01 = (__m512i)_mm512_cvtne2ps_pbh((__m512)ds1, (__m512)ds0);
+      StoreHalf(t.pt + j * kTile + v * L, p01, 0);
+      StoreHalf(t.dst16 + j * kTile + v * L, ds01, 0);
+      if (two) {
+        StoreHalf(t.pt + (j + 1) * kTile + v * L, p01, 1);
+        StoreHalf(t.dst16 + (j + 1) * kTile + v * L, ds01, 1);
+      }
+      _mm512_storeu_si512(t.dsv + 2 * ((j / 2) * kTile + v * L), _mm512_permutexvar_epi16(interleave, ds01));
+    }
+  }
+  // dV (kn x Dp) += P^T dO; dK += dS^T Q; dQ (qn x Dp) += dS K.
+  const Tri from = t.diagonal ? Tri::kContractFromRow : Tri::kFull;
+  const Tri to = t.diagonal ? Tri::kContractToRow : Tri::kFull;
+  const int64_t qpairs = (t.qn + 1) / 2;
+  if (t.dv) Dot<true>(t.pt, kTile / 2, 1, qpairs, t.dop, t.dp, t.dv, t.dp, t.kn, t.dp, from);
+  if (t.dk) Dot<true>(t.dst16, kTile / 2, 1, qpairs, t.qp, t.dp, t.dk, t.dp, t.kn, t.dp, from);
+  if (t.dq) Dot<true>(t.dsv, 1, kTile, (t.kn + 1) / 2, t.kp, t.dp, t.dq, t.dp, t.qn, t.dp, to);
+}
+
+}  // namespace octet::cpu::attn
+
+#endif  // __x86_64__
