@@ -42,13 +42,6 @@ const float* AsFloat(const void* src, DType dtype, int64_t n, float* buf) {
   }
 }
 
-// The amax over per-block amaxes (NOTE [amax combine order]).
-float CombineAmax(const std::vector<float>& part) {
-  float m = 0.0f;
-  for (float p : part) m = MaxNaN(m, p);
-  return m;
-}
-
 // Quantizes elements [begin, end) of the flat x into y; returns their amax.
 float QuantizeRange(const char* x, DType xdt, float scale, DType fp8, Fp8Saturation sat, uint8_t* y, int64_t begin,
                     int64_t end) {

@@ -225,4 +225,12 @@ struct StridedIter {
   }
 };
 
+// The amax over per-block (or per-row) amaxes, NaN winning wherever it
+// appears (NOTE [amax combine order] in ops/cpu/cast_cpu.cc); 0 for none.
+inline float CombineAmax(const std::vector<float>& parts) {
+  float m = 0.0f;
+  for (float p : parts) m = MaxNaN(m, p);
+  return m;
+}
+
 }  // namespace octet::cpu

@@ -375,9 +375,7 @@ void LayerNormFp8FwdCpu(const Tensor& x, const Tensor& weight, const Tensor& bia
   DispatchFloat(x.dtype(), "layer_norm_fp8", [&]<typename T>() {
     NormFwd<true, T>(x, Tensor(), weight, bias, eps, Tensor(), Tensor(), mean, rstd, &out);
   });
-  float m = 0.0f;
-  for (float a : row_amax) m = MaxNaN(m, a);
-  *amax.data<float>() = m;
+  *amax.data<float>() = CombineAmax(row_amax);
   *scale_inv.data<float>() = 1.0f / out.scale;
 }
 

@@ -271,9 +271,7 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
       }
     });
   });
-  float m = 0.0f;
-  for (float p : part) m = MaxNaN(m, p);
-  *amax.data<float>() = m;
+  *amax.data<float>() = CombineAmax(part);
   *scale_inv.data<float>() = 1.0f / s;
 }
 
