@@ -242,21 +242,27 @@ TEST(Attention, FusedQkvViewsMatchContiguousInputs) {
 // that is a broadcast (stride 0) view.
 TEST(Attention, TransposedAndBroadcastOperands) {
   const Shape shape{1, 2, 75, 12};
-  const Tensor qt = RandomTensor({1, 2, 12, 75}, 60, DType::kFloat32);
-  const Tensor kt = RandomTensor({1, 2, 12, 75}, 61, DType::kFloat32);
-  const Tensor v = RandomTensor(shape, 62, DType::kFloat32);
-  const Tensor q = qt.Transpose(2, 3), k = kt.Transpose(2, 3);
-  ASSERT_NE(q.stride(3), 1);
-  const Tensor dout = RandomTensor({1, 1, 1, 12}, 63, DType::kFloat32).Expand(shape);
-  const std::vector<double> dov = dout.ToDoubles();
-  const AttentionRef ref = AttentionReference(q.ToDoubles(), k.ToDoubles(), v.ToDoubles(), shape, 0.5, &dov);
-  Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
-  const Tensor out = CausalAttention(qg, kg, vg, 0.5);
-  out.Backward(dout);
-  EXPECT_TRUE(AllClose(out, ref.out, 2e-5, 2e-5));
-  EXPECT_TRUE(AllClose(qg.grad(), ref.dq, 1e-4, 1e-4));
-  EXPECT_TRUE(AllClose(kg.grad(), ref.dk, 1e-4, 1e-4));
-  EXPECT_TRUE(AllClose(vg.grad(), ref.dv, 1e-4, 1e-4));
+  // f32, and bf16 (BF16 dot-product tiles where the CPU has them: their
+  // packers' strided-column path).
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor qt = RandomTensor({1, 2, 12, 75}, 60, dtype);
+    const Tensor kt = RandomTensor({1, 2, 12, 75}, 61, dtype);
+    const Tensor v = RandomTensor(shape, 62, dtype);
+    const Tensor q = qt.Transpose(2, 3), k = kt.Transpose(2, 3);
+    ASSERT_NE(q.stride(3), 1);
+    const Tensor dout = RandomTensor({1, 1, 1, 12}, 63, dtype).Expand(shape);
+    const std::vector<double> dov = dout.ToDoubles();
+    const AttentionRef ref = AttentionReference(q.ToDoubles(), k.ToDoubles(), v.ToDoubles(), shape, 0.5, &dov);
+    Tensor qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
+    const Tensor out = CausalAttention(qg, kg, vg, 0.5);
+    out.Backward(dout);
+    const double ft = dtype == DType::kFloat32 ? 2e-5 : ForwardTol(dtype);
+    const double bt = dtype == DType::kFloat32 ? 1e-4 : BackwardTol(dtype);
+    EXPECT_TRUE(AllClose(out, ref.out, ft, ft)) << Name(dtype);
+    EXPECT_TRUE(AllClose(qg.grad(), ref.dq, bt, bt)) << Name(dtype);
+    EXPECT_TRUE(AllClose(kg.grad(), ref.dk, bt, bt)) << Name(dtype);
+    EXPECT_TRUE(AllClose(vg.grad(), ref.dv, bt, bt)) << Name(dtype);
+  }
 }
 
 std::vector<TensorList> Grads(const Inputs& in, const Tensor& dout, bool gq, bool gk, bool gv) {
