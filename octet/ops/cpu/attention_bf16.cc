@@ -21,13 +21,7 @@ namespace octet::cpu::attn {
 #if defined(__x86_64__)
 namespace {
 
-constexpr double kLog2e = 1.4426950408889634;
-constexpr double kLn2 = 0.6931471805599453;
-
-// ---------------------------------------------------------------------------
-// Drivers.
-
-// One head's packed blocks (see Packing above).
+// One head's packed blocks (layouts: attention_bf16_tiles.h).
 struct PackLayout {
   PackLayout(const Geometry& g, int blocks) : dp(g.dp), block(g.nt * kTile * g.dp), size(blocks * block) {}
   uint16_t* At(uint16_t* base, int which, int64_t tile) const { return base + which * block + tile * kTile * dp; }
@@ -91,13 +85,7 @@ void ForwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, dou
       t.diagonal = ktile == qtile;
       FwdPairTileFn(t);
     }
-    const float* o = ws.o.get();
-    const float* m = ws.m.get();
-    const float* l = ws.l.get();
-    for (int64_t i = 0; i < qn; ++i) {
-      StoreRows(o + i * g.dp, g.dp, 1, g.d, 1.0f / l[i], out, bh, q0 + i);
-      lse[bh * g.t + q0 + i] = static_cast<float>((m[i] + std::log2(l[i])) * static_cast<float>(kLn2));
-    }
+    StoreQueryTile(ws.o.get(), ws.m.get(), ws.l.get(), g, out, lse, bh, q0, qn);
   };
 
   if (HeadsFillThreads(g)) {  // NOTE [forward per head]
@@ -154,26 +142,11 @@ void PackBwdTile(const BwdInputs<TIn>& in, const Geometry& g, const PackLayout& 
   PlainTile<bfloat16>(in.dout.Row(bh, t0), in.dout.st, in.dout.sd, n, g.d, g.dp, nullptr, tmp);
   TransposePairs(tmp, g.dp, lay.At(base, kDOt, tile));
   InterleaveRowPairs(tmp, g.dp, lay.At(base, kDOPairs, tile));
+  // D_i from dO's bf16 rows (the products of bf16 are exact in f32).
   const int64_t tp = g.nt * kTile;
-  float* lse2 = stats + t0;
-  float* di = stats + tp + t0;
-  std::vector<bfloat16> o_row(in.out.sd == 1 ? 0 : g.d);
-  for (int64_t i = 0; i < kTile; ++i) {
-    if (i < n) {
-      lse2[i] = in.lse[bh * g.t + t0 + i] * static_cast<float>(kLog2e);
-      // D_i = rowsum(dO_i o O_i) in f32 (the products of bf16 are exact).
-      const bfloat16* o = in.out.Row(bh, t0 + i);
-      if (in.out.sd != 1) {  // a row of O with strided columns, gathered
-        for (int64_t col = 0; col < g.d; ++col) o_row[col] = o[col * in.out.sd];
-        o = o_row.data();
-      }
-      di[i] = LaneDot<float>(g.d, reinterpret_cast<const bfloat16*>(tmp + i * g.dp), o);
-    } else {
-      lse2[i] = std::numeric_limits<float>::infinity();  // P = 0 for padding rows
-      di[i] = 0.0f;
-    }
-  }
-}
+  TileRowStats(in.lse, in.out, g, bh, t0, n,
+               [&](int64_t i) { return reinterpret_cast<const bfloat16*>(tmp + i * g.dp); }, stats + t0,
+               stats + tp + t0);}
 
 struct BwdWorkspace {
   BwdWorkspace(const Geometry& g, int64_t pack_size, int64_t dq_rows)

@@ -92,10 +92,10 @@ OCTET_BF16_TARGET OCTET_INLINE void Dot(const uint16_t* a, int64_t ars, int64_t 
   }
 }
 
-// Lane i: bf16(lo[i]) in the low half, bf16(hi[i]) in the high half.
-OCTET_BF16_TARGET OCTET_INLINE __m512i PairBf16(V lo, V hi, __m512i interleave) {
-  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh((__m512)hi, (__m512)lo);  // lo in words 0..15
-  return _mm512_permutexvar_epi16(interleave, both);
+// Two rows of 16 f32 as bf16 words: row0 in words 0..15, row1 in 16..31
+// (one VCVTNE2PS2BF16). InterleaveIndex permutes them into 16 pairs.
+OCTET_BF16_TARGET OCTET_INLINE __m512i TwoRowsBf16(V row0, V row1) {
+  return (__m512i)_mm512_cvtne2ps_pbh((__m512)row1, (__m512)row0);
 }
 OCTET_BF16_TARGET OCTET_INLINE __m512i InterleaveIndex() {
   return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
@@ -105,6 +105,12 @@ OCTET_BF16_TARGET OCTET_INLINE __m512i InterleaveIndex() {
 OCTET_BF16_TARGET OCTET_INLINE void StoreHalf(uint16_t* dst, __m512i x, int h) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h == 0 ? _mm512_castsi512_si256(x)
                                                                : _mm512_extracti64x4_epi64(x, 1));
+}
+// Which of a row's 32 bf16 columns from c on a masked load takes: those
+// below d, none for rows at or past n.
+OCTET_INLINE __mmask32 ColumnMask(int64_t r, int64_t n, int64_t c, int64_t d) {
+  const int64_t left = r < n ? std::clamp<int64_t>(d - c, 0, 32) : 0;
+  return left == 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
 }
 OCTET_INLINE I LaneIndex(int v) {
   I lane;
@@ -120,8 +126,7 @@ OCTET_INLINE I LaneIndex(int v) {
 OCTET_BF16_TARGET void CopyTile(const uint16_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp, uint16_t* dst) {
   for (int64_t r = 0; r < kTile; ++r) {
     for (int64_t c = 0; c < dp; c += 32) {
-      const int64_t left = r < n ? std::clamp<int64_t>(d - c, 0, 32) : 0;
-      const __mmask32 mask = left == 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+      const __mmask32 mask = ColumnMask(r, n, c, d);
       _mm512_storeu_si512(dst + r * dp + c, _mm512_maskz_loadu_epi16(mask, src + r * rs + c));
     }
   }
@@ -134,8 +139,7 @@ OCTET_BF16_TARGET void LookupTile(const uint8_t* src, int64_t rs, int64_t n, int
   const __m512i bit6 = _mm512_set1_epi16(64), bit7 = _mm512_set1_epi16(128);
   for (int64_t r = 0; r < kTile; ++r) {
     for (int64_t c = 0; c < dp; c += 32) {
-      const int64_t left = r < n ? std::clamp<int64_t>(d - c, 0, 32) : 0;
-      const __mmask32 mask = left == 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1;
+      const __mmask32 mask = ColumnMask(r, n, c, d);
       const __m512i idx = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, src + r * rs + c));
       const __mmask32 hi6 = _mm512_test_epi16_mask(idx, bit6), hi7 = _mm512_test_epi16_mask(idx, bit7);
       const __m512i lo = _mm512_mask_blend_epi16(hi6, _mm512_permutex2var_epi16(table[0], idx, table[1]),
@@ -214,7 +218,8 @@ OCTET_BF16_TARGET void FwdPairTileFn(const FwdPairTile& t) {
       const V p1 = two ? Exp2<S>(LoadV<V>(t.st + (j + 1) * kTile + v * L) - mnew[v]) : V{};
       sum[v] += p0;
       sum[v] += p1;
-      _mm512_storeu_si512(t.pv + 2 * ((j / 2) * kTile + v * L), PairBf16(p0, p1, interleave));
+      _mm512_storeu_si512(t.pv + 2 * ((j / 2) * kTile + v * L),
+                          _mm512_permutexvar_epi16(interleave, TwoRowsBf16(p0, p1)));
     }
   }
   RescaleRows<S, NQ>(alpha, sum, t.l, t.o, t.qn, t.dp);
@@ -255,9 +260,7 @@ OCTET_BF16_TARGET void BwdPairTileFn(const BwdPairTile& t) {
       V p0, ds0, p1 = V{}, ds1 = V{};
       Grads(t, j, v, c, lse2[v], di[v], &p0, &ds0);
       if (two) Grads(t, j + 1, v, c, lse2[v], di[v], &p1, &ds1);
-      // One conversion per two rows: words 0..15 row j, 16..31 row j + 1.
-      const __m512i p01 = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
-      const __m512i ds01 = (__m512i)_mm512_cvtne2ps_pbh((__m512)ds1, (__m512)ds0);
+      const __m512i p01 = TwoRowsBf16(p0, p1), ds01 = TwoRowsBf16(ds0, ds1);
       StoreHalf(t.pt + j * kTile + v * L, p01, 0);
       StoreHalf(t.dst16 + j * kTile + v * L, ds01, 0);
       if (two) {

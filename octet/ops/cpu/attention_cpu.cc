@@ -71,8 +71,8 @@ using attn::kTile;
 using attn::ParallelItems;
 using attn::TileFns;
 
-constexpr double kLog2e = 1.4426950408889634;
-constexpr double kLn2 = 0.6931471805599453;
+using attn::kLn2;
+using attn::kLog2e;
 
 // ---------------------------------------------------------------------------
 // Forward.
@@ -160,13 +160,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
       t.diagonal = ktile == qtile;
       fns.fwd(t);
     }
-    const A* o = ws.o.get();
-    const A* m = ws.m.get();
-    const A* l = ws.l.get();
-    for (int64_t i = 0; i < qn; ++i) {
-      StoreRows(o + i * g.dp, g.dp, 1, g.d, A(1) / l[i], out, bh, q0 + i);
-      lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
-    }
+    attn::StoreQueryTile(ws.o.get(), ws.m.get(), ws.l.get(), g, out, lse, bh, q0, qn);
   };
 
   if (per_head) {  // NOTE [forward per head]
@@ -310,28 +304,12 @@ void FillHeadTile(const BwdInputs<TIn, TOut>& in, const Geometry& g, const HeadP
   pack(HeadPack<A>::kDout, in.dout, nullptr);
   pack(HeadPack<A>::kK, in.k, in.lut);
   pack(HeadPack<A>::kV, in.v, in.lut);
-  A* lse2 = hp.Lse2(base, tile);
-  A* di = hp.Di(base, tile);
   const HeadRows<A> rows = RowsOfHead(in, hp, base, bh);
-  std::vector<TOut> o_row(in.out.sd == 1 ? 0 : g.d);  // a row of O with strided columns, gathered
-  for (int64_t i = 0; i < kTile; ++i) {
-    if (i < n) {
-      lse2[i] = in.lse[bh * g.t + t0 + i] * static_cast<A>(kLog2e);
-      // D_i = rowsum(dO_i o O_i), dO_i from its row in the compute type
-      // (packed above, or read in place): lanes of contiguous elements.
-      const TOut* o = in.out.Row(bh, t0 + i);
-      if (in.out.sd != 1) {
-        for (int64_t c = 0; c < g.d; ++c) o_row[c] = o[c * in.out.sd];
-        o = o_row.data();
-      }
-      const A* dout = rows.p[HeadPack<A>::kDout] + (t0 + i) * rows.rs[HeadPack<A>::kDout];
-      di[i] = LaneDot<A>(g.d, dout, o);
-    } else {
-      lse2[i] = std::numeric_limits<A>::infinity();  // P = 0 for padding rows
-      di[i] = 0;
-    }
-  }
-}
+  // D_i from dO's rows in the compute type (packed above, or read in place).
+  const A* dout = rows.p[HeadPack<A>::kDout] + t0 * rows.rs[HeadPack<A>::kDout];
+  attn::TileRowStats(in.lse, in.out, g, bh, t0, n,
+                     [&](int64_t i) { return dout + i * rows.rs[HeadPack<A>::kDout]; }, hp.Lse2(base, tile),
+                     hp.Di(base, tile));}
 
 template <typename A>
 BwdTile<A> MakeBwdTile(const Geometry& g, const HeadPack<A>& hp, A* base, const HeadRows<A>& rows, int64_t qtile,

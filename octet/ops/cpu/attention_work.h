@@ -1,7 +1,8 @@
 // Work decomposition shared by the CPU attention drivers (internal to
 // ops/cpu/attention_cpu.cc, the f32/f64 tiles, and attention_bf16.cc, the
 // BF16 dot-product tiles): aligned scratch, the geometry of a (B,H,T,D)
-// problem cut into kTile-row tiles, and the OpenMP loop over work items.
+// problem cut into kTile-row tiles, the OpenMP loop over work items, and
+// the per-row statistics both drivers write and read.
 #pragma once
 
 #include <omp.h>
@@ -12,10 +13,18 @@
 #include <utility>
 #include <vector>
 
+#include <cmath>
+#include <limits>
+
 #include <octet/core/tensor.h>
+#include <octet/ops/cpu/attention_pack.h>
 #include <octet/ops/cpu/attention_tiles.h>
+#include <octet/ops/cpu/row_helpers.h>
 
 namespace octet::cpu::attn {
+
+inline constexpr double kLog2e = 1.4426950408889634;
+inline constexpr double kLn2 = 0.6931471805599453;
 
 // 64-byte aligned, uninitialised storage.
 template <typename A>
@@ -76,6 +85,41 @@ void ParallelItems(int64_t n, MakeWs&& make_ws, Body&& body) {
 inline bool HeadsFillThreads(const Geometry& g) {
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   return g.bh % threads == 0 || g.bh >= 4 * threads;
+}
+
+// The end of a forward query tile: rows q0 + i (i < qn) of head bh of out
+// are o_i / l_i, and lse (B,H,T) holds their natural log-sum-exp (m_i and
+// l_i are in the log2 domain).
+template <typename A, typename TOut>
+void StoreQueryTile(const A* o, const A* m, const A* l, const Geometry& g, const OutOperand<TOut>& out, A* lse,
+                    int64_t bh, int64_t q0, int64_t qn) {
+  for (int64_t i = 0; i < qn; ++i) {
+    StoreRows(o + i * g.dp, g.dp, 1, g.d, A(1) / l[i], out, bh, q0 + i);
+    lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
+  }
+}
+
+// What backward reads per query row of the tile at row t0 (n rows): lse2 =
+// lse * log2(e) and di = rowsum(dO o O) (dout_row(i): row t0 + i of dO,
+// contiguous); the padding rows [n, kTile) get +inf (so P = 0) and 0.
+template <typename A, typename TOut, typename DoutRow>
+void TileRowStats(const A* lse, const Operand<TOut>& out, const Geometry& g, int64_t bh, int64_t t0, int64_t n,
+                  DoutRow&& dout_row, A* lse2, A* di) {
+  std::vector<TOut> o_row(out.sd == 1 ? 0 : g.d);  // a row of O with strided columns, gathered
+  for (int64_t i = 0; i < kTile; ++i) {
+    if (i < n) {
+      lse2[i] = lse[bh * g.t + t0 + i] * static_cast<A>(kLog2e);
+      const TOut* o = out.Row(bh, t0 + i);
+      if (out.sd != 1) {
+        for (int64_t c = 0; c < g.d; ++c) o_row[c] = o[c * out.sd];
+        o = o_row.data();
+      }
+      di[i] = LaneDot<A>(g.d, dout_row(i), o);
+    } else {
+      lse2[i] = std::numeric_limits<A>::infinity();
+      di[i] = 0;
+    }
+  }
 }
 
 }  // namespace octet::cpu::attn
