@@ -19,7 +19,15 @@
 namespace octet {
 namespace {
 
+// Independent FMA chains per measurement: enough to cover every core's FMA
+// latency times its FMA ports (Zen 3/4 and Skylake 4 x 2, Haswell 5 x 2),
+// and few enough to stay in registers with the two constants: AVX-512 has 32
+// vector registers, AVX2 16. With 16 AVX2 accumulators GCC spilled them to
+// the stack, and Zen 3 measured 52-59 GFLOP/s per thread against the 79-84
+// oneDNN's f32 GEMMs reached there (2026-11-25): every frac_of_peak of the
+// benchmarks read 1.3-1.4 on that CPU.
 constexpr int kAccumulators = 16;
+constexpr int kAccumulators256 = 12;
 // Rounds per measurement: 16 instructions each, ~0.1-0.3 ms on a 2-4 GHz core.
 constexpr int64_t kIters = 20000;
 constexpr int kRepeats = 5;
@@ -52,23 +60,24 @@ __attribute__((target("avx512f"))) double Fp32FmaRate512(int64_t iters) {
   return static_cast<double>(iters) * kAccumulators * 32.0 / sec;
 }
 
-// The same with AVX2 FMAs (16 flop per instruction), for CPUs without AVX-512.
+// The same with AVX2 FMAs (16 flop per instruction) on kAccumulators256
+// chains, for CPUs without AVX-512.
 __attribute__((target("avx2,fma"))) double Fp32FmaRate256(int64_t iters) {
-  __m256 acc[kAccumulators];
-  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_ps(1e-3f * static_cast<float>(i));
+  __m256 acc[kAccumulators256];
+  for (int i = 0; i < kAccumulators256; ++i) acc[i] = _mm256_set1_ps(1e-3f * static_cast<float>(i));
   const __m256 mul = _mm256_set1_ps(0.9999f), add = _mm256_set1_ps(1e-4f);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t it = 0; it < iters; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+    for (int i = 0; i < kAccumulators256; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
   }
   __m256 s = acc[0];
-  for (int i = 1; i < kAccumulators; ++i) s = _mm256_add_ps(s, acc[i]);
+  for (int i = 1; i < kAccumulators256; ++i) s = _mm256_add_ps(s, acc[i]);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, s);
   const double sec = Seconds(t0);
   asm volatile("" : : "r"(lanes) : "memory");
-  return static_cast<double>(iters) * kAccumulators * 16.0 / sec;
+  return static_cast<double>(iters) * kAccumulators256 * 16.0 / sec;
 }
 
 // flop/s of 16 independent VDPBF16PS chains (16 lanes x 2 products x 2 flop).
