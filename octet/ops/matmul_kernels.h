@@ -72,13 +72,15 @@ namespace cpu {
 // lookups that had to create one, and the number held now; and, counted since
 // the process started (ClearMatmulCacheForTesting keeps them), primitives
 // made for a plain B where a packed one was asked for (NOTE [plain weights]
-// in ops/cpu/dnnl_gemm.cc) and oneDNN reorders run to pack a B.
+// in ops/cpu/dnnl_gemm.cc), oneDNN reorders run to pack a B, and A operands
+// copied to a padded leading dimension (NOTE [column-major A]).
 struct MatmulCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t size = 0;
   int64_t plain_b = 0;
   int64_t b_reorders = 0;
+  int64_t padded_a = 0;
 };
 MatmulCacheStats GetMatmulCacheStats();
 void ClearMatmulCacheForTesting();

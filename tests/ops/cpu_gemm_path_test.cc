@@ -254,6 +254,44 @@ TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
   EXPECT_EQ(after.b_reorders, before.b_reorders);
 }
 
+// NOTE [column-major A] (ops/cpu/dnnl_gemm.cc): under oneDNN's gemm:jit (set
+// here with its ISA limited to AVX2, as an AVX2-only CPU runs it), a
+// column-major A whose leading dimension is a multiple of 2 KiB — a weight
+// gradient's dYᵀ — is copied to a padded one first: f32 (O0), bf16 widened
+// (the FP32-FMA path) and FP8 codes, each still matching float64, the copy
+// counted; a leading dimension off that multiple, or a row-major A, is not
+// copied. Own process, as above.
+TEST(CpuGemmPath, Avx2OneDnnPadsAColumnMajorAOnAliasingStrides) {
+  if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success)
+    GTEST_SKIP() << "oneDNN already made a primitive in this process (run it alone, as ctest does)";
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
+  auto padded = [] { return cpu::GetMatmulCacheStats().padded_a; };
+  uint64_t seed = 700;
+  // dY (K = 24 tokens, M = 512 features: 2 KiB rows in f32); dW = dYᵀ·X.
+  const Tensor dy = RandomTensor({24, 512}, seed++, DType::kFloat32);
+  const Tensor x = RandomTensor({24, 40}, seed++, DType::kFloat32);
+  int64_t before = padded();
+  EXPECT_TRUE(MatchesReference(Matmul(dy.T(), x), dy.T(), x, Tensor(), false)) << "f32";
+  EXPECT_EQ(padded() - before, 1) << "f32, leading dimension 512";
+  const Tensor dy16 = dy.To(DType::kBFloat16), x16 = x.To(DType::kBFloat16);
+  before = padded();
+  EXPECT_TRUE(MatchesReference(Matmul(dy16.T(), x16), dy16.T(), x16, Tensor(), true)) << "bf16 widened";
+  EXPECT_EQ(padded() - before, 1) << "bf16 widened, leading dimension 512";
+  const Tensor dy8 = QuantizeCurrent(dy, DType::kFloat8E5M2), x8 = QuantizeCurrent(x, DType::kFloat8E4M3);
+  before = padded();
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(dy8.T(), x8, DType::kFloat32), AsF64(dy8).T(), AsF64(x8), Tensor(),
+                               false))
+      << "fp8";
+  EXPECT_EQ(padded() - before, 1) << "fp8 widened, leading dimension 512";
+  // A leading dimension of 500 (2000 bytes), and a row-major A: as they are.
+  const Tensor dz = RandomTensor({24, 500}, seed++, DType::kFloat32);
+  before = padded();
+  EXPECT_TRUE(MatchesReference(Matmul(dz.T(), x), dz.T(), x, Tensor(), false)) << "leading dimension 500";
+  EXPECT_TRUE(MatchesReference(Matmul(dy.T().Contiguous(), x), dy.T(), x, Tensor(), false)) << "row-major";
+  EXPECT_EQ(padded(), before);
+  internal::SetCpuGemmPathForTesting(std::nullopt);
+}
+
 // The BF16 path forced where oneDNN has no bf16 matmul (AVX2 only): the
 // error says why and what to do, and CpuRunsBf16Gemm (what the forced-path
 // tests skip on) says no. Own process, as above.
