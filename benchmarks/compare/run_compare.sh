@@ -11,7 +11,8 @@
 # OMP_NUM_THREADS=2, OMP_WAIT_POLICY=passive for both), and prints per
 # repetition the speed-ups of octet over libtorch and of O1/O2 over O0, from
 # wall-clock and from CPU time (all threads; steadier on a shared machine),
-# then the median of each over the repetitions.
+# then the median of each over the repetitions. STEPS (default 10) is
+# libtorch's timed steps; TORCH_BF16_STEPS (default STEPS) its autocast ones.
 # Needs build_dir/benchmarks/octet_train_step_bench (configure with
 # -DOCTET_BUILD_BENCHMARKS=ON). Neither octet's build nor its tests need
 # libtorch; this script is the only thing that does.
@@ -94,6 +95,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ "$OMP_WAIT_POLICY" = default ] && unset OMP_WAIT_POLICY
 steps=${STEPS:-10}
+# libtorch's autocast steps can be timed on fewer steps: on a CPU without
+# AVX-512 its bf16 GEMMs have no fast kernel (AMD EPYC Zen 3, 2026-11-25: 8 s a
+# small step, 34 s a wide one, 40x octet's O2), and 1-2 steps keep a sitting short.
+bf16_steps=${TORCH_BF16_STEPS:-$steps}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -106,7 +111,8 @@ echo "libtorch BLAS: ${blas:-bundled} (OpenBLAS kernels: $blas_core), ATEN_CPU_C
 r=1
 while [ "$r" -le "$reps" ]; do
   "$bench" --benchmark_format=csv --benchmark_min_time=2 2>/dev/null > "$out/octet.csv"
-  "$torch_bin" "$steps" > "$out/torch.txt"
+  "$torch_bin" "$steps" all fp32 > "$out/torch.txt"
+  "$torch_bin" "$bf16_steps" all bf16 >> "$out/torch.txt"
   # octet csv: the header names the counter columns; rows are "TrainStep/config:C/amp:L/..."
   awk -F, -v rep="$r" -v ratios="$out/ratios.txt" '
     FNR == NR {
