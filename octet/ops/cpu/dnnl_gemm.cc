@@ -300,8 +300,12 @@ std::string KeyOf(const DnnlGemmSpec& s) {
 // two threads, 2026-11-25; M x K x N, A column-major with leading dimension M,
 // ms): 1024x1024x256 7.7-8.3 against 3.4-4.4 row-major; 512x1024x256 3.0-3.1
 // against 2.1-2.3; 2048x1024x256 16.4-16.5 against 7.8-9.2; 3072x1024x256
-// 22-25 against 11-12; 1024x4096x256 29-31 against 13-18; leading dimensions
-// 768, 1000, 1040 and 2304 read at the row-major speed within 10-20 %. Copying
+// 22-25 against 11-12; 1024x4096x256 29-31 against 13-18. Leading
+// dimensions 768, 800, 1000 and 1040 (x1024x256, random data) took 1.1-1.3x
+// the row-major time, and a padded copy gave back little and not reliably
+// (3.3 -> 2.9, 3.1 -> 3.6, 3.8 -> 3.5, 4.5 -> 4.4 ms; row-major 2.9, 2.5,
+// 3.2, 3.5); 2304 (the wide GPT's qkv gradient, 2304x1024x768) ran the same
+// padded as not (25.1 against 25.5 ms). Copying
 // A column by column to a leading dimension 64 bytes longer costs a streaming
 // pass and gives back the row-major speed (1024x1024x256 copy + matmul
 // 4.5-4.7 ms, 3072x1024x256 12.9-15.9); transposing it to row-major cost
