@@ -38,6 +38,7 @@
 
 #include <octet/core/convert.h>
 #include <octet/core/scaling.h>
+#include <octet/ops/cpu/blocked_gemm.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu_gemm_path.h>
@@ -307,21 +308,61 @@ WidenBuffers& ThreadWidenBuffers() {
   return buffers;
 }
 
+// bias (N), f32 or bf16, as f32 in `ws`; null when undefined.
+const float* WidenedBias(const Tensor& bias, Workspace& ws) {
+  if (!bias.defined()) return nullptr;
+  const Tensor bc = bias.Contiguous();
+  const int64_t n = bc.numel();
+  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(n) * sizeof(float)));
+  if (bc.dtype() == DType::kFloat32) {
+    std::copy(bc.data<float>(), bc.data<float>() + n, dst);
+  } else {
+    OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
+    Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
+  }
+  return dst;
+}
+
+// A 2-D operand view as the blocked GEMM's operand (NOTE [blocked gemm]).
+GemmOperand OperandOf(const MatView& v, DType element_dtype) {
+  return {v.data, element_dtype, v.strides[0], v.strides[1]};
+}
+
 // out = a·b (* *scale when scale is set) (+ bias) with f32 FMAs. a, b: bf16
 // or FP8 (their bytes; the FP8 scales are the caller's `scale`), or b f32
 // rounded to bf16 values (NOTE [narrowed B] in dnnl_gemm.cc); bias: (N) f32
-// or bf16, or undefined; out: contiguous f32 or bf16.
+// or bf16, or undefined; out: contiguous f32 or bf16. A product that is one
+// 2-D GEMM after coalescing runs on octet's blocked GEMM, which widens while
+// it packs and narrows while it stores (NOTE [blocked gemm] in
+// blocked_gemm.cc); a batched one (no amp Linear's) on oneDNN's f32 matmul
+// between a widening and a narrowing pass.
 void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
   WidenBuffers& ws = ThreadWidenBuffers();
   Tensor ka, kb;
+  MatView av = CompactView(a, &ka), bv = CompactView(b, &kb), ov = OutView(out);
+  Coalesce(av, bv, ov);
+  const float* bias32 = WidenedBias(bias, ws.bias);
+  if (ov.dims.size() == 2 && BlockedGemmAvailable()) {
+    BlockedGemmArgs g;
+    g.m = ov.dims[0], g.n = ov.dims[1], g.k = av.dims[1];
+    g.a = OperandOf(av, a.dtype());
+    g.b = OperandOf(bv, b.dtype());
+    g.b_round_bf16 = b.dtype() == DType::kFloat32;  // an f32 B of a bf16 GEMM
+    g.has_scale = scale != nullptr;
+    g.scale = scale != nullptr ? *scale : 1.0f;
+    g.bias = bias32;
+    g.out = out.raw_data(), g.out_dtype = out.dtype(), g.out_row_stride = ov.strides[0];
+    return BlockedGemm(g);
+  }
   DnnlGemmSpec spec;
-  spec.a = CompactView(a, &ka);
-  spec.b = CompactView(b, &kb);
+  spec.a = av;
+  spec.b = bv;
   const bool f32_out = out.dtype() == DType::kFloat32;
   float* out32 = f32_out ? out.data<float>()
                          : static_cast<float*>(ws.out.Get(static_cast<size_t>(out.numel()) * sizeof(float)));
-  spec.out = {out32, out.shape(), out.strides(), DType::kFloat32};
-  Coalesce(spec.a, spec.b, spec.out);
+  spec.out = ov;
+  spec.out.data = out32;
+  spec.out.dtype = DType::kFloat32;
   spec.pack_b = WorthPacking(spec.b, spec.out);
   spec.a = ThreadConvertedA(DType::kFloat32).Get(ka, spec.a, a.dtype(), DType::kFloat32);
   // RunDnnlGemm widens B: while packing it into oneDNN's f32 blocked layout
@@ -334,20 +375,7 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
     spec.b_round_bf16 = true;  // an f32 B of a bf16 GEMM (NOTE [narrowed B] in dnnl_gemm.cc)
   spec.b.dtype = DType::kFloat32;
   spec.scale = scale != nullptr;
-  const float* bias32 = nullptr;
-  if (bias.defined()) {
-    const Tensor bc = bias.Contiguous();
-    const int64_t n = bc.numel();
-    if (bc.dtype() == DType::kFloat32) {
-      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
-      std::copy(bc.data<float>(), bc.data<float>() + n, dst);
-      bias32 = dst;
-    } else {
-      OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
-      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
-      Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
-      bias32 = dst;
-    }
+  if (bias32 != nullptr) {
     // Scaled: the bias comes after the scale (as cuBLASLt's epilogue).
     spec.bias_mode = scale != nullptr ? BiasMode::kPostOp : BiasMode::kArg;
     spec.bias_dtype = DType::kFloat32;

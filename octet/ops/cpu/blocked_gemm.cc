@@ -1,0 +1,541 @@
+// NOTE [blocked gemm]: the FP32-FMA path (NOTE [CPU GEMM path] in
+// ops/cpu_gemm_path.h) runs BF16 and FP8 GEMMs on FP32 FMAs. Through
+// oneDNN 2.6 that cost two passes of their own around every GEMM: its f32
+// matmul reads only f32 and writes only f32, so A was widened into a buffer
+// first and a bf16 output narrowed from an f32 one after (NOTE [FP32-FMA
+// path costs] in matmul_cpu.cc), which made O2 and O1 slower than O0 on
+// every CPU that takes this path. This GEMM widens its operands while it
+// packs them and scales, biases and narrows its output while it stores it,
+// so a bf16 GEMM on this path reads and writes what an f32 one does, in
+// half the bytes.
+//
+// Its structure is the classic one of BLIS (Goto's algorithm): B is packed
+// once per call, in kc-deep blocks of nr-wide column panels ([block][panel]
+// [k][nr], zero-padded), by all threads together; each task then takes mc
+// rows x nc columns of the output, packs its A rows kc columns at a time
+// into mr-row panels ([panel][k][mr]) and runs the register-tile kernel on
+// every (row panel, column panel) pair, the B panel (kc x nr floats, 32
+// KiB) staying in L1 while the A block (mc x kc) streams from L2. Tasks are
+// claimed from a shared counter, so a thread on a slower vCPU takes fewer
+// (NOTE [balanced split] in loops.h). Blocks after the first add to the
+// output's f32 partial sums (the output itself when it is f32, a per-task
+// f32 buffer when it is bf16); the last block's store applies the scale and
+// the bias and, for a bf16 output, the rounding (FloatToBf16Row's, so the
+// bits equal rounding this GEMM's f32 result). Every output element is
+// summed over k in one fixed order, whatever the thread count and the task
+// each thread takes.
+//
+// Register tiles: AVX-512 12 x 32 (24 zmm accumulators, two B vectors, A
+// broadcast from memory), AVX2 6 x 16 (12 ymm accumulators).
+#include <octet/ops/cpu/blocked_gemm.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include <octet/core/convert.h>
+#include <octet/core/error.h>
+#include <octet/ops/cpu/isa.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define OCTET_BLOCKED_GEMM_X86 1
+#define OCTET_AVX2_FMA_TARGET __attribute__((target("avx2,fma")))
+#include <octet/core/bf16_simd_internal.h>
+#else
+#define OCTET_BLOCKED_GEMM_X86 0
+#endif
+
+namespace octet::cpu {
+
+#if OCTET_BLOCKED_GEMM_X86
+// Set by internal::SetBlockedGemmAvx2ForTesting.
+static std::atomic<bool> force_avx2{false};
+static std::atomic<int64_t> calls{0};
+static std::atomic<bool> enabled{true};
+
+namespace {
+
+// Where one register tile goes. Blocks before the last store (first block)
+// or add (later blocks) the raw sums; the last one also multiplies by
+// *scale and adds bias[j].
+struct TileOut {
+  float* c;          // (rows, cols) with row stride ldc
+  int64_t ldc;
+  int rows, cols;    // <= mr, <= nr
+  bool accumulate;   // c += sums, else c = sums
+  const float* scale;  // null: no scale
+  const float* bias;   // bias of this tile's first column, or null
+  const float* next_b;  // the B panel the next tile reads from another cache level, or null
+};
+
+// Kernel: c (+)= a (kc x mr panel, [k][mr]) · b (kc x nr panel, [k][nr]).
+using KernelFn = void (*)(int64_t kc, const float* a, const float* b, const TileOut& out);
+// Transpose: dst[t * ld + i] = rows[i][t] for i < nrows, 0 for nrows <= i < ld; t < len.
+using TransposeFn = void (*)(const float* const* rows, int nrows, int64_t len, float* dst, int ld);
+
+struct Isa {
+  int mr, nr;
+  KernelFn kernel;
+  TransposeFn transpose;
+};
+// Blocking (NOTE [blocked gemm sizes]).
+constexpr int64_t kKc = 384;      // k per block
+constexpr int64_t kMcTarget = 120;  // rows per task, about
+constexpr int64_t kNcMax = 768;   // columns per task, at most
+constexpr int64_t kBGroup = 256;  // columns of a row-major B widened per pass
+constexpr int kMaxMr = 12, kMaxNr = 32;
+
+// ---- AVX-512 --------------------------------------------------------------------------
+
+OCTET_AVX512_TARGET inline __mmask16 LaneMask16(int n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+OCTET_AVX512_TARGET void KernelAvx512(int64_t kc, const float* __restrict a, const float* __restrict b,
+                                      const TileOut& o) {
+  constexpr int kMr = 12;
+  // The partial sums come from L2 or L3: ask for them now, so they are in
+  // L1 when the k loop is done.
+  if (o.accumulate)
+    for (int i = 0; i < o.rows; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(o.c + i * o.ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(o.c + i * o.ldc + 16), _MM_HINT_T0);
+    }
+  __m512 acc0[kMr], acc1[kMr];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMr; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  const float* next_b = o.next_b != nullptr ? o.next_b : b;
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(b + k * 32), b1 = _mm512_load_ps(b + k * 32 + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(next_b + k * 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next_b + k * 32 + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int i = 0; i < kMr; ++i) {
+      const __m512 av = _mm512_set1_ps(a[k * kMr + i]);
+      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+  const __mmask16 m0 = LaneMask16(o.cols), m1 = LaneMask16(o.cols - 16);
+  const __m512 scale = _mm512_set1_ps(o.scale != nullptr ? *o.scale : 1.0f);
+  const __m512 bias0 = o.bias != nullptr ? _mm512_maskz_loadu_ps(m0, o.bias) : _mm512_setzero_ps();
+  const __m512 bias1 = o.bias != nullptr ? _mm512_maskz_loadu_ps(m1, o.bias + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+  for (int i = 0; i < kMr; ++i) {
+    if (i >= o.rows) break;
+    float* c = o.c + i * o.ldc;
+    __m512 v0 = acc0[i], v1 = acc1[i];
+    if (o.accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    if (o.scale != nullptr) {
+      v0 = _mm512_mul_ps(v0, scale);
+      v1 = _mm512_mul_ps(v1, scale);
+    }
+    if (o.bias != nullptr) {
+      v0 = _mm512_add_ps(v0, bias0);
+      v1 = _mm512_add_ps(v1, bias1);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+// r[i] (i < 16) becomes column i of the 16 x 16 matrix whose rows were r.
+OCTET_AVX512_TARGET inline void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+
+OCTET_AVX512_TARGET void TransposeAvx512(const float* const* rows, int nrows, int64_t len, float* dst, int ld) {
+  for (int g = 0; g < ld; g += 16) {
+    const __mmask16 store_mask = LaneMask16(ld - g);
+    for (int64_t t0 = 0; t0 < len; t0 += 16) {
+      const int tl = static_cast<int>(std::min<int64_t>(16, len - t0));
+      const __mmask16 load_mask = LaneMask16(tl);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = g + i < nrows ? _mm512_maskz_loadu_ps(load_mask, rows[g + i] + t0) : _mm512_setzero_ps();
+      Transpose16x16(r);
+      for (int t = 0; t < tl; ++t) _mm512_mask_storeu_ps(dst + (t0 + t) * ld + g, store_mask, r[t]);
+    }
+  }
+}
+
+// ---- AVX2 -----------------------------------------------------------------------------
+
+// Lanes [0, n) of 8 set, for maskload / maskstore.
+OCTET_AVX2_FMA_TARGET inline __m256i LaneMask8(int n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(n, 0, 8)), idx);
+}
+
+OCTET_AVX2_FMA_TARGET void KernelAvx2(int64_t kc, const float* __restrict a, const float* __restrict b,
+                                      const TileOut& o) {
+  constexpr int kMr = 6;
+  if (o.accumulate)  // as in KernelAvx512
+    for (int i = 0; i < o.rows; ++i) _mm_prefetch(reinterpret_cast<const char*>(o.c + i * o.ldc), _MM_HINT_T0);
+  __m256 acc0[kMr], acc1[kMr];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b + k * 16), b1 = _mm256_load_ps(b + k * 16 + 8);
+    _mm_prefetch(reinterpret_cast<const char*>(b + k * 16 + 128), _MM_HINT_T0);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMr; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + k * kMr + i);
+      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+  const __m256i m0 = LaneMask8(o.cols), m1 = LaneMask8(o.cols - 8);
+  const __m256 scale = _mm256_set1_ps(o.scale != nullptr ? *o.scale : 1.0f);
+  const __m256 bias0 = o.bias != nullptr ? _mm256_maskload_ps(o.bias, m0) : _mm256_setzero_ps();
+  const __m256 bias1 = o.bias != nullptr ? _mm256_maskload_ps(o.bias + 8, m1) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) {
+    if (i >= o.rows) break;
+    float* c = o.c + i * o.ldc;
+    __m256 v0 = acc0[i], v1 = acc1[i];
+    if (o.accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_maskload_ps(c, m0));
+      v1 = _mm256_add_ps(v1, _mm256_maskload_ps(c + 8, m1));
+    }
+    if (o.scale != nullptr) {
+      v0 = _mm256_mul_ps(v0, scale);
+      v1 = _mm256_mul_ps(v1, scale);
+    }
+    if (o.bias != nullptr) {
+      v0 = _mm256_add_ps(v0, bias0);
+      v1 = _mm256_add_ps(v1, bias1);
+    }
+    _mm256_maskstore_ps(c, m0, v0);
+    _mm256_maskstore_ps(c + 8, m1, v1);
+  }
+}
+
+OCTET_AVX2_FMA_TARGET inline void Transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+OCTET_AVX2_FMA_TARGET void TransposeAvx2(const float* const* rows, int nrows, int64_t len, float* dst, int ld) {
+  for (int g = 0; g < ld; g += 8) {
+    const __m256i store_mask = LaneMask8(ld - g);
+    for (int64_t t0 = 0; t0 < len; t0 += 8) {
+      const int tl = static_cast<int>(std::min<int64_t>(8, len - t0));
+      const __m256i load_mask = LaneMask8(tl);
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = g + i < nrows ? _mm256_maskload_ps(rows[g + i] + t0, load_mask) : _mm256_setzero_ps();
+      Transpose8x8(r);
+      for (int t = 0; t < tl; ++t) _mm256_maskstore_ps(dst + (t0 + t) * ld + g, store_mask, r[t]);
+    }
+  }
+}
+
+// ---- choice ---------------------------------------------------------------------------
+
+
+bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+const Isa* ChosenIsa() {
+  static const Isa kAvx512{12, 32, &KernelAvx512, &TransposeAvx512};
+  static const Isa kAvx2{6, 16, &KernelAvx2, &TransposeAvx2};
+  if (UseAvx512Kernels() && !force_avx2.load(std::memory_order_relaxed)) return &kAvx512;
+  if (HasAvx2Fma()) return &kAvx2;
+  return nullptr;
+}
+
+// ---- packing ----------------------------------------------------------------------------
+
+const void* At(const GemmOperand& x, int64_t i, int64_t j) {
+  return static_cast<const char*>(x.data) + (i * x.row_stride + j * x.col_stride) * static_cast<int64_t>(SizeOf(x.dtype));
+}
+
+// dst[0, n) = the f32 values of n consecutive elements at src (bf16 and FP8
+// exactly; an f32 run rounded to bf16 values when round_bf16).
+void WidenRun(const void* src, DType dtype, bool round_bf16, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::kFloat32:
+      if (round_bf16)
+        convert_internal::RoundToBf16Row(static_cast<const float*>(src), n, dst);
+      else
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kBFloat16: Bf16ToFloatRow(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2: DequantizeRow(static_cast<const uint8_t*>(src), dtype, 1.0f, dst, n); return;
+    default: OCTET_FAIL("matmul: the blocked GEMM takes no ", Name(dtype), " operand");
+  }
+}
+
+// The f32 run at src, read in place when it needs no conversion, else widened into tmp.
+const float* RunOf(const void* src, DType dtype, bool round_bf16, int64_t n, float* tmp) {
+  if (dtype == DType::kFloat32 && !round_bf16) return static_cast<const float*>(src);
+  WidenRun(src, dtype, round_bf16, n, tmp);
+  return tmp;
+}
+
+// Per-thread buffers (64-byte aligned; grown, never shrunk).
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { std::free(data_); }
+  float* Get(int64_t floats) {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 16)) * sizeof(float);
+    if (bytes > capacity_) {
+      std::free(data_);
+      capacity_ = (bytes + 4095) / 4096 * 4096;
+      data_ = static_cast<float*>(std::aligned_alloc(64, capacity_));
+      if (data_ == nullptr) {
+        capacity_ = 0;
+        OCTET_FAIL("matmul: could not allocate ", bytes, " bytes for the blocked GEMM");
+      }
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+struct ThreadBuffers {
+  Buffer packed_a, partial, widen, packed_b;
+};
+ThreadBuffers& Buffers() {
+  thread_local ThreadBuffers buffers;
+  return buffers;
+}
+
+// A's rows [i0, i0 + mc) x columns [p0, p0 + kc) as mr-row panels [panel][k][mr].
+void PackA(const Isa& isa, const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out,
+           float* tmp) {
+  const int mr = isa.mr;
+  if (a.col_stride == 1) {  // row-major: each row's run widened, then transposed
+    const float* rows[kMaxMr];
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int nrows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
+      for (int i = 0; i < nrows; ++i) rows[i] = RunOf(At(a, i0 + ir + i, p0), a.dtype, false, kc, tmp + i * kc);
+      isa.transpose(rows, nrows, kc, out + ir * kc, mr);
+    }
+    return;
+  }
+  // column-major: each column's run of mc rows widened, then cut into panels
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* col = RunOf(At(a, i0, p0 + k), a.dtype, false, mc, tmp);
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int64_t nrows = std::min<int64_t>(mr, mc - ir);
+      float* dst = out + ir * kc + k * mr;
+      std::memcpy(dst, col + ir, static_cast<size_t>(nrows) * sizeof(float));
+      for (int64_t i = nrows; i < mr; ++i) dst[i] = 0.0f;
+    }
+  }
+}
+
+struct PackedB {
+  float* data;
+  int64_t panels;  // ceil(n / nr)
+  // The panel (kc x nr, [k][nr]) of columns [jr * nr, ...) in the block starting at row p0.
+  const float* Panel(int64_t p0, int64_t kc, int64_t jr, int nr) const { return data + p0 * panels * nr + jr * kc * nr; }
+};
+
+// One pack-B work item: rows [p0, p0 + kc) and the columns of panel group
+// `group` (row-major b: kBGroup columns; column-major: one panel).
+void PackBItem(const Isa& isa, const BlockedGemmArgs& g, const PackedB& pb, int64_t p0, int64_t kc, int64_t group,
+               float* tmp) {
+  const int nr = isa.nr;
+  const GemmOperand& b = g.b;
+  if (b.col_stride == 1) {  // row-major: each row's run widened, then cut into panels
+    const int64_t j0 = group * kBGroup, w = std::min<int64_t>(kBGroup, g.n - j0);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* row = RunOf(At(b, p0 + k, j0), b.dtype, g.b_round_bf16, w, tmp);
+      for (int64_t j = 0; j < w; j += nr) {
+        const int64_t cols = std::min<int64_t>(nr, w - j);
+        float* dst = const_cast<float*>(pb.Panel(p0, kc, (j0 + j) / nr, nr)) + k * nr;
+        std::memcpy(dst, row + j, static_cast<size_t>(cols) * sizeof(float));
+        for (int64_t c = cols; c < nr; ++c) dst[c] = 0.0f;
+      }
+    }
+    return;
+  }
+  // column-major: each column's run widened, then transposed into the panel
+  const int64_t j0 = group * nr;
+  const int ncols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
+  const float* cols[kMaxNr];
+  for (int j = 0; j < ncols; ++j) cols[j] = RunOf(At(b, p0, j0 + j), b.dtype, g.b_round_bf16, kc, tmp + j * kc);
+  isa.transpose(cols, ncols, kc, const_cast<float*>(pb.Panel(p0, kc, group, nr)), nr);
+}
+
+void CheckOperand(const GemmOperand& x, const char* name) {
+  OCTET_CHECK(x.dtype == DType::kFloat32 || x.dtype == DType::kBFloat16 || IsFp8(x.dtype), "matmul: the blocked GEMM's ",
+              name, " is ", Name(x.dtype), "; it takes float32, bfloat16 or FP8");
+  OCTET_CHECK(x.col_stride == 1 || x.row_stride == 1, "matmul: the blocked GEMM's ", name,
+              " is neither row- nor column-major (strides ", x.row_stride, ", ", x.col_stride, ")");
+}
+
+}  // namespace
+
+bool BlockedGemmAvailable() { return enabled.load(std::memory_order_relaxed) && ChosenIsa() != nullptr; }
+
+int64_t BlockedGemmCalls() { return calls.load(std::memory_order_relaxed); }
+
+void BlockedGemm(const BlockedGemmArgs& g) {
+  const Isa* isa_ptr = ChosenIsa();
+  OCTET_CHECK(isa_ptr != nullptr, "matmul: the blocked GEMM needs AVX2 and FMA, which this CPU lacks");
+  const Isa& isa = *isa_ptr;
+  CheckOperand(g.a, "a");
+  CheckOperand(g.b, "b");
+  OCTET_CHECK(!g.b_round_bf16 || g.b.dtype == DType::kFloat32, "matmul: b_round_bf16 needs an f32 b");
+  OCTET_CHECK(g.out_dtype == DType::kFloat32 || g.out_dtype == DType::kBFloat16,
+              "matmul: the blocked GEMM writes float32 or bfloat16, not ", Name(g.out_dtype));
+  calls.fetch_add(1, std::memory_order_relaxed);
+  if (g.m <= 0 || g.n <= 0) return;
+  OCTET_CHECK(g.k > 0, "matmul: the blocked GEMM needs k > 0");
+  const int mr = isa.mr, nr = isa.nr;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const PackedB pb{Buffers().packed_b.Get((n + nr - 1) / nr * nr * k), (n + nr - 1) / nr};
+  const int64_t kblocks = (k + kKc - 1) / kKc;
+  const int64_t bgroups = g.b.col_stride == 1 ? (n + kBGroup - 1) / kBGroup : pb.panels;
+  const bool f32_out = g.out_dtype == DType::kFloat32;
+  // Small products run on the calling thread (a region's fork and join
+  // costs more than they do: NOTE [fork-join cost] in loops.h).
+  const int max_threads = omp_in_parallel() || m * n * k < (int64_t{1} << 21) ? 1 : omp_get_max_threads();
+  // Tasks: row tiles x column tiles, cut in whole panels as evenly as can be,
+  // their number a multiple of the thread count where that is possible.
+  const int64_t row_panels = (m + mr - 1) / mr;
+  const int64_t ntiles = (pb.panels * nr + kNcMax - 1) / kNcMax;
+  int64_t mtiles = std::max<int64_t>(1, (m + kMcTarget / 2) / kMcTarget);
+  if (max_threads > 1) {
+    const int64_t t = max_threads;
+    const int64_t tasks0 = (mtiles * ntiles + t - 1) / t * t;
+    if (tasks0 % ntiles == 0) mtiles = tasks0 / ntiles;
+  }
+  mtiles = std::min(mtiles, row_panels);
+  const int64_t tasks = mtiles * ntiles;
+  const int64_t mc_max = (row_panels + mtiles - 1) / mtiles * mr;
+  const int64_t nc_max = (pb.panels + ntiles - 1) / ntiles * nr;
+  const int threads = static_cast<int>(std::min<int64_t>(max_threads, tasks));
+  std::atomic<int64_t> next_task{0};
+#pragma omp parallel num_threads(threads)
+  {
+    ThreadBuffers& buffers = Buffers();
+    float* widen = buffers.widen.Get(std::max<int64_t>({kMaxNr * kKc, kBGroup, mc_max, kMaxMr * kKc}));
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < kblocks * bgroups; ++item) {
+      const int64_t p0 = item / bgroups * kKc;
+      PackBItem(isa, g, pb, p0, std::min(kKc, k - p0), item % bgroups, widen);
+    }
+    // (the loop's barrier: B is packed)
+    float* packed_a = buffers.packed_a.Get(mc_max * kKc);
+    float* partial = f32_out ? nullptr : buffers.partial.Get(mc_max * nc_max);
+    for (int64_t task = next_task.fetch_add(1, std::memory_order_relaxed); task < tasks;
+         task = next_task.fetch_add(1, std::memory_order_relaxed)) {
+      const int64_t ti = task / ntiles, tj = task % ntiles;
+      const int64_t i0 = row_panels * ti / mtiles * mr, i1 = std::min(m, row_panels * (ti + 1) / mtiles * mr);
+      const int64_t j0 = pb.panels * tj / ntiles * nr, j1 = std::min(n, pb.panels * (tj + 1) / ntiles * nr);
+      const int64_t mc = i1 - i0, nc = j1 - j0;
+      // The f32 sums of this task's block: the output itself, or `partial`.
+      float* c = f32_out ? static_cast<float*>(g.out) + i0 * g.out_row_stride + j0 : partial;
+      const int64_t ldc = f32_out ? g.out_row_stride : nc_max;
+      for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+        const int64_t kc = std::min(kKc, k - p0);
+        const bool last = p0 + kc == k;
+        PackA(isa, g.a, i0, mc, p0, kc, packed_a, widen);
+        for (int64_t jr = j0 / nr; jr * nr < j0 + nc; ++jr) {
+          const int64_t jt = jr * nr - j0;  // the tile's first column within the block
+          const float* bpanel = pb.Panel(p0, kc, jr, nr);
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            TileOut o{c + ir * ldc + jt,
+                      ldc,
+                      static_cast<int>(std::min<int64_t>(mr, mc - ir)),
+                      static_cast<int>(std::min<int64_t>(nr, nc - jt)),
+                      p0 > 0,
+                      last && g.has_scale ? &g.scale : nullptr,
+                      last && g.bias != nullptr ? g.bias + j0 + jt : nullptr,
+                      ir + mr >= mc && (jr + 1) * nr < j1 ? pb.Panel(p0, kc, jr + 1, nr) : nullptr};
+            isa.kernel(kc, packed_a + ir * kc, bpanel, o);
+          }
+        }
+      }
+      if (!f32_out) {
+        uint16_t* out = static_cast<uint16_t*>(g.out);
+        for (int64_t i = 0; i < mc; ++i) FloatToBf16Row(partial + i * nc_max, out + (i0 + i) * g.out_row_stride + j0, nc);
+      }
+    }
+  }
+}
+
+#else  // not x86-64
+
+bool BlockedGemmAvailable() { return false; }
+int64_t BlockedGemmCalls() { return 0; }
+void BlockedGemm(const BlockedGemmArgs&) { OCTET_FAIL("matmul: the blocked GEMM runs only on x86-64"); }
+
+#endif
+
+}  // namespace octet::cpu
+
+namespace octet::internal {
+void SetBlockedGemmAvx2ForTesting(bool avx2) {
+#if OCTET_BLOCKED_GEMM_X86
+  cpu::force_avx2.store(avx2, std::memory_order_relaxed);
+#else
+  (void)avx2;
+#endif
+}
+void SetBlockedGemmEnabledForTesting(bool on) {
+#if OCTET_BLOCKED_GEMM_X86
+  cpu::enabled.store(on, std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
+}
+}  // namespace octet::internal
