@@ -1,32 +1,55 @@
 // NOTE [blocked gemm]: the FP32-FMA path (NOTE [CPU GEMM path] in
 // ops/cpu_gemm_path.h) runs BF16 and FP8 GEMMs on FP32 FMAs. Through
-// oneDNN 2.6 that cost two passes of their own around every GEMM: its f32
-// matmul reads only f32 and writes only f32, so A was widened into a buffer
-// first and a bf16 output narrowed from an f32 one after (NOTE [FP32-FMA
-// path costs] in matmul_cpu.cc), which made O2 and O1 slower than O0 on
-// every CPU that takes this path. This GEMM widens its operands while it
-// packs them and scales, biases and narrows its output while it stores it,
-// so a bf16 GEMM on this path reads and writes what an f32 one does, in
-// half the bytes.
+// oneDNN 2.6 that takes two buffers and two passes of their own around
+// every GEMM: its f32 matmul reads only f32 and writes only f32, so A is
+// widened into an f32 copy first and a bf16 output narrowed from an f32 one
+// after (NOTE [FP32-FMA path costs] in matmul_cpu.cc). This GEMM widens its
+// operands while it packs them and scales, biases and narrows its output
+// while it stores it: what issue 12 asks of the path ("widening to FP32
+// while packing").
 //
-// Its structure is the classic one of BLIS (Goto's algorithm): B is packed
-// once per call, in kc-deep blocks of nr-wide column panels ([block][panel]
-// [k][nr], zero-padded), by all threads together; each task then takes mc
-// rows x nc columns of the output, packs its A rows kc columns at a time
-// into mr-row panels ([panel][k][mr]) and runs the register-tile kernel on
-// every (row panel, column panel) pair, the B panel (kc x nr floats, 32
-// KiB) staying in L1 while the A block (mc x kc) streams from L2. Tasks are
-// claimed from a shared counter, so a thread on a slower vCPU takes fewer
-// (NOTE [balanced split] in loops.h). Blocks after the first add to the
-// output's f32 partial sums (the output itself when it is f32, a per-task
-// f32 buffer when it is bf16); the last block's store applies the scale and
-// the bias and, for a bf16 output, the rounding (FloatToBf16Row's, so the
-// bits equal rounding this GEMM's f32 result). Every output element is
-// summed over k in one fixed order, whatever the thread count and the task
-// each thread takes.
+// Structure: Goto's algorithm as BLIS has it. B is packed once per call,
+// in kKc-deep blocks of 32-column panels ([block][panel][k][32],
+// zero-padded), by all threads together; each task then takes a block of
+// output rows x up to kNcMax columns, packs its A rows kKc columns at a
+// time into 12-row panels ([panel][k][12]) and runs the register-tile
+// kernel (12 x 32: 24 zmm accumulators, two B vectors, A broadcast from
+// memory) on every (row panel, column panel) pair, column panel outer: the
+// B panel (48 KiB) stays in L1/L2 while the A block streams from L2, and
+// the kernel of a column's last row panel prefetches the next B panel.
+// Tasks are claimed from a shared counter, column block outer so that
+// consecutive tasks share their B block (NOTE [balanced split] in loops.h
+// for why not a fixed split). Blocks after the first add to the output's
+// f32 partial sums (the output itself when it is f32, a per-task buffer
+// when it is bf16); the last block's store applies the scale and the bias,
+// and a bf16 block is then rounded by FloatToBf16Row, so its bits are the
+// rounding of this GEMM's f32 result. Every output element is summed over
+// k in one fixed order, whatever the thread count.
 //
-// Register tiles: AVX-512 12 x 32 (24 zmm accumulators, two B vectors, A
-// broadcast from memory), AVX2 6 x 16 (12 ymm accumulators).
+// Measured (Zen 5 VM, 2 threads, 2026-11-27; the FP32-FMA path forced with
+// OCTET_CPU_GEMM=fp32; "before" is oneDNN's f32 matmul with the two
+// passes, OCTET_BENCH_FP32FMA_ONEDNN=1 / the */fp32fma_onednn benchmarks):
+// - the kernel alone (A and B in cache) runs at 215-220 GFLOP/s, 98-100 %
+//   of one thread's FP32 FMA peak; the whole GEMM at 0.90-1.00x oneDNN's
+//   f32 matmul speed (B column-major, f32; 0.92-0.99 at the GPT shapes);
+// - octet_matmul_bench */fp32fma against */fp32fma_onednn: 1.00-1.09x the
+//   time in a loop that keeps everything in cache;
+// - octet_train_step_bench, three alternating rounds: step time the same
+//   within the VM's noise (small O2 79.2 / 79.8 / 85.0 ms against 74.1 /
+//   83.3 / 80.9; wide O2 296 / 287 / 309 against 275 / 299 / 309), one
+//   process per wide config 1-2 % slower (284 / 285 / 294 against 280 /
+//   283 / 290 ms at O2 / O1 / O1 with FP8 state); peak RSS 26-28 MiB
+//   lower (wide O2 293 against 319 MiB, O1 322 against 350, O1 with FP8
+//   state 250 against 277): the f32 copy of A and the f32 output are gone.
+// So it is kept for the memory, at the speed of what it replaced; it does
+// not make O2 or O1 faster than O0 on this path (the widening and
+// narrowing arithmetic is still done, now inside the GEMM).
+//
+// AVX-512 only. A 6 x 16 AVX2 version (12 ymm accumulators, the same
+// packing) ran 8-12 % slower than oneDNN's gemm:jit plus the two passes
+// (octet_matmul_bench with ONEDNN_MAX_CPU_ISA=AVX2 OCTET_DISABLE_AVX512=1 on
+// the same Zen 5: 2048^3 91-93 against 83-84 ms), so CPUs without AVX-512
+// keep oneDNN; it was not measured on a real AVX2-only CPU.
 #include <octet/ops/cpu/blocked_gemm.h>
 
 #include <omp.h>
@@ -43,7 +66,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define OCTET_BLOCKED_GEMM_X86 1
-#define OCTET_AVX2_FMA_TARGET __attribute__((target("avx2,fma")))
 #include <octet/core/bf16_simd_internal.h>
 #else
 #define OCTET_BLOCKED_GEMM_X86 0
@@ -52,10 +74,8 @@
 namespace octet::cpu {
 
 #if OCTET_BLOCKED_GEMM_X86
-// Set by internal::SetBlockedGemmAvx2ForTesting.
-static std::atomic<bool> force_avx2{false};
 static std::atomic<int64_t> calls{0};
-static std::atomic<bool> enabled{true};
+static std::atomic<bool> enabled{true};  // internal::SetBlockedGemmEnabledForTesting
 
 namespace {
 
@@ -72,32 +92,25 @@ struct TileOut {
   const float* next_b;  // the B panel the next tile reads from another cache level, or null
 };
 
-// Kernel: c (+)= a (kc x mr panel, [k][mr]) · b (kc x nr panel, [k][nr]).
-using KernelFn = void (*)(int64_t kc, const float* a, const float* b, const TileOut& out);
-// Transpose: dst[t * ld + i] = rows[i][t] for i < nrows, 0 for nrows <= i < ld; t < len.
-using TransposeFn = void (*)(const float* const* rows, int nrows, int64_t len, float* dst, int ld);
-
-struct Isa {
-  int mr, nr;
-  KernelFn kernel;
-  TransposeFn transpose;
-};
-// Blocking (NOTE [blocked gemm sizes]).
+// The register tile: kMr rows x kNr columns of C.
+constexpr int kMr = 12, kNr = 32;
+// Blocking. Swept on the Zen 5 (kc 192-512, rows per task 48-192, columns
+// 256-3072; whole GEMM against oneDNN's f32 matmul): these were best or
+// within the noise of best at the GPT shapes.
 constexpr int64_t kKc = 384;      // k per block
 constexpr int64_t kMcTarget = 120;  // rows per task, about
 constexpr int64_t kNcMax = 768;   // columns per task, at most
 constexpr int64_t kBGroup = 256;  // columns of a row-major B widened per pass
-constexpr int kMaxMr = 12, kMaxNr = 32;
 
-// ---- AVX-512 --------------------------------------------------------------------------
+// ---- kernels (AVX-512) --------------------------------------------------------------------------
 
 OCTET_AVX512_TARGET inline __mmask16 LaneMask16(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
 }
 
-OCTET_AVX512_TARGET void KernelAvx512(int64_t kc, const float* __restrict a, const float* __restrict b,
-                                      const TileOut& o) {
-  constexpr int kMr = 12;
+// c (+)= a (a kc x 12 panel, [k][12]) · b (a kc x 32 panel, [k][32]), then
+// TileOut's epilogue.
+OCTET_AVX512_TARGET void Kernel(int64_t kc, const float* __restrict a, const float* __restrict b, const TileOut& o) {
   // The partial sums come from L2 or L3: ask for them now, so they are in
   // L1 when the k loop is done.
   if (o.accumulate)
@@ -175,7 +188,9 @@ OCTET_AVX512_TARGET inline void Transpose16x16(__m512 r[16]) {
   }
 }
 
-OCTET_AVX512_TARGET void TransposeAvx512(const float* const* rows, int nrows, int64_t len, float* dst, int ld) {
+// dst[t * ld + i] = rows[i][t] for i < nrows, 0 for nrows <= i < ld; t < len.
+// ld is a multiple of 4 (masked 16-lane stores).
+OCTET_AVX512_TARGET void Transpose(const float* const* rows, int nrows, int64_t len, float* dst, int ld) {
   for (int g = 0; g < ld; g += 16) {
     const __mmask16 store_mask = LaneMask16(ld - g);
     for (int64_t t0 = 0; t0 < len; t0 += 16) {
@@ -188,107 +203,6 @@ OCTET_AVX512_TARGET void TransposeAvx512(const float* const* rows, int nrows, in
       for (int t = 0; t < tl; ++t) _mm512_mask_storeu_ps(dst + (t0 + t) * ld + g, store_mask, r[t]);
     }
   }
-}
-
-// ---- AVX2 -----------------------------------------------------------------------------
-
-// Lanes [0, n) of 8 set, for maskload / maskstore.
-OCTET_AVX2_FMA_TARGET inline __m256i LaneMask8(int n) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(n, 0, 8)), idx);
-}
-
-OCTET_AVX2_FMA_TARGET void KernelAvx2(int64_t kc, const float* __restrict a, const float* __restrict b,
-                                      const TileOut& o) {
-  constexpr int kMr = 6;
-  if (o.accumulate)  // as in KernelAvx512
-    for (int i = 0; i < o.rows; ++i) _mm_prefetch(reinterpret_cast<const char*>(o.c + i * o.ldc), _MM_HINT_T0);
-  __m256 acc0[kMr], acc1[kMr];
-#pragma GCC unroll 6
-  for (int i = 0; i < kMr; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(b + k * 16), b1 = _mm256_load_ps(b + k * 16 + 8);
-    _mm_prefetch(reinterpret_cast<const char*>(b + k * 16 + 128), _MM_HINT_T0);
-#pragma GCC unroll 6
-    for (int i = 0; i < kMr; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + k * kMr + i);
-      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
-    }
-  }
-  const __m256i m0 = LaneMask8(o.cols), m1 = LaneMask8(o.cols - 8);
-  const __m256 scale = _mm256_set1_ps(o.scale != nullptr ? *o.scale : 1.0f);
-  const __m256 bias0 = o.bias != nullptr ? _mm256_maskload_ps(o.bias, m0) : _mm256_setzero_ps();
-  const __m256 bias1 = o.bias != nullptr ? _mm256_maskload_ps(o.bias + 8, m1) : _mm256_setzero_ps();
-#pragma GCC unroll 6
-  for (int i = 0; i < kMr; ++i) {
-    if (i >= o.rows) break;
-    float* c = o.c + i * o.ldc;
-    __m256 v0 = acc0[i], v1 = acc1[i];
-    if (o.accumulate) {
-      v0 = _mm256_add_ps(v0, _mm256_maskload_ps(c, m0));
-      v1 = _mm256_add_ps(v1, _mm256_maskload_ps(c + 8, m1));
-    }
-    if (o.scale != nullptr) {
-      v0 = _mm256_mul_ps(v0, scale);
-      v1 = _mm256_mul_ps(v1, scale);
-    }
-    if (o.bias != nullptr) {
-      v0 = _mm256_add_ps(v0, bias0);
-      v1 = _mm256_add_ps(v1, bias1);
-    }
-    _mm256_maskstore_ps(c, m0, v0);
-    _mm256_maskstore_ps(c + 8, m1, v1);
-  }
-}
-
-OCTET_AVX2_FMA_TARGET inline void Transpose8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
-OCTET_AVX2_FMA_TARGET void TransposeAvx2(const float* const* rows, int nrows, int64_t len, float* dst, int ld) {
-  for (int g = 0; g < ld; g += 8) {
-    const __m256i store_mask = LaneMask8(ld - g);
-    for (int64_t t0 = 0; t0 < len; t0 += 8) {
-      const int tl = static_cast<int>(std::min<int64_t>(8, len - t0));
-      const __m256i load_mask = LaneMask8(tl);
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i)
-        r[i] = g + i < nrows ? _mm256_maskload_ps(rows[g + i] + t0, load_mask) : _mm256_setzero_ps();
-      Transpose8x8(r);
-      for (int t = 0; t < tl; ++t) _mm256_maskstore_ps(dst + (t0 + t) * ld + g, store_mask, r[t]);
-    }
-  }
-}
-
-// ---- choice ---------------------------------------------------------------------------
-
-
-bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-const Isa* ChosenIsa() {
-  static const Isa kAvx512{12, 32, &KernelAvx512, &TransposeAvx512};
-  static const Isa kAvx2{6, 16, &KernelAvx2, &TransposeAvx2};
-  if (UseAvx512Kernels() && !force_avx2.load(std::memory_order_relaxed)) return &kAvx512;
-  if (HasAvx2Fma()) return &kAvx2;
-  return nullptr;
 }
 
 // ---- packing ----------------------------------------------------------------------------
@@ -356,15 +270,15 @@ ThreadBuffers& Buffers() {
 }
 
 // A's rows [i0, i0 + mc) x columns [p0, p0 + kc) as mr-row panels [panel][k][mr].
-void PackA(const Isa& isa, const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out,
+void PackA(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out,
            float* tmp) {
-  const int mr = isa.mr;
+  constexpr int mr = kMr;
   if (a.col_stride == 1) {  // row-major: each row's run widened, then transposed
-    const float* rows[kMaxMr];
+    const float* rows[kMr];
     for (int64_t ir = 0; ir < mc; ir += mr) {
       const int nrows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
       for (int i = 0; i < nrows; ++i) rows[i] = RunOf(At(a, i0 + ir + i, p0), a.dtype, false, kc, tmp + i * kc);
-      isa.transpose(rows, nrows, kc, out + ir * kc, mr);
+      Transpose(rows, nrows, kc, out + ir * kc, mr);
     }
     return;
   }
@@ -383,15 +297,15 @@ void PackA(const Isa& isa, const GemmOperand& a, int64_t i0, int64_t mc, int64_t
 struct PackedB {
   float* data;
   int64_t panels;  // ceil(n / nr)
-  // The panel (kc x nr, [k][nr]) of columns [jr * nr, ...) in the block starting at row p0.
-  const float* Panel(int64_t p0, int64_t kc, int64_t jr, int nr) const { return data + p0 * panels * nr + jr * kc * nr; }
+  // The panel (kc x kNr, [k][kNr]) of columns [jr * kNr, ...) in the block of rows [p0, p0 + kc).
+  float* Panel(int64_t p0, int64_t kc, int64_t jr) const { return data + (p0 * panels + jr * kc) * kNr; }
 };
 
 // One pack-B work item: rows [p0, p0 + kc) and the columns of panel group
 // `group` (row-major b: kBGroup columns; column-major: one panel).
-void PackBItem(const Isa& isa, const BlockedGemmArgs& g, const PackedB& pb, int64_t p0, int64_t kc, int64_t group,
+void PackBItem(const BlockedGemmArgs& g, const PackedB& pb, int64_t p0, int64_t kc, int64_t group,
                float* tmp) {
-  const int nr = isa.nr;
+  constexpr int nr = kNr;
   const GemmOperand& b = g.b;
   if (b.col_stride == 1) {  // row-major: each row's run widened, then cut into panels
     const int64_t j0 = group * kBGroup, w = std::min<int64_t>(kBGroup, g.n - j0);
@@ -399,7 +313,7 @@ void PackBItem(const Isa& isa, const BlockedGemmArgs& g, const PackedB& pb, int6
       const float* row = RunOf(At(b, p0 + k, j0), b.dtype, g.b_round_bf16, w, tmp);
       for (int64_t j = 0; j < w; j += nr) {
         const int64_t cols = std::min<int64_t>(nr, w - j);
-        float* dst = const_cast<float*>(pb.Panel(p0, kc, (j0 + j) / nr, nr)) + k * nr;
+        float* dst = pb.Panel(p0, kc, (j0 + j) / nr) + k * nr;
         std::memcpy(dst, row + j, static_cast<size_t>(cols) * sizeof(float));
         for (int64_t c = cols; c < nr; ++c) dst[c] = 0.0f;
       }
@@ -409,9 +323,9 @@ void PackBItem(const Isa& isa, const BlockedGemmArgs& g, const PackedB& pb, int6
   // column-major: each column's run widened, then transposed into the panel
   const int64_t j0 = group * nr;
   const int ncols = static_cast<int>(std::min<int64_t>(nr, g.n - j0));
-  const float* cols[kMaxNr];
+  const float* cols[kNr];
   for (int j = 0; j < ncols; ++j) cols[j] = RunOf(At(b, p0, j0 + j), b.dtype, g.b_round_bf16, kc, tmp + j * kc);
-  isa.transpose(cols, ncols, kc, const_cast<float*>(pb.Panel(p0, kc, group, nr)), nr);
+  Transpose(cols, ncols, kc, pb.Panel(p0, kc, group), nr);
 }
 
 void CheckOperand(const GemmOperand& x, const char* name) {
@@ -423,14 +337,12 @@ void CheckOperand(const GemmOperand& x, const char* name) {
 
 }  // namespace
 
-bool BlockedGemmAvailable() { return enabled.load(std::memory_order_relaxed) && ChosenIsa() != nullptr; }
+bool BlockedGemmAvailable() { return enabled.load(std::memory_order_relaxed) && UseAvx512Kernels(); }
 
 int64_t BlockedGemmCalls() { return calls.load(std::memory_order_relaxed); }
 
 void BlockedGemm(const BlockedGemmArgs& g) {
-  const Isa* isa_ptr = ChosenIsa();
-  OCTET_CHECK(isa_ptr != nullptr, "matmul: the blocked GEMM needs AVX2 and FMA, which this CPU lacks");
-  const Isa& isa = *isa_ptr;
+  OCTET_CHECK(UseAvx512Kernels(), "matmul: the blocked GEMM needs AVX-512, which this CPU lacks or has disabled");
   CheckOperand(g.a, "a");
   CheckOperand(g.b, "b");
   OCTET_CHECK(!g.b_round_bf16 || g.b.dtype == DType::kFloat32, "matmul: b_round_bf16 needs an f32 b");
@@ -439,7 +351,7 @@ void BlockedGemm(const BlockedGemmArgs& g) {
   calls.fetch_add(1, std::memory_order_relaxed);
   if (g.m <= 0 || g.n <= 0) return;
   OCTET_CHECK(g.k > 0, "matmul: the blocked GEMM needs k > 0");
-  const int mr = isa.mr, nr = isa.nr;
+  constexpr int mr = kMr, nr = kNr;
   const int64_t m = g.m, n = g.n, k = g.k;
   const PackedB pb{Buffers().packed_b.Get((n + nr - 1) / nr * nr * k), (n + nr - 1) / nr};
   const int64_t kblocks = (k + kKc - 1) / kKc;
@@ -467,18 +379,18 @@ void BlockedGemm(const BlockedGemmArgs& g) {
 #pragma omp parallel num_threads(threads)
   {
     ThreadBuffers& buffers = Buffers();
-    float* widen = buffers.widen.Get(std::max<int64_t>({kMaxNr * kKc, kBGroup, mc_max, kMaxMr * kKc}));
+    float* widen = buffers.widen.Get(std::max<int64_t>({kNr * kKc, kBGroup, mc_max}));
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < kblocks * bgroups; ++item) {
       const int64_t p0 = item / bgroups * kKc;
-      PackBItem(isa, g, pb, p0, std::min(kKc, k - p0), item % bgroups, widen);
+      PackBItem(g, pb, p0, std::min(kKc, k - p0), item % bgroups, widen);
     }
     // (the loop's barrier: B is packed)
     float* packed_a = buffers.packed_a.Get(mc_max * kKc);
     float* partial = f32_out ? nullptr : buffers.partial.Get(mc_max * nc_max);
     for (int64_t task = next_task.fetch_add(1, std::memory_order_relaxed); task < tasks;
          task = next_task.fetch_add(1, std::memory_order_relaxed)) {
-      const int64_t ti = task / ntiles, tj = task % ntiles;
+      const int64_t ti = task % mtiles, tj = task / mtiles;  // column tile outer: consecutive tasks share a B block
       const int64_t i0 = row_panels * ti / mtiles * mr, i1 = std::min(m, row_panels * (ti + 1) / mtiles * mr);
       const int64_t j0 = pb.panels * tj / ntiles * nr, j1 = std::min(n, pb.panels * (tj + 1) / ntiles * nr);
       const int64_t mc = i1 - i0, nc = j1 - j0;
@@ -488,10 +400,10 @@ void BlockedGemm(const BlockedGemmArgs& g) {
       for (int64_t p0 = 0; p0 < k; p0 += kKc) {
         const int64_t kc = std::min(kKc, k - p0);
         const bool last = p0 + kc == k;
-        PackA(isa, g.a, i0, mc, p0, kc, packed_a, widen);
+        PackA(g.a, i0, mc, p0, kc, packed_a, widen);
         for (int64_t jr = j0 / nr; jr * nr < j0 + nc; ++jr) {
           const int64_t jt = jr * nr - j0;  // the tile's first column within the block
-          const float* bpanel = pb.Panel(p0, kc, jr, nr);
+          const float* bpanel = pb.Panel(p0, kc, jr);
           for (int64_t ir = 0; ir < mc; ir += mr) {
             TileOut o{c + ir * ldc + jt,
                       ldc,
@@ -500,8 +412,8 @@ void BlockedGemm(const BlockedGemmArgs& g) {
                       p0 > 0,
                       last && g.has_scale ? &g.scale : nullptr,
                       last && g.bias != nullptr ? g.bias + j0 + jt : nullptr,
-                      ir + mr >= mc && (jr + 1) * nr < j1 ? pb.Panel(p0, kc, jr + 1, nr) : nullptr};
-            isa.kernel(kc, packed_a + ir * kc, bpanel, o);
+                      ir + mr >= mc && (jr + 1) * nr < j1 ? pb.Panel(p0, kc, jr + 1) : nullptr};
+            Kernel(kc, packed_a + ir * kc, bpanel, o);
           }
         }
       }
@@ -524,13 +436,6 @@ void BlockedGemm(const BlockedGemmArgs&) { OCTET_FAIL("matmul: the blocked GEMM 
 }  // namespace octet::cpu
 
 namespace octet::internal {
-void SetBlockedGemmAvx2ForTesting(bool avx2) {
-#if OCTET_BLOCKED_GEMM_X86
-  cpu::force_avx2.store(avx2, std::memory_order_relaxed);
-#else
-  (void)avx2;
-#endif
-}
 void SetBlockedGemmEnabledForTesting(bool on) {
 #if OCTET_BLOCKED_GEMM_X86
   cpu::enabled.store(on, std::memory_order_relaxed);

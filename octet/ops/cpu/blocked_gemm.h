@@ -36,13 +36,14 @@ struct BlockedGemmArgs {
   int64_t out_row_stride = 0;
 };
 
-// Whether BlockedGemm has a kernel for this CPU (x86-64 with AVX2 and FMA,
-// or AVX-512 F/BW/DQ/VL).
+// Whether the FP32-FMA path runs its 2-D GEMMs here: on x86-64 with the
+// AVX-512 kernels in use (UseAvx512Kernels() in ops/cpu/isa.h). Without
+// AVX-512 it stays on oneDNN (NOTE [blocked gemm]).
 bool BlockedGemmAvailable();
 
 // Runs the GEMM on the OpenMP threads. Each output element is accumulated
 // in the same order whatever the thread count. Throws octet::Error for an
-// operand layout or dtype it does not take.
+// operand layout or dtype it does not take, or without AVX-512.
 void BlockedGemm(const BlockedGemmArgs& args);
 
 // BlockedGemm calls since the process started (MatmulCacheStats::blocked).
@@ -51,9 +52,6 @@ int64_t BlockedGemmCalls();
 }  // namespace octet::cpu
 
 namespace octet::internal {
-// Tests: force the blocked GEMM's AVX2 kernels (true) or the CPU's own
-// choice (false).
-void SetBlockedGemmAvx2ForTesting(bool avx2);
 // Tests and benchmarks: with false, BlockedGemmAvailable() says no, so the
 // FP32-FMA path runs oneDNN's f32 matmul between its widening and narrowing
 // passes (the path before the blocked GEMM, measured side by side with it).

@@ -272,8 +272,13 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 // exactly to f32 (in their own layouts, so transposed views stay transposed),
 // the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
 //
-// NOTE [FP32-FMA path costs]: what this path pays over an f32 GEMM is the
-// pass that widens A and the pass that narrows a bf16 output. Timed per
+// NOTE [FP32-FMA path costs]: what this path pays over an f32 GEMM through
+// oneDNN is the pass that widens A and the pass that narrows a bf16 output.
+// (Since 2026-11-27 its 2-D GEMMs run on octet's blocked GEMM where AVX-512
+// is in use, which does both inside the GEMM, at the same speed and 26-28
+// MiB less peak memory on the wide model: NOTE [blocked gemm] in
+// blocked_gemm.cc. What follows is the oneDNN form, which batched products
+// and CPUs without AVX-512 still take.) Timed per
 // parallel region in a small GPT step at O2 (OCTET_CPU_GEMM=fp32, Zen 5, 2
 // threads, 2026-11-25; an LD_PRELOAD wrapper around libgomp's GOMP_parallel
 // summing the time of each region's function): narrowing 5.6 ms and
