@@ -58,6 +58,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
@@ -376,19 +377,32 @@ void BlockedGemm(const BlockedGemmArgs& g) {
   const int64_t nc_max = (pb.panels + ntiles - 1) / ntiles * nr;
   const int threads = static_cast<int>(std::min<int64_t>(max_threads, tasks));
   std::atomic<int64_t> next_task{0};
+  // An exception must not leave an OpenMP region: a thread whose buffers
+  // cannot be allocated (the only thing that can throw once the arguments
+  // are checked) records it, every thread still meets the packing loop's
+  // barrier, and the error is rethrown after the region.
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
 #pragma omp parallel num_threads(threads)
   {
-    ThreadBuffers& buffers = Buffers();
-    float* widen = buffers.widen.Get(std::max<int64_t>({kNr * kKc, kBGroup, mc_max}));
+    float *widen = nullptr, *packed_a = nullptr, *partial = nullptr;
+    try {
+      ThreadBuffers& buffers = Buffers();
+      widen = buffers.widen.Get(std::max<int64_t>({kNr * kKc, kBGroup, mc_max}));
+      packed_a = buffers.packed_a.Get(mc_max * kKc);
+      partial = f32_out ? nullptr : buffers.partial.Get(mc_max * nc_max);
+    } catch (...) {
+#pragma omp critical(octet_blocked_gemm_error)
+      if (!error) error = std::current_exception();
+      failed.store(true);
+    }
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < kblocks * bgroups; ++item) {
       const int64_t p0 = item / bgroups * kKc;
-      PackBItem(g, pb, p0, std::min(kKc, k - p0), item % bgroups, widen);
+      if (widen != nullptr) PackBItem(g, pb, p0, std::min(kKc, k - p0), item % bgroups, widen);
     }
-    // (the loop's barrier: B is packed)
-    float* packed_a = buffers.packed_a.Get(mc_max * kKc);
-    float* partial = f32_out ? nullptr : buffers.partial.Get(mc_max * nc_max);
-    for (int64_t task = next_task.fetch_add(1, std::memory_order_relaxed); task < tasks;
+    // (the loop's barrier: B is packed, or failed is set)
+    for (int64_t task = failed.load() ? tasks : next_task.fetch_add(1, std::memory_order_relaxed); task < tasks;
          task = next_task.fetch_add(1, std::memory_order_relaxed)) {
       const int64_t ti = task % mtiles, tj = task / mtiles;  // column tile outer: consecutive tasks share a B block
       const int64_t i0 = row_panels * ti / mtiles * mr, i1 = std::min(m, row_panels * (ti + 1) / mtiles * mr);
@@ -423,6 +437,7 @@ void BlockedGemm(const BlockedGemmArgs& g) {
       }
     }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 #else  // not x86-64
