@@ -220,6 +220,39 @@ TEST_F(BlockedGemmTest, RoundsAnF32BToBf16Values) {
   }
 }
 
+// The bf16 output is rounded in registers: ties to even, NaN to the
+// canonical NaN, infinities, overflow to infinity and subnormals as
+// FloatToBf16Bits does it (out = a · 1 with k = 1 passes each value through).
+TEST_F(BlockedGemmTest, RoundsSpecialValuesAsFloatToBf16Bits) {
+  const float kTiny = 1e-40f;  // an f32 subnormal
+  const std::vector<float> specials = {
+      1.0f + 0x1p-8f,            1.0f + 3 * 0x1p-8f,        -(1.0f + 0x1p-8f),  1.0f + 0x1p-8f + 0x1p-20f,
+      std::nanf(""),             -std::nanf(""),            INFINITY,           -INFINITY,
+      3.4028235e38f,             -3.4028235e38f,            kTiny,              -kTiny,
+      0.0f,                      1.0f + 0x1p-7f + 0x1p-8f,  1.17549435e-38f,    65504.0f};  // (-0 sums to +0)
+  const int64_t m = static_cast<int64_t>(specials.size()) * 3, n = 37;  // edge rows and columns too
+  std::vector<float> a(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) a[static_cast<size_t>(i)] = specials[static_cast<size_t>(i) % specials.size()];
+  std::vector<float> b(static_cast<size_t>(n), 1.0f);
+  std::vector<uint16_t> out(static_cast<size_t>(m * n));
+  BlockedGemmArgs g;
+  g.m = m, g.n = n, g.k = 1;
+  g.a = {a.data(), DType::kFloat32, 1, 1};
+  g.b = {b.data(), DType::kFloat32, n, 1};
+  g.out = out.data(), g.out_dtype = DType::kBFloat16, g.out_row_stride = n;
+  BlockedGemm(g);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const uint16_t want = FloatToBf16Bits(a[static_cast<size_t>(i)]);
+      const uint16_t got = out[static_cast<size_t>(i * n + j)];
+      if (got != want) {
+        if (++bad <= 5) ADD_FAILURE() << "row " << i << " (" << a[static_cast<size_t>(i)] << "): got 0x" << std::hex << got << ", want 0x" << want;
+      }
+    }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST_F(BlockedGemmTest, RejectsWhatItCannotRead) {
   std::vector<float> a(64, 1.0f), b(64, 1.0f), out(64);
   BlockedGemmArgs g;

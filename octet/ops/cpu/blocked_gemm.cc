@@ -21,9 +21,10 @@
 // consecutive tasks share their B block (NOTE [balanced split] in loops.h
 // for why not a fixed split). Blocks after the first add to the output's
 // f32 partial sums (the output itself when it is f32, a per-task buffer
-// when it is bf16); the last block's store applies the scale and the bias,
-// and a bf16 block is then rounded by FloatToBf16Row, so its bits are the
-// rounding of this GEMM's f32 result. Every output element is summed over
+// when it is bf16); the last block's store applies the scale and the bias
+// and writes f32, or rounds in the registers to bf16 exactly as
+// FloatToBf16Bits does, so a bf16 output's bits are the rounding of this
+// GEMM's f32 result. Every output element is summed over
 // k in one fixed order, whatever the thread count.
 //
 // Measured (Zen 5 VM, 2 threads, 2026-11-27; the FP32-FMA path forced with
@@ -60,6 +61,7 @@
 #include <cstring>
 #include <exception>
 
+#include <octet/core/bfloat16.h>
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
 #include <octet/ops/cpu/isa.h>
@@ -91,6 +93,8 @@ struct TileOut {
   const float* scale;  // null: no scale
   const float* bias;   // bias of this tile's first column, or null
   const float* next_b;  // the B panel the next tile reads from another cache level, or null
+  uint16_t* c16;        // when set, the tile goes here as bf16 (row stride ldc16) instead of to c
+  int64_t ldc16;
 };
 
 // The register tile: kMr rows x kNr columns of C.
@@ -107,6 +111,16 @@ constexpr int64_t kBGroup = 256;  // columns of a row-major B widened per pass
 
 OCTET_AVX512_TARGET inline __mmask16 LaneMask16(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// FloatToBf16Bits of 16 lanes (round to nearest even, NaN -> the canonical
+// NaN, subnormals kept; core/bfloat16.h) as 16 words.
+OCTET_AVX512_TARGET inline __m256i NarrowToBf16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(kBf16CanonicalNaN));
+  return _mm512_cvtepi32_epi16(r);
 }
 
 // c (+)= a (a kc x 12 panel, [k][12]) · b (a kc x 32 panel, [k][32]), then
@@ -155,8 +169,14 @@ OCTET_AVX512_TARGET void Kernel(int64_t kc, const float* __restrict a, const flo
       v0 = _mm512_add_ps(v0, bias0);
       v1 = _mm512_add_ps(v1, bias1);
     }
-    _mm512_mask_storeu_ps(c, m0, v0);
-    _mm512_mask_storeu_ps(c + 16, m1, v1);
+    if (o.c16 != nullptr) {
+      uint16_t* c16 = o.c16 + i * o.ldc16;
+      _mm256_mask_storeu_epi16(c16, m0, NarrowToBf16(v0));
+      _mm256_mask_storeu_epi16(c16 + 16, m1, NarrowToBf16(v1));
+    } else {
+      _mm512_mask_storeu_ps(c, m0, v0);
+      _mm512_mask_storeu_ps(c + 16, m1, v1);
+    }
   }
 }
 
@@ -358,6 +378,7 @@ void BlockedGemm(const BlockedGemmArgs& g) {
   const int64_t kblocks = (k + kKc - 1) / kKc;
   const int64_t bgroups = g.b.col_stride == 1 ? (n + kBGroup - 1) / kBGroup : pb.panels;
   const bool f32_out = g.out_dtype == DType::kFloat32;
+  uint16_t* const out16 = f32_out ? nullptr : static_cast<uint16_t*>(g.out);
   // Small products run on the calling thread (a region's fork and join
   // costs more than they do: NOTE [fork-join cost] in loops.h).
   const int max_threads = omp_in_parallel() || m * n * k < (int64_t{1} << 21) ? 1 : omp_get_max_threads();
@@ -408,7 +429,8 @@ void BlockedGemm(const BlockedGemmArgs& g) {
       const int64_t i0 = row_panels * ti / mtiles * mr, i1 = std::min(m, row_panels * (ti + 1) / mtiles * mr);
       const int64_t j0 = pb.panels * tj / ntiles * nr, j1 = std::min(n, pb.panels * (tj + 1) / ntiles * nr);
       const int64_t mc = i1 - i0, nc = j1 - j0;
-      // The f32 sums of this task's block: the output itself, or `partial`.
+      // The f32 sums of this task's block: the output itself, or `partial`
+      // (a bf16 output takes the last block's sums from the registers).
       float* c = f32_out ? static_cast<float*>(g.out) + i0 * g.out_row_stride + j0 : partial;
       const int64_t ldc = f32_out ? g.out_row_stride : nc_max;
       for (int64_t p0 = 0; p0 < k; p0 += kKc) {
@@ -426,14 +448,12 @@ void BlockedGemm(const BlockedGemmArgs& g) {
                       p0 > 0,
                       last && g.has_scale ? &g.scale : nullptr,
                       last && g.bias != nullptr ? g.bias + j0 + jt : nullptr,
-                      ir + mr >= mc && (jr + 1) * nr < j1 ? pb.Panel(p0, kc, jr + 1) : nullptr};
+                      ir + mr >= mc && (jr + 1) * nr < j1 ? pb.Panel(p0, kc, jr + 1) : nullptr,
+                      last && !f32_out ? out16 + (i0 + ir) * g.out_row_stride + j0 + jt : nullptr,
+                      g.out_row_stride};
             Kernel(kc, packed_a + ir * kc, bpanel, o);
           }
         }
-      }
-      if (!f32_out) {
-        uint16_t* out = static_cast<uint16_t*>(g.out);
-        for (int64_t i = 0; i < mc; ++i) FloatToBf16Row(partial + i * nc_max, out + (i0 + i) * g.out_row_stride + j0, nc);
       }
     }
   }
