@@ -20,8 +20,7 @@
 // Counters: GFLOP/s (2·M·N·K per GEMM, wall-clock) and frac_of_peak, the
 // GEMM rate over the relevant peak (FP32 FMA for f32; for bf16 and fp8 the
 // peak of the path in use, NOTE [CPU GEMM path]). */fp32fma and */bf16dot
-// force a path; */fp32fma_onednn the FP32-FMA path on oneDNN's f32 matmul
-// instead of octet's blocked GEMM (NOTE [blocked gemm]). The machine is shared, so the peak is re-measured briefly before
+// force a path. The machine is shared, so the peak is re-measured briefly before
 // every GEMM benchmark and the highest peak seen so far is used: the
 // fraction is never flattered by a peak measured in a noisy moment.
 #include <benchmark/benchmark.h>
@@ -43,7 +42,6 @@
 #include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
-#include <octet/ops/cpu/blocked_gemm.h>
 #include <octet/ops/cpu/gemm_pack.h>
 
 namespace octet {
@@ -75,14 +73,11 @@ enum class GemmKind { kF32 = 0, kBf16 = 1, kFp8 = 2, kBf16Linear = 3, kFp8Linear
 void BM_Matmul(benchmark::State& state) {
   const GemmKind kind = static_cast<GemmKind>(state.range(0));
   const int64_t M = state.range(1), N = state.range(2), K = state.range(3);
-  // path 0: as chosen for this CPU; 1: BF16 dot products; 2: FP32 FMAs
-  // (NOTE [CPU GEMM path]) on octet's blocked GEMM; 3: FP32 FMAs on oneDNN's
-  // f32 matmul between a widening and a narrowing pass (NOTE [blocked gemm]).
+  // path 0: as chosen for this CPU; 1: BF16 dot products; 2: FP32 FMAs (NOTE [CPU GEMM path]).
   const int64_t path = state.range(4);
   internal::SetCpuGemmPathForTesting(path == 0 ? std::nullopt
                                                : std::optional<CpuGemmPath>(path == 1 ? CpuGemmPath::kBf16Dot
                                                                                       : CpuGemmPath::kFp32Fma));
-  internal::SetBlockedGemmEnabledForTesting(path != 3);
   const PeakKind peak_kind = kind == GemmKind::kF32 ? PeakKind::kFp32Fma : bench::LowPrecisionPeakKind();
   const double peak = BestPeak(peak_kind);
   const bool linear = kind == GemmKind::kBf16Linear || kind == GemmKind::kFp8Linear;
@@ -128,11 +123,8 @@ void BM_Matmul(benchmark::State& state) {
   // the kernels achieve while they run, whatever else shares the machine.
   state.counters["cpu_frac_of_peak"] = 2.0 * M * N * K * gemms / cpu_sec / bench::ThreadPeak(peak_kind);
   static const char* const kLabels[] = {"f32", "bf16", "fp8_e4m3xe4m3", "bf16 b=Wt", "fp8_e4m3xe4m3 b=Wt"};
-  state.SetLabel(std::string(kLabels[static_cast<int>(kind)]) +
-                 (kind == GemmKind::kF32 ? "" : std::string(" path=") + Name(ActiveCpuGemmPath())) +
-                 (path == 3 ? " onednn" : ""));
+  state.SetLabel(std::string(kLabels[static_cast<int>(kind)]) + (kind == GemmKind::kF32 ? "" : std::string(" path=") + Name(ActiveCpuGemmPath())));
   internal::SetCpuGemmPathForTesting(std::nullopt);
-  internal::SetBlockedGemmEnabledForTesting(true);
 }
 
 void GemmShapes(benchmark::internal::Benchmark* b, GemmKind kind, int64_t path = 0) {
@@ -151,11 +143,6 @@ BENCHMARK(BM_Matmul)->Name("Linear/fp8")->Apply([](benchmark::internal::Benchmar
 BENCHMARK(BM_Matmul)->Name("Matmul/bf16/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16, 2); });
 BENCHMARK(BM_Matmul)->Name("Matmul/fp8/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8, 2); });
 BENCHMARK(BM_Matmul)->Name("Linear/fp8/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8Linear, 2); });
-BENCHMARK(BM_Matmul)->Name("Linear/bf16/fp32fma")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16Linear, 2); });
-// The FP32-FMA path as it ran before the blocked GEMM: oneDNN's f32 matmul.
-BENCHMARK(BM_Matmul)->Name("Matmul/bf16/fp32fma_onednn")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16, 3); });
-BENCHMARK(BM_Matmul)->Name("Linear/bf16/fp32fma_onednn")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16Linear, 3); });
-BENCHMARK(BM_Matmul)->Name("Linear/fp8/fp32fma_onednn")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kFp8Linear, 3); });
 BENCHMARK(BM_Matmul)->Name("Matmul/bf16/bf16dot")->Apply([](benchmark::internal::Benchmark* b) { GemmShapes(b, GemmKind::kBf16, 1); });
 
 }  // namespace

@@ -40,10 +40,6 @@
 //   malloc_MiB     bytes malloc has handed out at the end (mallinfo2: heap
 //                  chunks in use plus mmap'd blocks): octet's small tensors
 //                  and the per-thread GEMM workspaces, oneDNN's buffers.
-// OCTET_BENCH_FP32FMA_ONEDNN=1 runs the FP32-FMA path's GEMMs (NOTE [CPU GEMM
-// path]; OCTET_CPU_GEMM=fp32 forces it) on oneDNN's f32 matmul between a
-// widening and a narrowing pass, as before octet's blocked GEMM (NOTE
-// [blocked gemm] in ops/cpu/blocked_gemm.cc), for side-by-side runs.
 // Timings on a shared machine are noisy: compare levels only within one run
 // (random interleaving and repetitions help) and read ratios.
 #include <benchmark/benchmark.h>
@@ -62,7 +58,6 @@
 #include <vector>
 
 #include "benchmarks/cpu_peak.h"
-#include <octet/ops/cpu/blocked_gemm.h>
 #include <octet/core/allocator.h>
 #include <octet/core/random.h>
 #include <octet/core/tensor.h>
@@ -120,8 +115,6 @@ Tensor RandomTokens(int64_t B, int64_t T, uint64_t seed) {
 }
 
 void BM_TrainStep(benchmark::State& state) {
-  const char* onednn = std::getenv("OCTET_BENCH_FP32FMA_ONEDNN");
-  internal::SetBlockedGemmEnabledForTesting(onednn == nullptr || std::string(onednn) != "1");
   const StepConfig& c = kConfigs[state.range(0)];
   const auto level = static_cast<nn::amp::Level>(state.range(1));
   const auto state_dtype = static_cast<optim::StateDType>(state.range(2));

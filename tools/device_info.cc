@@ -43,10 +43,6 @@ void PrintCpu() {
   std::printf("CPU GEMM path for bf16/fp8 operands: %s (%s)\n", octet::Name(info.path), info.reason.c_str());
   std::printf("  single-thread peaks: FP32 FMA %.1f GFLOP/s, BF16 dot product %.1f GFLOP/s%s\n",
               info.fp32_fma_gflops, info.bf16_dot_gflops, info.bf16_dot_gflops == 0.0 ? " (not available)" : "");
-  std::printf("  FP32-FMA path's 2-D GEMMs on %s\n",
-              info.fp32_blocked_gemm
-                  ? "octet's blocked GEMM (widening while packing, NOTE [blocked gemm])"
-                  : "oneDNN's f32 matmul between a widening and a narrowing pass (no AVX-512)");
   std::printf("  override with OCTET_CPU_GEMM=bf16|fp32|auto\n");
 }
 

@@ -39,11 +39,6 @@ struct CpuGemmPathInfo {
   double bf16_dot_gflops = 0.0;
   // Why this path: "OCTET_CPU_GEMM=fp32", "measured", "no AVX-512 BF16", ...
   std::string reason;
-  // Where the FP32-FMA path runs its 2-D GEMMs: octet's blocked GEMM, which
-  // widens operands while packing them (with AVX-512), or else oneDNN's f32
-  // matmul between a widening and a narrowing pass (NOTE [blocked gemm] in
-  // ops/cpu/blocked_gemm.cc). Read at each GetCpuGemmPath call.
-  bool fp32_blocked_gemm = false;
 };
 
 // The path for this process: decided at the first call (thread-safe), then

@@ -73,9 +73,7 @@ namespace cpu {
 // the process started (ClearMatmulCacheForTesting keeps them), primitives
 // made for a plain B where a packed one was asked for (NOTE [plain weights]
 // in ops/cpu/dnnl_gemm.cc), oneDNN reorders run to pack a B, and A operands
-// copied to a padded leading dimension (NOTE [column-major A]); and GEMMs
-// run on octet's own blocked GEMM instead (NOTE [blocked gemm] in
-// ops/cpu/blocked_gemm.cc).
+// copied to a padded leading dimension (NOTE [column-major A]).
 struct MatmulCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
@@ -83,7 +81,6 @@ struct MatmulCacheStats {
   int64_t plain_b = 0;
   int64_t b_reorders = 0;
   int64_t padded_a = 0;
-  int64_t blocked = 0;
 };
 MatmulCacheStats GetMatmulCacheStats();
 void ClearMatmulCacheForTesting();

@@ -20,7 +20,6 @@
 #include <octet/core/convert_testing.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
-#include <octet/ops/cpu/blocked_gemm.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/matmul.h>
@@ -207,25 +206,15 @@ TEST_P(GemmPathTest, ConvertedOperandIsReusedOnlyForTheSameBytes) {
 }
 
 TEST_P(GemmPathTest, PathDecidesWhichPrimitiveRuns) {
-  // On the f32 path a 2-D bf16 GEMM runs octet's blocked GEMM (NOTE [blocked
-  // gemm]), where it has a kernel, and a batched one oneDNN's f32 primitive:
-  // an f32 GEMM of the same geometry afterwards finds that in the cache. On
-  // the bf16 path both run oneDNN's bf16 primitives.
+  // On the f32 path a bf16 GEMM runs oneDNN's f32 primitive: an f32 GEMM of the
+  // same geometry afterwards finds it in the cache. On the bf16 path it does not.
   cpu::ClearMatmulCacheForTesting();
-  const bool widened = GetParam() == CpuGemmPath::kFp32Fma;
-  const bool blocked = widened && cpu::BlockedGemmAvailable();
   const Tensor a = RandomTensor({20, 12}, 1, DType::kBFloat16), b = RandomTensor({12, 8}, 2, DType::kBFloat16);
-  const cpu::MatmulCacheStats before = cpu::GetMatmulCacheStats();
   Matmul(a, b);
-  const cpu::MatmulCacheStats after_2d = cpu::GetMatmulCacheStats();
-  EXPECT_EQ(after_2d.blocked - before.blocked, blocked ? 1 : 0);
-  EXPECT_EQ(after_2d.misses - before.misses, blocked ? 0 : 1);
-  const Tensor a3 = RandomTensor({3, 20, 12}, 3, DType::kBFloat16), b3 = RandomTensor({3, 12, 8}, 4, DType::kBFloat16);
-  Matmul(a3, b3);
   const cpu::MatmulCacheStats after_bf16 = cpu::GetMatmulCacheStats();
-  EXPECT_EQ(after_bf16.blocked, after_2d.blocked) << "a batched GEMM stays on oneDNN";
-  Matmul(a3.To(DType::kFloat32), b3.To(DType::kFloat32));
+  Matmul(a.To(DType::kFloat32), b.To(DType::kFloat32));
   const cpu::MatmulCacheStats after_f32 = cpu::GetMatmulCacheStats();
+  const bool widened = GetParam() == CpuGemmPath::kFp32Fma;
   EXPECT_EQ(after_f32.hits - after_bf16.hits, widened ? 1 : 0);
   EXPECT_EQ(after_f32.misses - after_bf16.misses, widened ? 0 : 1);
 }
@@ -258,14 +247,6 @@ TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
     EXPECT_TRUE(MatchesReference(ScaledMatmul(a8, b8, DType::kFloat32), AsF64(a8), AsF64(b8), Tensor(), false))
         << "fp8, b transposed " << c.b_transposed;
   }
-  // The widened GEMMs above ran on the blocked GEMM (NOTE [blocked gemm]);
-  // O0's f32 ones are oneDNN's.
-  seed = 600;
-  for (const GemmCase& c : {GemmCase{{300, 70}, {70, 90}, false}, GemmCase{{300, 70}, {70, 90}, true}}) {
-    const Tensor a = RandomTensor(c.a, seed++, DType::kFloat32);
-    const Tensor b = MakeB(c, seed++, DType::kFloat32, -1, 1);
-    EXPECT_TRUE(MatchesReference(Matmul(a, b), a, b, Tensor(), false)) << "f32, b transposed " << c.b_transposed;
-  }
   const cpu::MatmulCacheStats after = cpu::GetMatmulCacheStats();
   internal::SetCpuGemmPathForTesting(std::nullopt);
   internal::ForceScalarConvertersForTesting(false);
@@ -276,12 +257,10 @@ TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
 // NOTE [column-major A] (ops/cpu/dnnl_gemm.cc): under oneDNN's gemm:jit (set
 // here with its ISA limited to AVX2, as an AVX2-only CPU runs it), a
 // column-major A whose leading dimension is a multiple of 2 KiB — a weight
-// gradient's dYᵀ — is copied to a padded one first (O0's f32), matching
-// float64, the copy counted; a leading dimension off that multiple, or a
-// row-major A, is not copied. The FP32-FMA path's bf16 and FP8 GEMMs run
-// on octet's blocked GEMM where it has a kernel (NOTE [blocked gemm]),
-// which reads such an A column by column and needs no copy. Own process,
-// as above.
+// gradient's dYᵀ — is copied to a padded one first: f32 (O0), bf16 widened
+// (the FP32-FMA path) and FP8 codes, each still matching float64, the copy
+// counted; a leading dimension off that multiple, or a row-major A, is not
+// copied. Own process, as above.
 TEST(CpuGemmPath, Avx2OneDnnPadsAColumnMajorAOnAliasingStrides) {
   if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success)
     GTEST_SKIP() << "oneDNN already made a primitive in this process (run it alone, as ctest does)";
@@ -297,13 +276,13 @@ TEST(CpuGemmPath, Avx2OneDnnPadsAColumnMajorAOnAliasingStrides) {
   const Tensor dy16 = dy.To(DType::kBFloat16), x16 = x.To(DType::kBFloat16);
   before = padded();
   EXPECT_TRUE(MatchesReference(Matmul(dy16.T(), x16), dy16.T(), x16, Tensor(), true)) << "bf16 widened";
-  EXPECT_EQ(padded() - before, cpu::BlockedGemmAvailable() ? 0 : 1) << "bf16 widened, leading dimension 512";
+  EXPECT_EQ(padded() - before, 1) << "bf16 widened, leading dimension 512";
   const Tensor dy8 = QuantizeCurrent(dy, DType::kFloat8E5M2), x8 = QuantizeCurrent(x, DType::kFloat8E4M3);
   before = padded();
   EXPECT_TRUE(MatchesReference(ScaledMatmul(dy8.T(), x8, DType::kFloat32), AsF64(dy8).T(), AsF64(x8), Tensor(),
                                false))
       << "fp8";
-  EXPECT_EQ(padded() - before, cpu::BlockedGemmAvailable() ? 0 : 1) << "fp8 widened, leading dimension 512";
+  EXPECT_EQ(padded() - before, 1) << "fp8 widened, leading dimension 512";
   // A leading dimension of 500 (2000 bytes), and a row-major A: as they are.
   const Tensor dz = RandomTensor({24, 500}, seed++, DType::kFloat32);
   before = padded();

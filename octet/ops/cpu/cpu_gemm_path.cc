@@ -14,7 +14,6 @@
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
 #include <octet/core/log.h>
-#include <octet/ops/cpu/blocked_gemm.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 namespace octet {
@@ -153,16 +152,11 @@ CpuGemmPathInfo GetCpuGemmPath() {
   CpuGemmPathInfo info;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (g_info) {
-      info = *g_info;
-      info.fp32_blocked_gemm = cpu::BlockedGemmAvailable();
-      return info;
-    }
+    if (g_info) return *g_info;
     g_info = Decide();  // throws (caching nothing) on a bad OCTET_CPU_GEMM
     g_path.store(static_cast<int>(g_info->path), std::memory_order_release);
     info = *g_info;
   }
-  info.fp32_blocked_gemm = cpu::BlockedGemmAvailable();
   // Outside the lock: a log sink may run GEMMs itself.
   OCTET_LOG(kDebug, "CPU BF16/FP8 GEMMs compute with ",
             info.path == CpuGemmPath::kBf16Dot ? "BF16 dot products" : "FP32 FMAs", " (", info.reason,

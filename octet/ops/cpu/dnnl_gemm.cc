@@ -85,7 +85,6 @@
 // against 1.10-1.20 ms; 1024x3072x768 14.2-14.7 against 14.2-14.7 ms) and
 // gave the step nothing either.
 #include <octet/ops/cpu/dnnl_gemm.h>
-#include <octet/ops/cpu/blocked_gemm.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -588,11 +587,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
   }
 }
 
-MatmulCacheStats GetMatmulCacheStats() {
-  MatmulCacheStats stats = Cache().Stats();
-  stats.blocked = BlockedGemmCalls();
-  return stats;
-}
+MatmulCacheStats GetMatmulCacheStats() { return Cache().Stats(); }
 void ClearMatmulCacheForTesting() { Cache().Clear(); }
 
 }  // namespace octet::cpu

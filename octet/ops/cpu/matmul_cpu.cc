@@ -38,7 +38,6 @@
 
 #include <octet/core/convert.h>
 #include <octet/core/scaling.h>
-#include <octet/ops/cpu/blocked_gemm.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu_gemm_path.h>
@@ -272,13 +271,8 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 // exactly to f32 (in their own layouts, so transposed views stay transposed),
 // the f32 GEMM runs, and a bf16 output is rounded once from the f32 result.
 //
-// NOTE [FP32-FMA path costs]: what this path pays over an f32 GEMM through
-// oneDNN is the pass that widens A and the pass that narrows a bf16 output.
-// (Since 2026-11-27 its 2-D GEMMs run on octet's blocked GEMM where AVX-512
-// is in use, which does both inside the GEMM, at the same speed and 26-28
-// MiB less peak memory on the wide model: NOTE [blocked gemm] in
-// blocked_gemm.cc. What follows is the oneDNN form, which batched products
-// and CPUs without AVX-512 still take.) Timed per
+// NOTE [FP32-FMA path costs]: what this path pays over an f32 GEMM is the
+// pass that widens A and the pass that narrows a bf16 output. Timed per
 // parallel region in a small GPT step at O2 (OCTET_CPU_GEMM=fp32, Zen 5, 2
 // threads, 2026-11-25; an LD_PRELOAD wrapper around libgomp's GOMP_parallel
 // summing the time of each region's function): narrowing 5.6 ms and
@@ -304,6 +298,28 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 //   bf16), and its bf16 matmul without the dot-product instruction
 //   (ONEDNN_MAX_CPU_ISA=AVX512_CORE, emulated) runs 2.6-2.8x slower than
 //   the f32 one (1024x768x768 9.8 against 3.5 ms, 2048^3 133 against 50).
+// - a GEMM of octet's own that widens while it packs and scales, biases
+//   and rounds to bf16 in its tile stores (2026-11-27; the whole of it,
+//   with its tests and benchmark switches, is commit 116aa44). Goto's
+//   algorithm with a 12 x 32 AVX-512 register tile: B packed once per call
+//   into 384-deep blocks of 32-column panels by both threads, tasks of ~120
+//   rows x <= 768 columns claimed from a counter, A widened and transposed
+//   into 12-row panels per block, the bf16 output rounded in registers
+//   exactly as FloatToBf16Bits. Its kernel alone ran at 98-100 % of a
+//   thread's FP32 FMA peak and the whole GEMM at 0.92-1.00x oneDNN's f32
+//   matmul (f32, B column-major, GPT shapes, two threads); with the two
+//   passes saved it was still 0-9 % slower than this path in
+//   octet_matmul_bench, and in the step (OCTET_CPU_GEMM=fp32, three
+//   alternating rounds, quiet VM) small O2 78.4 / 77.7 / 78.7 ms against
+//   75.3 / 75.7 / 77.4, wide O2 289 / 289 / 290 against 273 / 274 / 283,
+//   wide O1 291 / 287 / 287 against 280 / 282 / 291 (small O1 and O0
+//   equal): 2-5 % slower, for 26-28 MiB less peak RSS on the wide model
+//   (no f32 copy of A or of the output: O2 293 against 319 MiB, O1 322
+//   against 350). perf put what the passes cost back inside it: the
+//   conversions' arithmetic and the stores of the bf16 output to fresh
+//   pages, not the extra memory round trip. Not kept (a kernel of our own
+//   only where it wins). An AVX2 6 x 16 version ran 8-12 % slower than
+//   oneDNN's gemm:jit plus the passes (simulated on the Zen 5).
 
 struct WidenBuffers {
   Workspace out, bias;
@@ -313,61 +329,21 @@ WidenBuffers& ThreadWidenBuffers() {
   return buffers;
 }
 
-// bias (N), f32 or bf16, as f32 in `ws`; null when undefined.
-const float* WidenedBias(const Tensor& bias, Workspace& ws) {
-  if (!bias.defined()) return nullptr;
-  const Tensor bc = bias.Contiguous();
-  const int64_t n = bc.numel();
-  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(n) * sizeof(float)));
-  if (bc.dtype() == DType::kFloat32) {
-    std::copy(bc.data<float>(), bc.data<float>() + n, dst);
-  } else {
-    OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
-    Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
-  }
-  return dst;
-}
-
-// A 2-D operand view as the blocked GEMM's operand (NOTE [blocked gemm]).
-GemmOperand OperandOf(const MatView& v, DType element_dtype) {
-  return {v.data, element_dtype, v.strides[0], v.strides[1]};
-}
-
 // out = a·b (* *scale when scale is set) (+ bias) with f32 FMAs. a, b: bf16
 // or FP8 (their bytes; the FP8 scales are the caller's `scale`), or b f32
 // rounded to bf16 values (NOTE [narrowed B] in dnnl_gemm.cc); bias: (N) f32
-// or bf16, or undefined; out: contiguous f32 or bf16. A product that is one
-// 2-D GEMM after coalescing runs on octet's blocked GEMM, which widens while
-// it packs and narrows while it stores (NOTE [blocked gemm] in
-// blocked_gemm.cc); a batched one (no amp Linear's) on oneDNN's f32 matmul
-// between a widening and a narrowing pass.
+// or bf16, or undefined; out: contiguous f32 or bf16.
 void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
   WidenBuffers& ws = ThreadWidenBuffers();
   Tensor ka, kb;
-  MatView av = CompactView(a, &ka), bv = CompactView(b, &kb), ov = OutView(out);
-  Coalesce(av, bv, ov);
-  const float* bias32 = WidenedBias(bias, ws.bias);
-  if (ov.dims.size() == 2 && BlockedGemmAvailable()) {
-    BlockedGemmArgs g;
-    g.m = ov.dims[0], g.n = ov.dims[1], g.k = av.dims[1];
-    g.a = OperandOf(av, a.dtype());
-    g.b = OperandOf(bv, b.dtype());
-    g.b_round_bf16 = b.dtype() == DType::kFloat32;  // an f32 B of a bf16 GEMM
-    g.has_scale = scale != nullptr;
-    g.scale = scale != nullptr ? *scale : 1.0f;
-    g.bias = bias32;
-    g.out = out.raw_data(), g.out_dtype = out.dtype(), g.out_row_stride = ov.strides[0];
-    return BlockedGemm(g);
-  }
   DnnlGemmSpec spec;
-  spec.a = av;
-  spec.b = bv;
+  spec.a = CompactView(a, &ka);
+  spec.b = CompactView(b, &kb);
   const bool f32_out = out.dtype() == DType::kFloat32;
   float* out32 = f32_out ? out.data<float>()
                          : static_cast<float*>(ws.out.Get(static_cast<size_t>(out.numel()) * sizeof(float)));
-  spec.out = ov;
-  spec.out.data = out32;
-  spec.out.dtype = DType::kFloat32;
+  spec.out = {out32, out.shape(), out.strides(), DType::kFloat32};
+  Coalesce(spec.a, spec.b, spec.out);
   spec.pack_b = WorthPacking(spec.b, spec.out);
   spec.a = ThreadConvertedA(DType::kFloat32).Get(ka, spec.a, a.dtype(), DType::kFloat32);
   // RunDnnlGemm widens B: while packing it into oneDNN's f32 blocked layout
@@ -380,7 +356,20 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
     spec.b_round_bf16 = true;  // an f32 B of a bf16 GEMM (NOTE [narrowed B] in dnnl_gemm.cc)
   spec.b.dtype = DType::kFloat32;
   spec.scale = scale != nullptr;
-  if (bias32 != nullptr) {
+  const float* bias32 = nullptr;
+  if (bias.defined()) {
+    const Tensor bc = bias.Contiguous();
+    const int64_t n = bc.numel();
+    if (bc.dtype() == DType::kFloat32) {
+      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
+      std::copy(bc.data<float>(), bc.data<float>() + n, dst);
+      bias32 = dst;
+    } else {
+      OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
+      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
+      Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
+      bias32 = dst;
+    }
     // Scaled: the bias comes after the scale (as cuBLASLt's epilogue).
     spec.bias_mode = scale != nullptr ? BiasMode::kPostOp : BiasMode::kArg;
     spec.bias_dtype = DType::kFloat32;
