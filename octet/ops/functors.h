@@ -75,62 +75,49 @@ using std::tanh;
 #endif
 
 // NOTE [fast exp]: e^x for float in branch-free arithmetic the compiler can
-// vectorise (a libm call in a loop cannot be). x = n ln2 + r with |r| <= ln2/2,
-// e^r by its degree-7 Taylor polynomial (truncation error < 3e-9 relative),
-// scaled by 2^n through the exponent bits. Max error ~2 ulp over the float
-// range; results below 2^-126 flush to zero, overflow gives +inf, NaN stays
-// NaN. Device code uses the hardware expf instead.
-//
-// NOTE [gelu exp]: e^x as a term of 1 + e^x, where only finite values that
-// do not vanish beside 1 matter: ExpBeside1 is ExpFast without its range
-// fix-ups (ExpFast computes ExpBeside1 on its argument clamped to [-87.34,
-// 88.72], then overwrites the result of arguments outside that range, and
-// NaN, by a blend each). Clamped, the argument's scale 2^n stays a normal
-// number or +inf (n = 128 sets the exponent bits to all ones), so past the
-// top the result is +inf and past the bottom a normal number below 2^-125,
-// which 1 + e^x rounds away; a NaN argument gives NaN through the
-// polynomial. So 1 + ExpBeside1(x) is 1 + ExpFast(x) for every x, bit for
-// bit, three blends and two compares cheaper
-// (Pointwise.GeluExpGivesExpFastsBitsBeside1 sweeps the float range). With
-// GELU's one division (x / (1 + e^-2u), where x * sigmoid(2u) divided and
-// then multiplied), measured on a Zen 5 (octet_pointwise_bench, 2 threads,
-// 4096 x 3072, three alternating rounds, 2026-11-24, ms before -> after):
-// GELU f32 2.72-2.82 -> 2.15-2.20, bf16 3.50-3.58 -> 2.65-2.76; backward
-// f32 3.42-3.45 -> 3.20-3.39, bf16 4.06-4.23 -> 3.55-3.64; GeluFp8
-// 3.75-4.03 -> 3.20-3.39. Device code uses expf.
-OCTET_HOST_DEVICE OCTET_INLINE float ExpBeside1(float x) {
+// vectorise (a libm call in a loop cannot be). x, clamped to [-87.33654,
+// 88.8], is n ln2 + r with |r| <= ln2/2 (ln2 in two parts); e^r by its
+// degree-7 Taylor polynomial (truncation error < 3e-9 relative), evaluated
+// with every coefficient doubled, which gives exactly twice the plain
+// polynomial's value (a power of two commutes with rounding); that times
+// 2^(n-1), built in the
+// exponent bits, is the result. Scaling by 2^(n-1) rather than 2^n keeps the
+// scale a normal number at the top (n = 128), so e^x is finite up to
+// ln(FLT_MAX) = 88.7228 and +inf above it, rounded once there, where 2^n
+// would have been +inf from x = 127.5 ln2 = 88.376 on (e^88.5 = 2.7e38 came
+// out +inf). At the bottom of the clamp n = -126 makes the scale +0, so
+// results below e^-86.99 ~ 1.7e-38 are 0, -inf included; a NaN gives NaN
+// through the arithmetic. No fix-up blends: the clamp alone gives the range
+// behaviour (measured on a Zen 5, 2026-11-27, octet_norm_bench
+// CrossEntropyFwdBwd, (2048, 4096), minima of 7 repetitions, alternating
+// rounds, rounds disturbed by other load left out, ms, old form with three
+// fix-up blends -> this: f32 one thread 6.26-6.41 -> 5.75-5.84, two threads
+// 3.59-3.67 -> 3.12-3.16; bf16 6.91-6.97 -> 6.35-6.38, 4.03-4.26 ->
+// 3.79-3.87; GELU, which never had the blends, unchanged). Max error 1.15
+// ulp against a float64 reference (Pointwise.ExpFastOverTheFloatRange
+// sweeps the range). GELU and the sigmoid take it as a term of 1 + e^x.
+// Device code uses expf.
+OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
 #if defined(__CUDA_ARCH__)
   return expf(x);
 #else
   const float kLog2e = 1.4426950408889634f;
   const float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187e-06f;
-  const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  const float xc = x < -87.33654f ? -87.33654f : (x > 88.8f ? 88.8f : x);  // NaN stays NaN
   const float n = __builtin_floorf(xc * kLog2e + 0.5f);
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
+  float p = 2.0f / 5040.0f;  // 2 e^r
+  p = p * r + 2.0f / 720.0f;
+  p = p * r + 2.0f / 120.0f;
+  p = p * r + 2.0f / 24.0f;
+  p = p * r + 2.0f / 6.0f;
   p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  p = p * r + 2.0f;
+  p = p * r + 2.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 126) << 23;  // 2^(n-1), n in [-126, 128]
   float scale;
   __builtin_memcpy(&scale, &bits, 4);
   return p * scale;
-#endif
-}
-
-// See NOTE [fast exp].
-OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
-#if defined(__CUDA_ARCH__)
-  return expf(x);
-#else
-  float result = ExpBeside1(x);
-  result = x > 88.72283f ? __builtin_inff() : result;
-  result = x < -87.33654f ? 0.0f : result;
-  return x != x ? x : result;
 #endif
 }
 
@@ -148,14 +135,14 @@ OCTET_HOST_DEVICE OCTET_INLINE T Exp(T x) {
 template <typename T>
 OCTET_HOST_DEVICE OCTET_INLINE T OnePlusExp(T x) {
   if constexpr (sizeof(T) == 4) {
-    return T(1) + ExpBeside1(x);
+    return T(1) + ExpFast(x);
   } else {
     return T(1) + exp(x);
   }
 }
 
 // 1 / (1 + e^-x), stable for both signs (e^-x overflows to inf for x << 0,
-// giving 0); the same bits as with ExpFast (NOTE [gelu exp]).
+// giving 0).
 template <typename T>
 OCTET_HOST_DEVICE OCTET_INLINE T Sigmoid(T x) {
   return T(1) / OnePlusExp(-x);
@@ -163,6 +150,13 @@ OCTET_HOST_DEVICE OCTET_INLINE T Sigmoid(T x) {
 
 // See NOTE [gelu]. 0.5 x (1 + tanh(u)) = x * sigmoid(2u) = x / (1 + e^-2u):
 // no cancellation for x << 0, no tanh call, one rounding after the division.
+// NOTE [gelu exp]: with one division where x * sigmoid(2u) divided and then
+// multiplied, and 1 + e^z taken without ExpFast's former range fix-up blends
+// (since 2026-11-27 ExpFast has none), measured on a Zen 5
+// (octet_pointwise_bench, 2 threads, 4096 x 3072, three alternating rounds,
+// 2026-11-24, ms before -> after): GELU f32 2.72-2.82 -> 2.15-2.20, bf16
+// 3.50-3.58 -> 2.65-2.76; backward f32 3.42-3.45 -> 3.20-3.39, bf16
+// 4.06-4.23 -> 3.55-3.64; GeluFp8 3.75-4.03 -> 3.20-3.39.
 template <typename T>
 OCTET_HOST_DEVICE OCTET_INLINE T Gelu(T x) {
   const T k = T(0.7978845608028654);  // sqrt(2/pi)
