@@ -404,6 +404,13 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m256i FloatToBf16x16Native(__m512 x) {
 // driver timing 2.6G elements through Gelu) 5-8 % faster in 4 of 4 rounds.
 // Its inputs are treated as vcvtneps2bf16 treats them, so a group holding a
 // subnormal or NaN lane is redone by FloatToBf16x16Native, half by half.
+// In a training step most of this loop's samples fall on its stores (perf,
+// wide GPT at O2: 66 %), into outputs not in the cache; prefetching the
+// output 1 KiB ahead (two prefetcht0 per 64 values) measured no gain
+// (octet_train_step_bench, 2026-11-27, three alternating rounds, O2 ms:
+// small 45.3-46.3 against 45.8-51.6, wide 151-155 against 150-163), so it
+// is not done. Bf16 GELU alone over a cold (1024, 3072) output costs only
+// 10-20 % more than over a cached one.
 OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512i FloatToBf16x32Native(__m512 lo, __m512 hi) {
   __m512i r = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lanes 0-15 from lo
   const __mmask16 special = _mm512_fpclass_ps_mask(lo, 0xA1) | _mm512_fpclass_ps_mask(hi, 0xA1);
