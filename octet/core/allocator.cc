@@ -28,6 +28,12 @@ namespace {
 // MB with 1 MiB, a steady 73.8 MB with 64 KiB, same ms/step). Smaller blocks
 // stay with malloc.
 // OCTET_CPU_CACHING=0 turns it off; EmptyCpuCache() returns cached blocks.
+// Transparent huge pages (segments of 2 MiB and more 2 MiB-aligned and
+// madvise(MADV_HUGEPAGE); the kernel's THP mode here is "madvise") were
+// tried and not kept: the GPT steps ran no faster (octet_train_step_bench,
+// 2026-11-27, three alternating rounds: wide O2 149-151 ms against 150-156,
+// O0 283-288 against 277-291) and peak RSS rose 1-46 MiB (wide O2 297 ->
+// 319-321 MiB, O0 356 -> 376-380): a touched byte makes 2 MiB resident.
 constexpr size_t kCpuCacheMin = size_t{64} << 10;
 
 size_t AlignedSize(size_t nbytes) { return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment; }
