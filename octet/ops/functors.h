@@ -80,15 +80,14 @@ using std::tanh;
 // degree-7 Taylor polynomial (truncation error < 3e-9 relative), evaluated
 // with every coefficient doubled, which gives exactly twice the plain
 // polynomial's value (a power of two commutes with rounding); that times
-// 2^(n-1), built in the
-// exponent bits, is the result. Scaling by 2^(n-1) rather than 2^n keeps the
-// scale a normal number at the top (n = 128), so e^x is finite up to
-// ln(FLT_MAX) = 88.7228 and +inf above it, rounded once there, where 2^n
-// would have been +inf from x = 127.5 ln2 = 88.376 on (e^88.5 = 2.7e38 came
-// out +inf). At the bottom of the clamp n = -126 makes the scale +0, so
-// results below e^-86.99 ~ 1.7e-38 are 0, -inf included; a NaN gives NaN
-// through the arithmetic. No fix-up blends: the clamp alone gives the range
-// behaviour (measured on a Zen 5, 2026-11-27, octet_norm_bench
+// 2^(n-1), built in the exponent bits, is the result. Scaling by 2^(n-1)
+// rather than 2^n keeps the scale a normal number at the top (n = 128), so
+// e^x is finite up to ln(FLT_MAX) = 88.7228 and +inf above it, rounded
+// once there, where 2^n would have been +inf from x = 127.5 ln2 = 88.376 on
+// (e^88.5 = 2.7e38 came out +inf). At the bottom of the clamp n = -126 makes
+// the scale +0, so results below e^-86.99 ~ 1.7e-38 are 0, -inf included; a
+// NaN gives NaN through the arithmetic. No fix-up blends: the clamp alone
+// gives the range behaviour (measured on a Zen 5, 2026-11-27, octet_norm_bench
 // CrossEntropyFwdBwd, (2048, 4096), minima of 7 repetitions, alternating
 // rounds, rounds disturbed by other load left out, ms, old form with three
 // fix-up blends -> this: f32 one thread 6.26-6.41 -> 5.75-5.84, two threads
