@@ -25,6 +25,13 @@
 //                  GEMM path]) at O1/O2 (benchmarks/cpu_peak.h)
 //   cpu_frac_of_peak  flops per CPU-second of all threads over the single-thread
 //                  peak of the same instructions: steady on a shared machine
+//   gemm_ms_per_step  time inside the CPU GEMM kernel calls (NOTE [cpu gemm
+//                  timing] in ops/cpu_gemm_path.h): conversions, B packing,
+//                  oneDNN's primitives; gemm_share is its fraction of the step
+//   gemm_pack_ms_per_step  the B packing (and fused conversion) inside it
+//   gemm_frac_of_peak  the GEMMs' own flops over their call time, over the
+//                  peak above; gemm_exec_frac_of_peak the same over the
+//                  primitives' time alone: what oneDNN reaches on its own
 //   peak_rss_MiB   the process's peak resident set during this benchmark:
 //                  reset (/proc/self/clear_refs, 5) after releasing octet's
 //                  and malloc's caches at its start, read from VmHWM at its
@@ -149,6 +156,8 @@ void BM_TrainStep(benchmark::State& state) {
       return loss;
     };
     for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(step().Item());  // primitives, caches, FP8 scales
+    SetCpuGemmTiming(true);  // NOTE [cpu gemm timing]: two clock reads per GEMM
+    ResetCpuGemmTimes();
     int64_t steps = 0;
     const long faults0 = MinorFaults();
     const double cpu0 = bench::ProcessCpuSeconds();
@@ -159,6 +168,8 @@ void BM_TrainStep(benchmark::State& state) {
     }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu_sec = bench::ProcessCpuSeconds() - cpu0;
+    const CpuGemmTimes gemm = GetCpuGemmTimes();
+    SetCpuGemmTiming(false);
     const long faults = MinorFaults() - faults0;
     const double tokens = static_cast<double>(c.B * c.T);
     const double flops = static_cast<double>(model.TrainingFlopsPerToken(c.T)) * tokens;
@@ -170,6 +181,12 @@ void BM_TrainStep(benchmark::State& state) {
     state.counters["GFLOP/s"] = flops / per_step * 1e-9;
     state.counters["frac_of_peak"] = flops / per_step / peak;
     state.counters["cpu_frac_of_peak"] = flops * static_cast<double>(steps) / cpu_sec / bench::ThreadPeak(kind);
+    state.counters["gemm_ms_per_step"] = 1e3 * gemm.seconds / static_cast<double>(steps);
+    state.counters["gemm_share"] = gemm.seconds / sec;
+    state.counters["gemm_pack_ms_per_step"] = 1e3 * gemm.pack_seconds / static_cast<double>(steps);
+    state.counters["gemm_frac_of_peak"] = gemm.seconds > 0 ? gemm.flops / gemm.seconds / peak : 0.0;
+    state.counters["gemm_exec_frac_of_peak"] =
+        gemm.execute_seconds > 0 ? gemm.flops / gemm.execute_seconds / peak : 0.0;
   }
   state.counters["peak_rss_MiB"] = StatusKiB("VmHWM") / 1024.0;
   state.counters["base_rss_MiB"] = base_rss;

@@ -51,6 +51,35 @@ CpuGemmPathInfo GetCpuGemmPath();
 // GEMMs call). Throws like GetCpuGemmPath.
 CpuGemmPath ActiveCpuGemmPath();
 
+// NOTE [cpu gemm timing]: how much of a program's time its CPU GEMMs take,
+// and at what rate: what bounds a training step that is mostly GEMMs
+// (issue 12 asks every shortfall to name its bound). Off by default, when
+// the GEMMs read one relaxed atomic flag and nothing else. When on, every
+// GEMM of the CPU backend (Matmul and ScaledMatmul, any dtype, forward and
+// backward) adds its flops, 2·M·N·K over its batch, and the wall time of
+// three nested parts:
+//   seconds          the whole kernel call: operand conversions, B packing,
+//                    oneDNN's primitive, a bf16 output's narrowing;
+//   pack_seconds     B's packing into oneDNN's layout (with the conversion
+//                    fused into it) or its conversion when it stays plain;
+//   execute_seconds  oneDNN's primitive alone.
+// So flops / execute_seconds is oneDNN's own rate, flops / seconds what a
+// caller gets. Times are measured on the calling thread around regions that
+// occupy the whole OpenMP pool; GEMMs called from several threads at once
+// add up their overlapping times.
+struct CpuGemmTimes {
+  int64_t calls = 0;
+  double flops = 0;
+  double seconds = 0;
+  double pack_seconds = 0;
+  double execute_seconds = 0;
+};
+void SetCpuGemmTiming(bool on);
+bool CpuGemmTimingEnabled();
+// Totals since the last ResetCpuGemmTimes (or the start of the process).
+CpuGemmTimes GetCpuGemmTimes();
+void ResetCpuGemmTimes();
+
 namespace internal {
 
 // One thread's rate (flop/s) over `iters` rounds of 16 independent

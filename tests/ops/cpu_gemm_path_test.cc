@@ -1,6 +1,6 @@
 // The two CPU GEMM paths for BF16 and FP8 operands (NOTE [CPU GEMM path] in
 // ops/cpu_gemm_path.h): each against a float64 reference, the
-// OCTET_CPU_GEMM override, and its error.
+// OCTET_CPU_GEMM override, its error, and the GEMM timing counters.
 //
 // Tolerance per output element, with S = sum_k |a_mk| |b_kn| over the values
 // the GEMM sees (bf16 inputs, dequantized FP8): products are exact in f32 on
@@ -219,6 +219,48 @@ TEST_P(GemmPathTest, PathDecidesWhichPrimitiveRuns) {
   EXPECT_EQ(after_f32.misses - after_bf16.misses, widened ? 0 : 1);
 }
 
+// NOTE [cpu gemm timing] (ops/cpu_gemm_path.h): off, a GEMM adds nothing; on,
+// each GEMM kernel call adds one call, exactly its 2·M·N·K flops (times the
+// batch), and times that nest (B packing + primitive within the call, the
+// primitive's time positive); a matmul's backward adds its two GEMMs; a reset
+// zeroes everything.
+TEST_P(GemmPathTest, TimingCountsEveryGemmWithItsFlops) {
+  const Tensor a = RandomTensor({3, 40, 24}, 1, DType::kBFloat16), b = RandomTensor({24, 36}, 2, DType::kBFloat16);
+  const Tensor a8 = QuantizeCurrent(RandomTensor({300, 24}, 3, DType::kFloat32, -3, 3), DType::kFloat8E4M3);
+  const Tensor b8 = QuantizeCurrent(RandomTensor({24, 36}, 4, DType::kFloat32, -3, 3), DType::kFloat8E4M3);
+  SetCpuGemmTiming(false);
+  ResetCpuGemmTimes();
+  Matmul(a, b);
+  CpuGemmTimes t = GetCpuGemmTimes();
+  EXPECT_EQ(t.calls, 0);
+  EXPECT_EQ(t.flops, 0.0);
+  EXPECT_EQ(t.seconds, 0.0);
+
+  SetCpuGemmTiming(true);
+  Matmul(a, b);
+  ScaledMatmul(a8, b8, DType::kFloat32);
+  t = GetCpuGemmTimes();
+  EXPECT_EQ(t.calls, 2);
+  EXPECT_EQ(t.flops, 2.0 * 3 * 40 * 36 * 24 + 2.0 * 300 * 36 * 24);
+  EXPECT_GT(t.execute_seconds, 0.0);
+  EXPECT_GE(t.pack_seconds, 0.0);
+  EXPECT_LE(t.pack_seconds + t.execute_seconds, t.seconds);
+
+  ResetCpuGemmTimes();
+  Tensor x = RandomTensor({40, 24}, 5).requires_grad_();
+  Tensor w = RandomTensor({24, 36}, 6).requires_grad_();
+  Sum(Matmul(x, w)).Backward();  // forward, dX = dY·Wᵀ, dW = Xᵀ·dY
+  t = GetCpuGemmTimes();
+  SetCpuGemmTiming(false);
+  EXPECT_EQ(t.calls, 3);
+  EXPECT_EQ(t.flops, 3 * 2.0 * 40 * 36 * 24);
+
+  ResetCpuGemmTimes();
+  t = GetCpuGemmTimes();
+  EXPECT_EQ(t.calls, 0);
+  EXPECT_EQ(t.flops, 0.0);
+  EXPECT_EQ(t.seconds + t.pack_seconds + t.execute_seconds, 0.0);
+}
 INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::octet::testing::AllGemmPaths(), ::octet::testing::GemmPathName);
 
 // NOTE [plain weights] (ops/cpu/dnnl_gemm.cc): with oneDNN limited to AVX2

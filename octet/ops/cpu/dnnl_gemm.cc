@@ -95,6 +95,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -102,6 +103,7 @@
 #include <octet/core/bf16_simd_internal.h>
 #include <octet/core/convert.h>
 #include <octet/ops/cpu/gemm_pack.h>
+#include <octet/ops/cpu/gemm_timing.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/matmul_kernels.h>
 
@@ -528,6 +530,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(a_data)));
     // What b.data holds: FP8 codes, a bf16 or f32 b_user_dtype, or b.dtype.
     const DType b_source = spec.b_fp8 ? *spec.b_fp8 : spec.b_user_dtype.value_or(spec.b.dtype);
+    std::optional<GemmTimer> pack_timer(std::in_place, GemmTimer::kPack);
     if (p->f32_pack) {
       // See NOTE [packed weights]; a bf16 or FP8 B is widened, a rounded f32
       // one rounded, in the same pass.
@@ -559,6 +562,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       const void* b_data = PreparedB(spec, std::nullopt, buffers.b_plain);
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
     }
+    pack_timer.reset();
     args.emplace(DNNL_ARG_DST, memory(p->out_md, eng, const_cast<void*>(spec.out.data)));
     void* scratch = buffers.scratchpad.Get(std::max<size_t>(p->scratch_md.get_size(), 64));
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(p->scratch_md, eng, scratch));
@@ -574,6 +578,7 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(post) | DNNL_ARG_SRC_1,
                    memory(p->bias_md, eng, const_cast<void*>(bias)));
     }
+    GemmTimer execute_timer(GemmTimer::kExecute);
     p->prim.execute(Stream(), args);
     Stream().wait();
   } catch (const dnnl::error& e) {

@@ -39,6 +39,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
+#include <octet/ops/cpu/gemm_timing.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/matmul_kernels.h>
@@ -508,17 +509,26 @@ void ApplyGelu(const Tensor& gelu_pre, const Tensor& out) {
   if (out.numel() > 0) unary_kernel(kCPU)(UnaryOp::kGelu, gelu_pre, out, 0.0);
 }
 
+// 2·M·N·K over the batch: out's elements times a's inner dimension, twice.
+double GemmFlops(const Tensor& a, const Tensor& out) {
+  return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.shape().back());
+}
+
 void MatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const Tensor& gelu_pre) {
-  if (!gelu_pre.defined()) return MatmulCpuImpl(a, b, bias, out);
-  MatmulCpuImpl(a, b, bias, gelu_pre);
-  ApplyGelu(gelu_pre, out);
+  {
+    GemmTimer timer(GemmTimer::kCall, GemmFlops(a, out));
+    MatmulCpuImpl(a, b, bias, gelu_pre.defined() ? gelu_pre : out);
+  }
+  if (gelu_pre.defined()) ApplyGelu(gelu_pre, out);
 }
 
 void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, GemmRole /*role*/,
                      const Tensor& gelu_pre) {
-  if (!gelu_pre.defined()) return ScaledMatmulCpuImpl(a, b, bias, out);
-  ScaledMatmulCpuImpl(a, b, bias, gelu_pre);
-  ApplyGelu(gelu_pre, out);
+  {
+    GemmTimer timer(GemmTimer::kCall, GemmFlops(a, out));
+    ScaledMatmulCpuImpl(a, b, bias, gelu_pre.defined() ? gelu_pre : out);
+  }
+  if (gelu_pre.defined()) ApplyGelu(gelu_pre, out);
 }
 
 }  // namespace
