@@ -11,6 +11,8 @@
 # OMP_NUM_THREADS=2, OMP_WAIT_POLICY=passive for both), and prints per
 # repetition the speed-ups of octet over libtorch and of O1/O2 over O0, from
 # wall-clock and from CPU time (all threads; steadier on a shared machine),
+# the share of octet's step spent in its GEMMs and their rate (NOTE [cpu
+# gemm timing]: what bounds the ratios),
 # then the median of each over the repetitions. STEPS (default 10) is
 # libtorch's timed steps; TORCH_BF16_STEPS (default STEPS) its autocast ones.
 # Needs build_dir/benchmarks/octet_train_step_bench (configure with
@@ -121,6 +123,10 @@ while [ "$r" -le "$reps" ]; do
       cfg = (p[2] == 0) ? "small" : "wide"
       lvl = "O" p[3] (p[4] == 0 ? "" : "s")   # O1s: O1 with fp8/f16 AdamW state
       wall[cfg, lvl] = $(col["ms_per_step"]); cpu[cfg, lvl] = $(col["cpu_ms_per_step"])
+      if ("gemm_share" in col) {
+        gshare[cfg, lvl] = $(col["gemm_share"]); gcall[cfg, lvl] = $(col["gemm_frac_of_peak"])
+        gexec[cfg, lvl] = $(col["gemm_exec_frac_of_peak"])
+      }
       next
     }
     { split($0, t, " "); wall[t[2], "torch_" t[3]] = t[5]; cpu[t[2], "torch_" t[3]] = t[7] }
@@ -137,6 +143,14 @@ while [ "$r" -le "$reps" ]; do
           wall[c, "torch_bf16"] / wall[c, "O2"], cpu[c, "torch_bf16"] / cpu[c, "O2"],
           wall[c, "O1"] / wall[c, "O0"], cpu[c, "O1"] / cpu[c, "O0"],
           wall[c, "O2"] / wall[c, "O0"], cpu[c, "O2"] / cpu[c, "O0"]
+        # What bounds the ratios: the share of the step in octet GEMMs, and
+        # their rate as a fraction of the peak of the path in use, whole
+        # calls / the oneDNN primitives alone (NOTE [cpu gemm timing]).
+        if ((c, "O0") in gshare)
+          printf "rep %d %-5s octet GEMMs, share of step (whole calls / primitives vs peak): O0 %.0f%% (%.0f%% / %.0f%%)  O1 %.0f%% (%.0f%% / %.0f%%)  O2 %.0f%% (%.0f%% / %.0f%%)\n", rep, c,
+            100 * gshare[c, "O0"], 100 * gcall[c, "O0"], 100 * gexec[c, "O0"],
+            100 * gshare[c, "O1"], 100 * gcall[c, "O1"], 100 * gexec[c, "O1"],
+            100 * gshare[c, "O2"], 100 * gcall[c, "O2"], 100 * gexec[c, "O2"]
         # One line per repetition and config for the medians below.
         printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", c,
           wall[c, "torch_fp32"] / wall[c, "O0"], cpu[c, "torch_fp32"] / cpu[c, "O0"],
