@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 
+#include <octet/core/bf16_avx512_internal.h>
 #include <octet/core/bfloat16.h>
 #include <octet/core/bit_cast.h>
 #include <octet/core/float16.h>
@@ -360,18 +361,6 @@ OCTET_TARGET_AVX512 uint32_t AmaxBf16Avx512(const uint16_t* src, int64_t n) {
 
 // --- bf16 / f16.
 
-// Integer round-to-nearest-even, NaN -> 0x7FFF: FloatToBf16Bits on 16 lanes.
-OCTET_TARGET_AVX512 OCTET_INLINE __m256i FloatToBf16x16Int(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(kBf16CanonicalNaN));
-  return _mm512_cvtepi32_epi16(r);
-}
-
 OCTET_TARGET_AVX512 void FloatToBf16Avx512(const float* src, uint16_t* dst,
                                            int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
@@ -379,45 +368,6 @@ OCTET_TARGET_AVX512 void FloatToBf16Avx512(const float* src, uint16_t* dst,
     _mm256_mask_storeu_epi16(dst + i, mask,
                              FloatToBf16x16Int(_mm512_maskz_loadu_ps(mask, src + i)));
   }
-}
-
-// vcvtneps2bf16 rounds to nearest even but treats subnormal inputs as zero
-// and keeps NaN payloads; lanes holding those (fpclass: QNaN 0x01 | denormal
-// 0x20 | SNaN 0x80) are redone with the integer path.
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m256i FloatToBf16x16Native(__m512 x) {
-  __m256i r = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
-  const __mmask16 special = _mm512_fpclass_ps_mask(x, 0xA1);
-  if (OCTET_UNLIKELY(special != 0)) {
-    r = _mm256_mask_blend_epi16(special, r, FloatToBf16x16Int(x));
-  }
-  return r;
-}
-
-// NOTE [bf16 narrowing width]: vcvtne2ps2bf16 narrows 32 lanes (two
-// registers) in one instruction where vcvtneps2bf16 narrows 16: half the
-// conversion instructions, and one 64-byte store per 32 values instead of two
-// 32-byte ones. Every bf16 pointwise result goes through this loop after its
-// f32 chunk (NOTE [narrow pointwise in chunks] in ops/cpu/pointwise_cpu.cc),
-// as do the norms' outputs and f32 -> bf16 casts. Measured on a Zen 5 (2026-11-24,
-// alternating, one thread): octet_convert_bench FloatToBf16Row n=16384
-// 705-732 -> 617-673 ns; bf16 GELU over 4096 x 1024 and 1024 x 1024 (a
-// driver timing 2.6G elements through Gelu) 5-8 % faster in 4 of 4 rounds.
-// Its inputs are treated as vcvtneps2bf16 treats them, so a group holding a
-// subnormal or NaN lane is redone by FloatToBf16x16Native, half by half.
-// In a training step most of this loop's samples fall on its stores (perf,
-// wide GPT at O2: 66 %), into outputs not in the cache; prefetching the
-// output 1 KiB ahead (two prefetcht0 per 64 values) measured no gain
-// (octet_train_step_bench, 2026-11-27, three alternating rounds, O2 ms:
-// small 45.3-46.3 against 45.8-51.6, wide 151-155 against 150-163), so it
-// is not done. Bf16 GELU alone over a cold (1024, 3072) output costs only
-// 10-20 % more than over a cached one.
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512i FloatToBf16x32Native(__m512 lo, __m512 hi) {
-  __m512i r = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lanes 0-15 from lo
-  const __mmask16 special = _mm512_fpclass_ps_mask(lo, 0xA1) | _mm512_fpclass_ps_mask(hi, 0xA1);
-  if (OCTET_UNLIKELY(special != 0)) {
-    r = _mm512_inserti64x4(_mm512_castsi256_si512(FloatToBf16x16Native(lo)), FloatToBf16x16Native(hi), 1);
-  }
-  return r;
 }
 
 OCTET_TARGET_AVX512_BF16 void FloatToBf16Native(const float* src, uint16_t* dst,

@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <octet/core/bfloat16.h>
+#include <octet/core/convert.h>
+#include <octet/core/convert_testing.h>
 #include <octet/core/float8.h>
 #include <octet/ops/cpu/gemm_pack.h>
 #include "tests/test_util.h"
@@ -202,22 +205,35 @@ TEST(GemmPack, ReferenceRoundingTiesToEven) {
 }
 
 // NOTE [narrowed B]: an f32 B packed into the bf16 VNNI layout holds
-// FloatToBf16Bits of each element, at its offset, from every layout.
+// FloatToBf16Bits of each element, at its offset, from every layout: with
+// AVX2 integer rounding, and with AVX-512 BF16's conversions where the CPU
+// has them (NOTE [native narrowing in packing]).
 TEST_P(PackShapes, VnniFromF32Rounds) {
   const auto [K, N] = GetParam();
-  for (const Strides& st : StridesFor(K, N)) {
-    std::vector<float> src(static_cast<size_t>(Span(K, N, st)), 7.0f);
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) src[k * st.sk + n * st.sn] = NarrowingValue(k, n);
-    for (int64_t nb : {16, 64}) {
-      const PackedBLayout l = LayoutFor(K, N, 32, nb);
-      std::vector<uint16_t> dst(static_cast<size_t>(PackedElements(l)), 0xFFFF);
-      PackVnniB(src.data(), DType::kFloat32, K, N, st.sk, st.sn, l, dst.data());
-      for (int64_t k = 0; k < l.k_padded; ++k)
-        for (int64_t n = 0; n < l.n_padded; ++n) {
-          const uint16_t want = k < K && n < N ? FloatToBf16Bits(NarrowingValue(k, n)) : 0;
-          ASSERT_EQ(dst[VnniOffset(l, k, n)], want) << st.name << " nb " << nb << " (" << k << ", " << n << ")";
-        }
+  struct RestoreIsa {
+    ~RestoreIsa() { internal::ForceScalarConvertersForTesting(false); }
+  } restore;
+  using internal::ConverterIsa;
+  const ConverterIsa detected = internal::DetectedConverterIsa();
+  std::vector<std::pair<const char*, ConverterIsa>> isas = {{"avx2", {.avx2 = detected.avx2}}};
+  if (detected.avx512 && detected.bf16) isas.push_back({"avx512-bf16", detected});
+  for (const auto& [isa_name, isa] : isas) {
+    internal::SetConverterIsaForTesting(isa);
+    for (const Strides& st : StridesFor(K, N)) {
+      std::vector<float> src(static_cast<size_t>(Span(K, N, st)), 7.0f);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) src[k * st.sk + n * st.sn] = NarrowingValue(k, n);
+      for (int64_t nb : {16, 64}) {
+        const PackedBLayout l = LayoutFor(K, N, 32, nb);
+        std::vector<uint16_t> dst(static_cast<size_t>(PackedElements(l)), 0xFFFF);
+        PackVnniB(src.data(), DType::kFloat32, K, N, st.sk, st.sn, l, dst.data());
+        for (int64_t k = 0; k < l.k_padded; ++k)
+          for (int64_t n = 0; n < l.n_padded; ++n) {
+            const uint16_t want = k < K && n < N ? FloatToBf16Bits(NarrowingValue(k, n)) : 0;
+            ASSERT_EQ(dst[VnniOffset(l, k, n)], want)
+                << isa_name << ", " << st.name << " nb " << nb << " (" << k << ", " << n << ")";
+          }
+      }
     }
   }
 }

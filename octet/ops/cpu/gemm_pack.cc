@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <octet/core/bf16_avx512_internal.h>
 #include <octet/core/bf16_simd_internal.h>
 #include <octet/core/bfloat16.h>
 #include <octet/core/convert.h>
@@ -163,6 +164,73 @@ inline void NarrowInterleaveRows(const float* r0, const float* r1, int64_t nb, u
   }
 }
 
+
+#if OCTET_CONVERT_X86_KERNELS
+// NOTE [native narrowing in packing]: at O2 every forward and input-gradient
+// GEMM packs its weight from the f32 master, rounding each value to bf16
+// (NOTE [narrowed B]). With AVX2 integer arithmetic that rounding made the
+// f32 -> VNNI pack the slowest of all from memory (octet_matmul_bench
+// PackB/.../dtype:4/cold:1 on a Zen 5: 606-622 us for 768 x 3072, against
+// 177-218 for a bf16 B and 356-437 for an f32 -> f32 pack of the same
+// bytes). Where the CPU has AVX-512 BF16 (and the converters use it:
+// CpuHasAvx512Bf16), whole blocks are rounded with its conversion
+// instructions instead (FloatToBf16x32Native: the same bits, subnormal and
+// NaN lanes redone by the integer form), 32 values per instruction.
+
+// A whole kb x nb block of a row-major f32 B (row k at s0 + k * sk), rounded
+// and interleaved in k pairs: out[p * 2 * nb + 2 * n + i] = B(2p + i, n).
+OCTET_TARGET_AVX512_BF16 void NarrowInterleaveBlockNative(const float* s0, int64_t sk, int64_t kb, int64_t nb,
+                                                          uint16_t* out) {
+  // FloatToBf16x32Native(r0, r1) holds r0's 16 words, then r1's: interleave.
+  alignas(64) static constexpr uint16_t kIdx[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                    8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kIdx);
+  for (int64_t p = 0; p < kb / 2; ++p) {
+    const float* r0 = s0 + 2 * p * sk;
+    const float* r1 = r0 + sk;
+    uint16_t* o = out + p * 2 * nb;
+    int64_t n = 0;
+    for (; n + 16 <= nb; n += 16) {
+      const __m512i w = convert_internal::FloatToBf16x32Native(_mm512_loadu_ps(r0 + n), _mm512_loadu_ps(r1 + n));
+      _mm512_storeu_si512(o + 2 * n, _mm512_permutexvar_epi16(idx, w));
+    }
+    for (; n < nb; ++n) {
+      o[2 * n] = FloatToBf16Bits(r0[n]);
+      o[2 * n + 1] = FloatToBf16Bits(r1[n]);
+    }
+  }
+}
+
+// tile[n * kb + k] = bf16 of B(k0 + k, n0 + n), zero-padded to kb x nb, from
+// a column-major f32 B (columns of K values, sn apart): LoadColumnTile with
+// NarrowRun, 32 values per conversion, the padding from masked loads (+0.0
+// narrows to 0).
+OCTET_TARGET_AVX512_BF16 void NarrowColumnTileNative(const float* base, int64_t sn, int64_t k0, int64_t n0,
+                                                     int64_t kn, int64_t nn, int64_t kb, int64_t nb,
+                                                     uint16_t* tile) {
+  for (int64_t n = 0; n < nb; ++n) {
+    uint16_t* t = tile + n * kb;
+    if (n >= nn) {
+      std::fill(t, t + kb, uint16_t{0});
+      continue;
+    }
+    const float* col = base + (n0 + n) * sn + k0;
+    if (kn == 32 && kb == 32) {  // a whole run: no masks
+      _mm512_storeu_si512(t, convert_internal::FloatToBf16x32Native(_mm512_loadu_ps(col), _mm512_loadu_ps(col + 16)));
+      continue;
+    }
+    for (int64_t k = 0; k < kb; k += 32) {
+      const int64_t left = std::clamp<int64_t>(kn - k, 0, 32);
+      const __mmask16 lo = static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << left) - 1);
+      const __mmask16 hi = static_cast<__mmask16>(left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1);
+      const __m512i w = convert_internal::FloatToBf16x32Native(_mm512_maskz_loadu_ps(lo, col + k),
+                                                               _mm512_maskz_loadu_ps(hi, col + k + 16));
+      const int64_t words = std::min<int64_t>(32, kb - k);
+      _mm512_mask_storeu_epi16(t + k, static_cast<__mmask32>(words >= 32 ? 0xFFFFFFFFu : (1u << words) - 1), w);
+    }
+  }
+}
+#endif  // OCTET_CONVERT_X86_KERNELS
 void CheckLayout(const char* who, const PackedBLayout& l, int64_t K, int64_t N, bool pairs) {
   const int64_t kb = l.k_block, nb = l.n_block;
   OCTET_CHECK(kb > 0 && kb <= kMaxKBlock && (!pairs || kb % 2 == 0) && nb > 0 && nb <= kMaxNBlock &&
@@ -307,6 +375,8 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
   // paid the converter's dispatch and table loads per run: with FP8 B
   // operands at O1 that was most of the conversion time in a wide GPT step
   // (perf, Zen 5). An f32 B is rounded as it is read (NOTE [narrowed B]).
+  // NOTE [native narrowing in packing] for an f32 B where the CPU has AVX-512 BF16.
+  [[maybe_unused]] const bool native = OCTET_CONVERT_X86_KERNELS && f32 && CpuHasAvx512Bf16();
   const PackOrder order = sn == 1 ? PackOrder::kAlongRows : PackOrder::kDownColumns;
   ForEachBlock(layout, K, N, dst, order, [&](const Block& blk, uint16_t* tile, uint16_t* out) {
     alignas(64) uint8_t bytes[kMaxNBlock * kMaxKBlock];
@@ -316,6 +386,13 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
         LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
         Fp8ToBf16Row(bytes, src_dtype, tile, kb * nb);
       } else if (f32) {
+#if OCTET_CONVERT_X86_KERNELS
+        if (native) {
+          NarrowColumnTileNative(reinterpret_cast<const float*>(base), sn, blk.k0, blk.n0, blk.kn, blk.nn, kb, nb, tile);
+          TransposePairs(tile, kb, nb, out);
+          return;
+        }
+#endif
         LoadColumnTile(base, esz, sn, blk, kb, nb, NarrowRun, tile);
       } else {
         LoadColumnTile(base, esz, sn, blk, kb, nb, LoadRow, tile);
@@ -327,6 +404,9 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
       // A whole block of a row-major bf16 or f32 B: interleave straight from B.
       if (f32) {
         const float* s0 = reinterpret_cast<const float*>(base) + blk.k0 * sk + blk.n0;
+#if OCTET_CONVERT_X86_KERNELS
+        if (native) return NarrowInterleaveBlockNative(s0, sk, kb, nb, out);
+#endif
         for (int64_t p = 0; p < kb / 2; ++p)
           NarrowInterleaveRows(s0 + 2 * p * sk, s0 + (2 * p + 1) * sk, nb, out + p * 2 * nb);
         return;
