@@ -46,17 +46,18 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m256i FloatToBf16x16Native(__m512 x) {
 
 // NOTE [bf16 narrowing width]: vcvtne2ps2bf16 narrows 32 lanes (two
 // registers) in one instruction where vcvtneps2bf16 narrows 16: half the
-// conversion instructions, and one 64-byte store per 32 values instead of two
-// 32-byte ones. Every bf16 pointwise result goes through it (FloatToBf16Native
-// in core/convert_avx512.cc) after its
-// f32 chunk (NOTE [narrow pointwise in chunks] in ops/cpu/pointwise_cpu.cc),
-// as do the norms' outputs and f32 -> bf16 casts. Measured on a Zen 5 (2026-11-24,
+// conversion instructions, and one 64-byte store per 32 values instead of
+// two 32-byte ones. Every bf16 pointwise result goes through it, in
+// FloatToBf16Native's loop (core/convert_avx512.cc), after its f32 chunk
+// (NOTE [narrow pointwise in chunks] in ops/cpu/pointwise_cpu.cc), as do the
+// norms' outputs, f32 -> bf16 casts and f32 weights packed for a bf16 GEMM
+// (NOTE [native narrowing in packing]). Measured on a Zen 5 (2026-11-24,
 // alternating, one thread): octet_convert_bench FloatToBf16Row n=16384
 // 705-732 -> 617-673 ns; bf16 GELU over 4096 x 1024 and 1024 x 1024 (a
 // driver timing 2.6G elements through Gelu) 5-8 % faster in 4 of 4 rounds.
 // Its inputs are treated as vcvtneps2bf16 treats them, so a group holding a
 // subnormal or NaN lane is redone by FloatToBf16x16Native, half by half.
-// In a training step most of this loop's samples fall on its stores (perf,
+// In a training step most of that loop's samples fall on its stores (perf,
 // wide GPT at O2: 66 %), into outputs not in the cache; prefetching the
 // output 1 KiB ahead (two prefetcht0 per 64 values) measured no gain
 // (octet_train_step_bench, 2026-11-27, three alternating rounds, O2 ms:
