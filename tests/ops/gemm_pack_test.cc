@@ -204,20 +204,27 @@ TEST(GemmPack, ReferenceRoundingTiesToEven) {
   EXPECT_EQ(FloatToBf16Bits(-3.4e38f), 0xFF80);
 }
 
+// The converter ISAs an f32 B is rounded with while it is packed: AVX2
+// integer arithmetic, and AVX-512 BF16's conversions where this CPU has them
+// (NOTE [native narrowing in packing]). Each is forced in turn; the default
+// comes back when the RestoreConverterIsa in scope goes.
+std::vector<std::pair<const char*, internal::ConverterIsa>> NarrowingIsas() {
+  const internal::ConverterIsa detected = internal::DetectedConverterIsa();
+  std::vector<std::pair<const char*, internal::ConverterIsa>> isas = {{"avx2", {.avx2 = detected.avx2}}};
+  if (detected.avx512 && detected.bf16) isas.push_back({"avx512-bf16", detected});
+  return isas;
+}
+struct RestoreConverterIsa {
+  ~RestoreConverterIsa() { internal::ForceScalarConvertersForTesting(false); }
+};
+
 // NOTE [narrowed B]: an f32 B packed into the bf16 VNNI layout holds
-// FloatToBf16Bits of each element, at its offset, from every layout: with
-// AVX2 integer rounding, and with AVX-512 BF16's conversions where the CPU
-// has them (NOTE [native narrowing in packing]).
+// FloatToBf16Bits of each element, at its offset, from every layout, on
+// every NarrowingIsas path.
 TEST_P(PackShapes, VnniFromF32Rounds) {
   const auto [K, N] = GetParam();
-  struct RestoreIsa {
-    ~RestoreIsa() { internal::ForceScalarConvertersForTesting(false); }
-  } restore;
-  using internal::ConverterIsa;
-  const ConverterIsa detected = internal::DetectedConverterIsa();
-  std::vector<std::pair<const char*, ConverterIsa>> isas = {{"avx2", {.avx2 = detected.avx2}}};
-  if (detected.avx512 && detected.bf16) isas.push_back({"avx512-bf16", detected});
-  for (const auto& [isa_name, isa] : isas) {
+  const RestoreConverterIsa restore;
+  for (const auto& [isa_name, isa] : NarrowingIsas()) {
     internal::SetConverterIsaForTesting(isa);
     for (const Strides& st : StridesFor(K, N)) {
       std::vector<float> src(static_cast<size_t>(Span(K, N, st)), 7.0f);
@@ -239,28 +246,34 @@ TEST_P(PackShapes, VnniFromF32Rounds) {
 }
 
 // The FP32-FMA path's form: PackF32B with round_to_bf16 holds the widened
-// bf16 value of each f32 element; bf16 sources are unchanged by the flag.
+// bf16 value of each f32 element, on every NarrowingIsas path; bf16 sources
+// are unchanged by the flag.
 TEST_P(PackShapes, F32RoundedFromF32) {
   const auto [K, N] = GetParam();
-  for (const Strides& st : StridesFor(K, N)) {
-    std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st) * 4), 0xAB);
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) {
-        const float v = NarrowingValue(k, n);
-        std::memcpy(src.data() + (k * st.sk + n * st.sn) * 4, &v, 4);
-      }
-    for (int64_t kb : {8, 16}) {
-      const PackedBLayout l = LayoutFor(K, N, kb, 64);
-      std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
-      PackF32B(src.data(), DType::kFloat32, K, N, st.sk, st.sn, l, dst.data(), /*round_to_bf16=*/true);
-      for (int64_t k = 0; k < l.k_padded; ++k)
-        for (int64_t n = 0; n < l.n_padded; ++n) {
-          const float want = k < K && n < N ? Bf16BitsToFloat(FloatToBf16Bits(NarrowingValue(k, n))) : 0.0f;
-          uint32_t got_bits, want_bits;
-          std::memcpy(&got_bits, &dst[F32Offset(l, k, n)], 4);
-          std::memcpy(&want_bits, &want, 4);
-          ASSERT_EQ(got_bits, want_bits) << st.name << " kb " << kb << " (" << k << ", " << n << ")";
+  const RestoreConverterIsa restore;
+  for (const auto& [isa_name, isa] : NarrowingIsas()) {
+    internal::SetConverterIsaForTesting(isa);
+    for (const Strides& st : StridesFor(K, N)) {
+      std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st) * 4), 0xAB);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          const float v = NarrowingValue(k, n);
+          std::memcpy(src.data() + (k * st.sk + n * st.sn) * 4, &v, 4);
         }
+      for (int64_t kb : {8, 16}) {
+        const PackedBLayout l = LayoutFor(K, N, kb, 64);
+        std::vector<float> dst(static_cast<size_t>(PackedElements(l)), -1.0f);
+        PackF32B(src.data(), DType::kFloat32, K, N, st.sk, st.sn, l, dst.data(), /*round_to_bf16=*/true);
+        for (int64_t k = 0; k < l.k_padded; ++k)
+          for (int64_t n = 0; n < l.n_padded; ++n) {
+            const float want = k < K && n < N ? Bf16BitsToFloat(FloatToBf16Bits(NarrowingValue(k, n))) : 0.0f;
+            uint32_t got_bits, want_bits;
+            std::memcpy(&got_bits, &dst[F32Offset(l, k, n)], 4);
+            std::memcpy(&want_bits, &want, 4);
+            ASSERT_EQ(got_bits, want_bits)
+                << isa_name << ", " << st.name << " kb " << kb << " (" << k << ", " << n << ")";
+          }
+      }
     }
   }
 }

@@ -230,6 +230,32 @@ OCTET_TARGET_AVX512_BF16 void NarrowColumnTileNative(const float* base, int64_t 
     }
   }
 }
+
+// The f32 values of 16 lanes rounded to bf16 precision (RoundToBf16Row's
+// values): the FP32-FMA path's form of a narrowed B.
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 RoundToBf16x16Native(__m512 x) {
+  const __m512i words = _mm512_cvtepu16_epi32(convert_internal::FloatToBf16x16Native(x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
+}
+
+// A whole kb x nb block of a row-major f32 B (row k at s0 + k * sk) rounded
+// to bf16 precision into the f32 layout's block (row k at out + k * nb);
+// nb a multiple of 16.
+OCTET_TARGET_AVX512_BF16 void RoundRowBlockNative(const float* s0, int64_t sk, int64_t kb, int64_t nb, float* out) {
+  for (int64_t k = 0; k < kb; ++k)
+    for (int64_t n = 0; n < nb; n += 16)
+      _mm512_storeu_ps(out + k * nb + n, RoundToBf16x16Native(_mm512_loadu_ps(s0 + k * sk + n)));
+}
+
+// The same from a column-major f32 B (column n of the block at c0 + n * sn)
+// into a column-major tile (column n at tile + n * kb) for the caller to
+// transpose; kb a multiple of 16.
+OCTET_TARGET_AVX512_BF16 void RoundColumnTileNative(const float* c0, int64_t sn, int64_t kb, int64_t nb,
+                                                    float* tile) {
+  for (int64_t n = 0; n < nb; ++n)
+    for (int64_t k = 0; k < kb; k += 16)
+      _mm512_storeu_ps(tile + n * kb + k, RoundToBf16x16Native(_mm512_loadu_ps(c0 + n * sn + k)));
+}
 #endif  // OCTET_CONVERT_X86_KERNELS
 void CheckLayout(const char* who, const PackedBLayout& l, int64_t K, int64_t N, bool pairs) {
   const int64_t kb = l.k_block, nb = l.n_block;
@@ -439,6 +465,10 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
   // FP8: NOTE [fp8 packing] (bytes gathered, then one conversion per block).
   // `load` reads a run of an f32 or bf16 B; the block loop is instantiated
   // once per load so the common, unrounded one stays branch-free.
+  // NOTE [native narrowing in packing]: whole blocks of a rounded f32 B with
+  // AVX-512 BF16 where the CPU has it.
+  [[maybe_unused]] const bool native =
+      OCTET_CONVERT_X86_KERNELS && round_to_bf16 && src_dtype == DType::kFloat32 && CpuHasAvx512Bf16();
   auto pack = [&](auto&& load) {
     auto load_one = [&](const char* p) {
       float v;
@@ -454,7 +484,12 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
           LoadColumnTile(base, esz, sn, blk, kb, nb, CopyBytes, bytes);
           DequantizeRow(bytes, src_dtype, 1.0f, tile, kb * nb);  // exact: FP8 values are f32 values
         } else {
-          LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
+#if OCTET_CONVERT_X86_KERNELS
+          if (native && blk.kn == kb && blk.nn == nb && kb % 16 == 0)
+            RoundColumnTileNative(reinterpret_cast<const float*>(base) + blk.n0 * sn + blk.k0, sn, kb, nb, tile);
+          else
+#endif
+            LoadColumnTile(base, esz, sn, blk, kb, nb, load, tile);
         }
 #if defined(__AVX2__)
         if (kb % 8 == 0 && nb % 8 == 0) {
@@ -468,6 +503,10 @@ void PackF32B(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t sk
         return;
       }
       // The block is row-major already: rows of B go straight into it.
+#if OCTET_CONVERT_X86_KERNELS
+      if (native && sn == 1 && blk.kn == kb && blk.nn == nb && nb % 16 == 0)
+        return RoundRowBlockNative(reinterpret_cast<const float*>(base) + blk.k0 * sk + blk.n0, sk, kb, nb, out);
+#endif
       if (fp8) {
         LoadRowTile(base, esz, sk, sn, blk, kb, nb, CopyBytes, ByteAt, bytes);
         DequantizeRow(bytes, src_dtype, 1.0f, out, kb * nb);
