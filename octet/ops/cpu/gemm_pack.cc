@@ -168,14 +168,22 @@ inline void NarrowInterleaveRows(const float* r0, const float* r1, int64_t nb, u
 #if OCTET_CONVERT_X86_KERNELS
 // NOTE [native narrowing in packing]: at O2 every forward and input-gradient
 // GEMM packs its weight from the f32 master, rounding each value to bf16
-// (NOTE [narrowed B]). With AVX2 integer arithmetic that rounding made the
-// f32 -> VNNI pack the slowest of all from memory (octet_matmul_bench
-// PackB/.../dtype:4/cold:1 on a Zen 5: 606-622 us for 768 x 3072, against
-// 177-218 for a bf16 B and 356-437 for an f32 -> f32 pack of the same
-// bytes). Where the CPU has AVX-512 BF16 (and the converters use it:
-// CpuHasAvx512Bf16), whole blocks are rounded with its conversion
-// instructions instead (FloatToBf16x32Native: the same bits, subnormal and
-// NaN lanes redone by the integer form), 32 values per instruction.
+// (NOTE [narrowed B]): into the VNNI layout on the BF16 path, to bf16 values
+// kept in f32 on the FP32-FMA path. With AVX2 integer arithmetic that
+// rounding made the f32 -> VNNI pack the slowest of all from memory
+// (octet_matmul_bench PackB/.../dtype:4/cold:1 on a Zen 5: 600-657 us for
+// 768 x 3072, against 177-218 for a bf16 B and 356-437 for an f32 -> f32
+// pack of the same bytes). Where the CPU has AVX-512 BF16 (and the
+// converters use it: CpuHasAvx512Bf16), whole blocks are rounded with its
+// conversion instructions instead (FloatToBf16x32Native /
+// FloatToBf16x16Native: the same bits, subnormal and NaN lanes redone by the
+// integer form); partial edge blocks keep the AVX2 code. The FP32-FMA path
+// matters on such CPUs too: the Intel Xeons it exists for have AVX-512 BF16
+// at half rate. Measured (minima of 5, alternating with the AVX2 form):
+// VNNI row-major 600-608 -> 434-445 us from memory, column-major 656-657 ->
+// 450-468; rounded f32 row-major 456-493 -> 425-453, column-major 422-432 ->
+// 354-387. (Loading every column run of the VNNI tile with masks was slower
+// than AVX2, 858-863 us: whole runs load unmasked.)
 
 // A whole kb x nb block of a row-major f32 B (row k at s0 + k * sk), rounded
 // and interleaved in k pairs: out[p * 2 * nb + 2 * n + i] = B(2p + i, n).
