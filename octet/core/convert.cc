@@ -275,6 +275,20 @@ void Fp8ToBf16Row(const uint8_t* src, DType fp8_dtype, uint16_t* dst,
   for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
 }
 
+bool Fp8ToBf16PairRows64(const uint8_t* src, int64_t row_stride, int64_t pairs, DType fp8_dtype, uint16_t* dst) {
+  const Fp8Kind kind = Fp8KindOf(fp8_dtype, "Fp8ToBf16PairRows64");
+  CheckLength(pairs, "Fp8ToBf16PairRows64");
+#if OCTET_CONVERT_X86_KERNELS
+  const int isa = ActiveIsaBits();
+  if ((isa & kIsaAvx512) && (isa & kIsaVbmi)) {
+    Fp8ToBf16PairRowsVbmi(src, row_stride, pairs, kind, dst);
+    return true;
+  }
+#endif
+  (void)src, (void)row_stride, (void)kind, (void)dst;
+  return false;
+}
+
 void FloatToBf16Row(const float* src, uint16_t* dst, int64_t n) {
   CheckLength(n, "FloatToBf16Row");
 #if OCTET_CONVERT_X86_KERNELS

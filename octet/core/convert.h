@@ -78,6 +78,14 @@ float AmaxRow(const float* src, int64_t n);
 // AmaxRow of the bf16 row src widened to float32. src: (n) bf16 bits.
 float AmaxBf16Row(const uint16_t* src, int64_t n);
 
+// FP8 codes to bf16 bits for the BF16 GEMM's VNNI layout, which interleaves
+// pairs of K rows: for p < pairs, rows 2p and 2p + 1 of src (64 codes each,
+// row_stride bytes apart) go to dst[128 p + 2 i] and dst[128 p + 2 i + 1],
+// i < 64, with Fp8ToBf16Row's values (NOTE [fp8 vnni pairs]). Returns false,
+// writing nothing, where the row converters have no AVX-512 VBMI kernel to
+// do it with: the caller converts and interleaves itself.
+bool Fp8ToBf16PairRows64(const uint8_t* src, int64_t row_stride, int64_t pairs, DType fp8_dtype, uint16_t* dst);
+
 // True when FloatToBf16Row currently uses the AVX-512 BF16 instruction
 // (vcvtneps2bf16), i.e. the CPU has it and the AVX-512 paths are enabled.
 bool CpuHasAvx512Bf16();

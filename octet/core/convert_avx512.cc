@@ -155,6 +155,31 @@ OCTET_TARGET_AVX512_VBMI void DequantizeVbmi(const uint8_t* src, Fp8Kind kind,
   }
 }
 
+// NOTE [fp8 vnni pairs]: two rows of 64 codes converted and interleaved in
+// registers, as the BF16 GEMM's VNNI layout pairs K rows. The codes are
+// permuted as for DequantizeVbmi, whose unpack_epi16 with zero puts each
+// bf16 value in the high half of its element's 32-bit lane in memory order;
+// unpacking row 0's words with row 1's instead puts the pair (row 0, row 1)
+// in that lane.
+OCTET_TARGET_AVX512_VBMI void Fp8ToBf16PairRowsVbmi(const uint8_t* src, int64_t row_stride, int64_t pairs,
+                                                    Fp8Kind kind, uint16_t* dst) {
+  const VbmiTables t = LoadVbmiTables(kind);
+  const __m512i order = _mm512_load_si512(kF32Order.data());
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint8_t* r0 = src + 2 * p * row_stride;
+    __m512i lo0, hi0, lo1, hi1;
+    LookupBf16Bytes(t, _mm512_permutexvar_epi8(order, _mm512_loadu_si512(r0)), &lo0, &hi0);
+    LookupBf16Bytes(t, _mm512_permutexvar_epi8(order, _mm512_loadu_si512(r0 + row_stride)), &lo1, &hi1);
+    const __m512i a0 = _mm512_unpacklo_epi8(lo0, hi0), b0 = _mm512_unpackhi_epi8(lo0, hi0);
+    const __m512i a1 = _mm512_unpacklo_epi8(lo1, hi1), b1 = _mm512_unpackhi_epi8(lo1, hi1);
+    uint16_t* o = dst + p * 128;
+    _mm512_storeu_si512(o, _mm512_unpacklo_epi16(a0, a1));
+    _mm512_storeu_si512(o + 32, _mm512_unpackhi_epi16(a0, a1));
+    _mm512_storeu_si512(o + 64, _mm512_unpacklo_epi16(b0, b1));
+    _mm512_storeu_si512(o + 96, _mm512_unpackhi_epi16(b0, b1));
+  }
+}
+
 // --- fp8 -> bf16 without VBMI: 32 codes per step through 16-bit tables.
 
 struct BwTables {

@@ -69,6 +69,8 @@ struct Fp8EncodeConstants {
 // Quantize returns the bits of max |src| (AmaxFromAbsBits turns them into a float).
 OCTET_TARGET_AVX512_VBMI void Fp8ToBf16Vbmi(const uint8_t* src, Fp8Kind kind, uint16_t* dst, int64_t n);
 OCTET_TARGET_AVX512_VBMI void DequantizeVbmi(const uint8_t* src, Fp8Kind kind, float scale_inv, float* dst, int64_t n);
+OCTET_TARGET_AVX512_VBMI void Fp8ToBf16PairRowsVbmi(const uint8_t* src, int64_t row_stride, int64_t pairs,
+                                                    Fp8Kind kind, uint16_t* dst);
 OCTET_TARGET_AVX512 void Fp8ToBf16Bw(const uint8_t* src, Fp8Kind kind, uint16_t* dst, int64_t n);
 OCTET_TARGET_AVX512 void DequantizeBw(const uint8_t* src, Fp8Kind kind, float scale_inv, float* dst, int64_t n);
 // Src: float, or uint16_t for bf16 bits (widened in the register).

@@ -245,6 +245,40 @@ TEST_P(PackShapes, VnniFromF32Rounds) {
   }
 }
 
+// NOTE [fp8 vnni pairs]: whole 32 x 64 blocks of a row-major FP8 B are
+// converted and interleaved in one pass where the converters have AVX-512
+// VBMI. Every one of the 256 codes (NaN, -0 and subnormals among them) lands
+// at its VNNI offset as the bf16 bits of its value (NaN: the canonical
+// 0x7FFF), for both formats, with VBMI and without.
+TEST(GemmPack, VnniFromEveryFp8CodeInWholeBlocks) {
+  const int64_t K = 64, N = 128;  // 2 x 2 whole blocks
+  const RestoreConverterIsa restore;
+  const internal::ConverterIsa detected = internal::DetectedConverterIsa();
+  std::vector<std::pair<const char*, internal::ConverterIsa>> isas = {
+      {"without vbmi", {.avx512 = detected.avx512, .bf16 = detected.bf16, .avx2 = detected.avx2}}};
+  if (detected.avx512 && detected.vbmi) isas.push_back({"vbmi", detected});
+  std::vector<uint8_t> src(static_cast<size_t>(K * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) src[k * N + n] = static_cast<uint8_t>((37 * k + 11 * n) & 0xFF);
+  const PackedBLayout l = LayoutFor(K, N, 32, 64);
+  for (const auto& [isa_name, isa] : isas) {
+    internal::SetConverterIsaForTesting(isa);
+    for (DType dtype : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+      std::vector<uint16_t> dst(static_cast<size_t>(PackedElements(l)), 0xFFFF);
+      PackVnniB(src.data(), dtype, K, N, N, 1, l, dst.data());
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          const uint8_t code = src[k * N + n];
+          const float v = dtype == DType::kFloat8E4M3 ? static_cast<float>(float8_e4m3::FromBits(code))
+                                                      : static_cast<float>(float8_e5m2::FromBits(code));
+          ASSERT_EQ(dst[VnniOffset(l, k, n)], FloatToBf16Bits(v))
+              << isa_name << " " << Name(dtype) << " code 0x" << std::hex << int{code} << std::dec << " (" << k
+              << ", " << n << ")";
+        }
+    }
+  }
+}
+
 // The FP32-FMA path's form: PackF32B with round_to_bf16 holds the widened
 // bf16 value of each f32 element, on every NarrowingIsas path; bf16 sources
 // are unchanged by the flag.

@@ -434,6 +434,10 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
       TransposePairs(tile, kb, nb, out);
       return;
     }
+    if (sn == 1 && fp8 && blk.kn == kb && blk.nn == nb && nb == 64 &&
+        Fp8ToBf16PairRows64(reinterpret_cast<const uint8_t*>(base) + blk.k0 * sk + blk.n0, sk, kb / 2, src_dtype,
+                            out))
+      return;  // a whole block of a row-major FP8 B, converted and interleaved in one pass (NOTE [fp8 vnni pairs])
     if (sn == 1 && !fp8 && blk.kn == kb && blk.nn == nb) {
       // A whole block of a row-major bf16 or f32 B: interleave straight from B.
       if (f32) {
