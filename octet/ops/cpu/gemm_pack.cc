@@ -164,7 +164,6 @@ inline void NarrowInterleaveRows(const float* r0, const float* r1, int64_t nb, u
   }
 }
 
-
 #if OCTET_CONVERT_X86_KERNELS
 // NOTE [native narrowing in packing]: at O2 every forward and input-gradient
 // GEMM packs its weight from the f32 master, rounding each value to bf16
@@ -265,6 +264,7 @@ OCTET_TARGET_AVX512_BF16 void RoundColumnTileNative(const float* c0, int64_t sn,
       _mm512_storeu_ps(tile + n * kb + k, RoundToBf16x16Native(_mm512_loadu_ps(c0 + n * sn + k)));
 }
 #endif  // OCTET_CONVERT_X86_KERNELS
+
 void CheckLayout(const char* who, const PackedBLayout& l, int64_t K, int64_t N, bool pairs) {
   const int64_t kb = l.k_block, nb = l.n_block;
   OCTET_CHECK(kb > 0 && kb <= kMaxKBlock && (!pairs || kb % 2 == 0) && nb > 0 && nb <= kMaxNBlock &&
@@ -434,10 +434,12 @@ void PackVnniB(const void* src, DType src_dtype, int64_t K, int64_t N, int64_t s
       TransposePairs(tile, kb, nb, out);
       return;
     }
+    // A whole block of a row-major FP8 B: converted and interleaved in one
+    // pass where the converters have VBMI (NOTE [fp8 vnni pairs]).
     if (sn == 1 && fp8 && blk.kn == kb && blk.nn == nb && nb == 64 &&
         Fp8ToBf16PairRows64(reinterpret_cast<const uint8_t*>(base) + blk.k0 * sk + blk.n0, sk, kb / 2, src_dtype,
                             out))
-      return;  // a whole block of a row-major FP8 B, converted and interleaved in one pass (NOTE [fp8 vnni pairs])
+      return;
     if (sn == 1 && !fp8 && blk.kn == kb && blk.nn == nb) {
       // A whole block of a row-major bf16 or f32 B: interleave straight from B.
       if (f32) {
