@@ -14,6 +14,8 @@
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/convert.h>
+#include <octet/core/convert_testing.h>
 #include <octet/core/device_control.h>
 #include <octet/ops/attention.h>
 #include <octet/ops/attention_kernels.h>
@@ -461,40 +463,53 @@ TEST(Attention, ErrorsNameOpAndShapes) {
 // after the forward grows by the output and the log-sum-exp only, as for
 // the op whose saved input is the caller's own tensor.
 TEST(Attention, Fp8QkvIsTheDequantizedQkvBitForBitAndKeepsOnlyTheCodes) {
-  struct Case {
-    int64_t b, t, h, d;
-  };
-  for (const Case c :
-       {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}, Case{1, 130, 1, 8}, Case{1, 70, 2, 80}}) {
-    for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-      for (DType compute : {DType::kBFloat16, DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
-        const int64_t C = c.h * c.d;
-        const std::string what = absl::StrCat(Name(fp8), " -> ", Name(compute), " B=", c.b, " T=", c.t,
-                                              " H=", c.h, " D=", c.d);
-        const Tensor x = RandomTensor({c.b, c.t, 3 * C}, 80, compute, -3.0, 3.0);
-        const Tensor dout = RandomTensor({c.b, c.t, C}, 81, compute);
-        constexpr float kScale = 37.0f;
+  // The BF16 tiles look FP8 codes up through byte tables where the converters
+  // have AVX-512 VBMI (NOTE [fp8 tile lookup]) and word tables otherwise:
+  // both, where this CPU has VBMI.
+  struct RestoreIsa {
+    ~RestoreIsa() { internal::ForceScalarConvertersForTesting(false); }
+  } restore;
+  const internal::ConverterIsa detected = internal::DetectedConverterIsa();
+  std::vector<internal::ConverterIsa> isas = {detected};
+  if (detected.vbmi) isas.push_back({.avx512 = detected.avx512, .bf16 = detected.bf16, .avx2 = detected.avx2});
+  for (const internal::ConverterIsa& isa : isas) {
+    internal::SetConverterIsaForTesting(isa);
+    struct Case {
+      int64_t b, t, h, d;
+    };
+    for (const Case c :
+         {Case{2, 70, 3, 16}, Case{1, 1, 1, 1}, Case{3, 33, 2, 8}, Case{1, 130, 1, 8}, Case{1, 70, 2, 80},
+          Case{1, 130, 2, 64}}) {
+      for (DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+        for (DType compute : {DType::kBFloat16, DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+          const int64_t C = c.h * c.d;
+          const std::string what = absl::StrCat(Name(fp8), " -> ", Name(compute), " B=", c.b, " T=", c.t,
+                                                " H=", c.h, " D=", c.d, isa.vbmi ? " vbmi" : "");
+          const Tensor x = RandomTensor({c.b, c.t, 3 * C}, 80, compute, -3.0, 3.0);
+          const Tensor dout = RandomTensor({c.b, c.t, C}, 81, compute);
+          constexpr float kScale = 37.0f;
 
-        Tensor fp8_in = x.detach().requires_grad_();
-        const Tensor codes = Quantize(fp8_in, fp8, kScale);
-        const int64_t before = GetMemoryStats(kCPU).allocated_bytes;
-        const Tensor got = CausalAttentionQkvFp8(codes, c.h, compute);
-        const int64_t fp8_growth = GetMemoryStats(kCPU).allocated_bytes - before;
-        ASSERT_EQ(got.dtype(), compute) << what;
-        ASSERT_EQ(got.shape(), (Shape{c.b, c.t, C})) << what;
-        got.Backward(dout);
+          Tensor fp8_in = x.detach().requires_grad_();
+          const Tensor codes = Quantize(fp8_in, fp8, kScale);
+          const int64_t before = GetMemoryStats(kCPU).allocated_bytes;
+          const Tensor got = CausalAttentionQkvFp8(codes, c.h, compute);
+          const int64_t fp8_growth = GetMemoryStats(kCPU).allocated_bytes - before;
+          ASSERT_EQ(got.dtype(), compute) << what;
+          ASSERT_EQ(got.shape(), (Shape{c.b, c.t, C})) << what;
+          got.Backward(dout);
 
-        Tensor ref_in = x.detach().requires_grad_();
-        const Tensor dequantized = Dequantize(Quantize(ref_in, fp8, kScale), compute);
-        const int64_t ref_before = GetMemoryStats(kCPU).allocated_bytes;
-        const Tensor ref = CausalAttentionQkv(dequantized, c.h);
-        const int64_t ref_growth = GetMemoryStats(kCPU).allocated_bytes - ref_before;
-        ref.Backward(dout);
+          Tensor ref_in = x.detach().requires_grad_();
+          const Tensor dequantized = Dequantize(Quantize(ref_in, fp8, kScale), compute);
+          const int64_t ref_before = GetMemoryStats(kCPU).allocated_bytes;
+          const Tensor ref = CausalAttentionQkv(dequantized, c.h);
+          const int64_t ref_growth = GetMemoryStats(kCPU).allocated_bytes - ref_before;
+          ref.Backward(dout);
 
-        ExpectSameBits(got, ref, "out " + what);
-        ExpectSameBits(fp8_in.grad(), ref_in.grad(), "dx " + what);
-        EXPECT_EQ(fp8_in.grad().dtype(), compute) << what;
-        EXPECT_EQ(fp8_growth, ref_growth) << what;
+          ExpectSameBits(got, ref, "out " + what);
+          ExpectSameBits(fp8_in.grad(), ref_in.grad(), "dx " + what);
+          EXPECT_EQ(fp8_in.grad().dtype(), compute) << what;
+          EXPECT_EQ(fp8_growth, ref_growth) << what;
+        }
       }
     }
   }
