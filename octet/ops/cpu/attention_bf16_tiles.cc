@@ -137,15 +137,16 @@ OCTET_BF16_TARGET void CopyTile(const uint16_t* src, int64_t rs, int64_t n, int6
 
 namespace {
 
-// LookupTile through 16-bit tables, 32 codes a step: every column of the rows
-// at or past n (zeros), columns from `from` (a multiple of 32) of the others.
+// LookupTile through 16-bit tables, 32 codes a step: columns from `from` (a
+// multiple of 32) of the first `done` rows, every column of the others (the
+// rows at or past n get zeros).
 OCTET_BF16_TARGET void LookupTileWords(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
-                                       const uint16_t* lut, uint16_t* dst, int64_t from) {
+                                       const uint16_t* lut, uint16_t* dst, int64_t done, int64_t from) {
   __m512i table[8];
   for (int i = 0; i < 8; ++i) table[i] = _mm512_loadu_si512(lut + 32 * i);
   const __m512i bit6 = _mm512_set1_epi16(64), bit7 = _mm512_set1_epi16(128);
   for (int64_t r = 0; r < kTile; ++r) {
-    for (int64_t c = r < n ? from : 0; c < dp; c += 32) {
+    for (int64_t c = r < done ? from : 0; c < dp; c += 32) {
       const __mmask32 mask = ColumnMask(r, n, c, d);
       const __m512i idx = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, src + r * rs + c));
       const __mmask32 hi6 = _mm512_test_epi16_mask(idx, bit6), hi7 = _mm512_test_epi16_mask(idx, bit7);
@@ -159,49 +160,74 @@ OCTET_BF16_TARGET void LookupTileWords(const uint8_t* src, int64_t rs, int64_t n
 }
 
 // NOTE [fp8 tile lookup]: with AVX-512 VBMI the lut is split into byte
-// planes (the low and the high bytes of its 256 entries) and a row's codes
-// are looked up 64 at a time, two vpermi2b per plane and the code's top bit
-// choosing the half: half the instructions per code of LookupTileWords'
-// word tables. Whole 64-code runs of rows below n only (head sizes of 64 and
-// more); the rest goes through LookupTileWords.
+// planes (the low and the high bytes of its 256 entries) and codes are looked
+// up 64 at a time, two vpermi2b per plane and the code's top bit choosing the
+// half: about half the instructions per code of LookupTileWords' word
+// tables. Whole 64-code runs of rows below n, or, at a head size of 32, two
+// rows at a time; the rest goes through LookupTileWords.
 #define OCTET_VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,avx512bf16,fma")))
-OCTET_VBMI_TARGET void LookupTileBytes(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
-                                       const uint16_t* lut, uint16_t* dst) {
+
+struct ByteTables {
   __m512i lo[4], hi[4];
+  __m512i first, second;  // qword orders (below)
+};
+
+OCTET_VBMI_TARGET OCTET_INLINE ByteTables MakeByteTables(const uint16_t* lut) {
+  ByteTables t;
   for (int i = 0; i < 4; ++i) {
     const __m512i w0 = _mm512_loadu_si512(lut + 64 * i), w1 = _mm512_loadu_si512(lut + 64 * i + 32);
-    lo[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(w0)), _mm512_cvtepi16_epi8(w1), 1);
-    hi[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(w0, 8))),
-                               _mm512_cvtepi16_epi8(_mm512_srli_epi16(w1, 8)), 1);
+    t.lo[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(w0)), _mm512_cvtepi16_epi8(w1), 1);
+    t.hi[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srli_epi16(w0, 8))),
+                                 _mm512_cvtepi16_epi8(_mm512_srli_epi16(w1, 8)), 1);
   }
   // unpack{lo,hi}_epi8 interleave within 128-bit lanes: lane L of the first
   // holds codes 16L..16L+7, of the second 16L+8..16L+15. These qword indices
   // put them back in memory order: codes 0-31, then 32-63.
-  const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
-  const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-  const int64_t whole = d / 64 * 64;
-  for (int64_t r = 0; r < std::min<int64_t>(n, kTile); ++r) {
-    for (int64_t c = 0; c < whole; c += 64) {
-      const __m512i codes = _mm512_loadu_si512(src + r * rs + c);
-      const __mmask64 upper = _mm512_movepi8_mask(codes);
-      const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(lo[0], codes, lo[1]),
-                                               _mm512_permutex2var_epi8(lo[2], codes, lo[3]));
-      const __m512i h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(hi[0], codes, hi[1]),
-                                               _mm512_permutex2var_epi8(hi[2], codes, hi[3]));
-      const __m512i w0 = _mm512_unpacklo_epi8(l, h), w1 = _mm512_unpackhi_epi8(l, h);
-      _mm512_storeu_si512(dst + r * dp + c, _mm512_permutex2var_epi64(w0, first, w1));
-      _mm512_storeu_si512(dst + r * dp + c + 32, _mm512_permutex2var_epi64(w0, second, w1));
+  t.first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+  t.second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+  return t;
+}
+
+// The bf16 bits of 64 codes: codes 0-31 to out0, 32-63 to out1.
+OCTET_VBMI_TARGET OCTET_INLINE void Lookup64(const ByteTables& t, __m512i codes, uint16_t* out0, uint16_t* out1) {
+  const __mmask64 upper = _mm512_movepi8_mask(codes);
+  const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.lo[0], codes, t.lo[1]),
+                                           _mm512_permutex2var_epi8(t.lo[2], codes, t.lo[3]));
+  const __m512i h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.hi[0], codes, t.hi[1]),
+                                           _mm512_permutex2var_epi8(t.hi[2], codes, t.hi[3]));
+  const __m512i w0 = _mm512_unpacklo_epi8(l, h), w1 = _mm512_unpackhi_epi8(l, h);
+  _mm512_storeu_si512(out0, _mm512_permutex2var_epi64(w0, t.first, w1));
+  _mm512_storeu_si512(out1, _mm512_permutex2var_epi64(w0, t.second, w1));
+}
+
+OCTET_VBMI_TARGET void LookupTileBytes(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
+                                       const uint16_t* lut, uint16_t* dst) {
+  const ByteTables t = MakeByteTables(lut);
+  const int64_t rows = std::min<int64_t>(n, kTile);
+  if (d == 32) {  // two rows a step
+    int64_t r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      const __m512i codes =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * rs))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (r + 1) * rs)), 1);
+      Lookup64(t, codes, dst + r * dp, dst + (r + 1) * dp);
     }
+    return LookupTileWords(src, rs, n, d, dp, lut, dst, r, 32);
   }
-  LookupTileWords(src, rs, n, d, dp, lut, dst, whole);
+  const int64_t whole = d / 64 * 64;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < whole; c += 64)
+      Lookup64(t, _mm512_loadu_si512(src + r * rs + c), dst + r * dp + c, dst + r * dp + c + 32);
+  LookupTileWords(src, rs, n, d, dp, lut, dst, rows, whole);
 }
 
 }  // namespace
 
 OCTET_BF16_TARGET void LookupTile(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
                                   const uint16_t* lut, uint16_t* dst) {
-  if (d >= 64 && octet::internal::ActiveConverterIsa().vbmi) return LookupTileBytes(src, rs, n, d, dp, lut, dst);
-  LookupTileWords(src, rs, n, d, dp, lut, dst, 0);
+  if ((d >= 64 || d == 32) && octet::internal::ActiveConverterIsa().vbmi)
+    return LookupTileBytes(src, rs, n, d, dp, lut, dst);
+  LookupTileWords(src, rs, n, d, dp, lut, dst, 0, 0);
 }
 
 OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uint16_t* out) {
