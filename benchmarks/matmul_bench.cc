@@ -123,7 +123,8 @@ void BM_Matmul(benchmark::State& state) {
   // the kernels achieve while they run, whatever else shares the machine.
   state.counters["cpu_frac_of_peak"] = 2.0 * M * N * K * gemms / cpu_sec / bench::ThreadPeak(peak_kind);
   static const char* const kLabels[] = {"f32", "bf16", "fp8_e4m3xe4m3", "bf16 b=Wt", "fp8_e4m3xe4m3 b=Wt"};
-  state.SetLabel(std::string(kLabels[static_cast<int>(kind)]) + (kind == GemmKind::kF32 ? "" : std::string(" path=") + Name(ActiveCpuGemmPath())));
+  state.SetLabel(std::string(kLabels[static_cast<int>(kind)]) +
+                 (kind == GemmKind::kF32 ? "" : std::string(" path=") + Name(ActiveCpuGemmPath())));
   internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 

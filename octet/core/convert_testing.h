@@ -16,4 +16,14 @@ void SetConverterIsaForTesting(const ConverterIsa& isa);
 // detected features, without AVX-512 when OCTET_DISABLE_AVX512 is set).
 void ForceScalarConvertersForTesting(bool force_scalar);
 
+// SetConverterIsaForTesting(isa) for a scope; the default choice comes back
+// when it ends, also when a test assertion returns early.
+class ScopedConverterIsa {
+ public:
+  explicit ScopedConverterIsa(const ConverterIsa& isa) { SetConverterIsaForTesting(isa); }
+  ~ScopedConverterIsa() { ForceScalarConvertersForTesting(false); }
+  ScopedConverterIsa(const ScopedConverterIsa&) = delete;
+  ScopedConverterIsa& operator=(const ScopedConverterIsa&) = delete;
+};
+
 }  // namespace octet::internal

@@ -466,14 +466,11 @@ TEST(Attention, Fp8QkvIsTheDequantizedQkvBitForBitAndKeepsOnlyTheCodes) {
   // The BF16 tiles look FP8 codes up through byte tables where the converters
   // have AVX-512 VBMI (NOTE [fp8 tile lookup]) and word tables otherwise:
   // both, where this CPU has VBMI.
-  struct RestoreIsa {
-    ~RestoreIsa() { internal::ForceScalarConvertersForTesting(false); }
-  } restore;
   const internal::ConverterIsa detected = internal::DetectedConverterIsa();
   std::vector<internal::ConverterIsa> isas = {detected};
   if (detected.vbmi) isas.push_back({.avx512 = detected.avx512, .bf16 = detected.bf16, .avx2 = detected.avx2});
   for (const internal::ConverterIsa& isa : isas) {
-    internal::SetConverterIsaForTesting(isa);
+    const internal::ScopedConverterIsa forced(isa);
     struct Case {
       int64_t b, t, h, d;
     };

@@ -206,26 +206,22 @@ TEST(GemmPack, ReferenceRoundingTiesToEven) {
 
 // The converter ISAs an f32 B is rounded with while it is packed: AVX2
 // integer arithmetic, and AVX-512 BF16's conversions where this CPU has them
-// (NOTE [native narrowing in packing]). Each is forced in turn; the default
-// comes back when the RestoreConverterIsa in scope goes.
+// (NOTE [native narrowing in packing]). Each is forced in turn with a
+// ScopedConverterIsa.
 std::vector<std::pair<const char*, internal::ConverterIsa>> NarrowingIsas() {
   const internal::ConverterIsa detected = internal::DetectedConverterIsa();
   std::vector<std::pair<const char*, internal::ConverterIsa>> isas = {{"avx2", {.avx2 = detected.avx2}}};
   if (detected.avx512 && detected.bf16) isas.push_back({"avx512-bf16", detected});
   return isas;
 }
-struct RestoreConverterIsa {
-  ~RestoreConverterIsa() { internal::ForceScalarConvertersForTesting(false); }
-};
 
 // NOTE [narrowed B]: an f32 B packed into the bf16 VNNI layout holds
 // FloatToBf16Bits of each element, at its offset, from every layout, on
 // every NarrowingIsas path.
 TEST_P(PackShapes, VnniFromF32Rounds) {
   const auto [K, N] = GetParam();
-  const RestoreConverterIsa restore;
   for (const auto& [isa_name, isa] : NarrowingIsas()) {
-    internal::SetConverterIsaForTesting(isa);
+    const internal::ScopedConverterIsa forced(isa);
     for (const Strides& st : StridesFor(K, N)) {
       std::vector<float> src(static_cast<size_t>(Span(K, N, st)), 7.0f);
       for (int64_t k = 0; k < K; ++k)
@@ -252,7 +248,6 @@ TEST_P(PackShapes, VnniFromF32Rounds) {
 // 0x7FFF), for both formats, with VBMI and without.
 TEST(GemmPack, VnniFromEveryFp8CodeInWholeBlocks) {
   const int64_t K = 64, N = 128;  // 2 x 2 whole blocks
-  const RestoreConverterIsa restore;
   const internal::ConverterIsa detected = internal::DetectedConverterIsa();
   std::vector<std::pair<const char*, internal::ConverterIsa>> isas = {
       {"without vbmi", {.avx512 = detected.avx512, .bf16 = detected.bf16, .avx2 = detected.avx2}}};
@@ -262,7 +257,7 @@ TEST(GemmPack, VnniFromEveryFp8CodeInWholeBlocks) {
     for (int64_t n = 0; n < N; ++n) src[k * N + n] = static_cast<uint8_t>((37 * k + 11 * n) & 0xFF);
   const PackedBLayout l = LayoutFor(K, N, 32, 64);
   for (const auto& [isa_name, isa] : isas) {
-    internal::SetConverterIsaForTesting(isa);
+    const internal::ScopedConverterIsa forced(isa);
     for (DType dtype : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
       std::vector<uint16_t> dst(static_cast<size_t>(PackedElements(l)), 0xFFFF);
       PackVnniB(src.data(), dtype, K, N, N, 1, l, dst.data());
@@ -284,9 +279,8 @@ TEST(GemmPack, VnniFromEveryFp8CodeInWholeBlocks) {
 // are unchanged by the flag.
 TEST_P(PackShapes, F32RoundedFromF32) {
   const auto [K, N] = GetParam();
-  const RestoreConverterIsa restore;
   for (const auto& [isa_name, isa] : NarrowingIsas()) {
-    internal::SetConverterIsaForTesting(isa);
+    const internal::ScopedConverterIsa forced(isa);
     for (const Strides& st : StridesFor(K, N)) {
       std::vector<uint8_t> src(static_cast<size_t>(Span(K, N, st) * 4), 0xAB);
       for (int64_t k = 0; k < K; ++k)

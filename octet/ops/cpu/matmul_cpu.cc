@@ -361,16 +361,14 @@ void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   if (bias.defined()) {
     const Tensor bc = bias.Contiguous();
     const int64_t n = bc.numel();
+    float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
     if (bc.dtype() == DType::kFloat32) {
-      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
       std::copy(bc.data<float>(), bc.data<float>() + n, dst);
-      bias32 = dst;
     } else {
       OCTET_CHECK(bc.dtype() == DType::kBFloat16, "matmul: bias dtype ", Name(bc.dtype()), " on the f32 path");
-      float* dst = static_cast<float*>(ws.bias.Get(static_cast<size_t>(n) * sizeof(float)));
       Bf16ToFloatRow(static_cast<const uint16_t*>(bc.raw_data()), dst, n);
-      bias32 = dst;
     }
+    bias32 = dst;
     // Scaled: the bias comes after the scale (as cuBLASLt's epilogue).
     spec.bias_mode = scale != nullptr ? BiasMode::kPostOp : BiasMode::kArg;
     spec.bias_dtype = DType::kFloat32;
