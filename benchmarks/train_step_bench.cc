@@ -156,7 +156,7 @@ void BM_TrainStep(benchmark::State& state) {
       return loss;
     };
     for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(step().Item());  // primitives, caches, FP8 scales
-    SetCpuGemmTiming(true);  // NOTE [cpu gemm timing]: two clock reads per GEMM
+    SetCpuGemmTiming(true);  // NOTE [cpu gemm timing]: up to six clock reads per GEMM
     ResetCpuGemmTimes();
     int64_t steps = 0;
     const long faults0 = MinorFaults();

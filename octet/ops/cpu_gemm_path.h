@@ -75,7 +75,6 @@ struct CpuGemmTimes {
   double execute_seconds = 0;
 };
 void SetCpuGemmTiming(bool on);
-bool CpuGemmTimingEnabled();
 // Totals since the last ResetCpuGemmTimes (or the start of the process).
 CpuGemmTimes GetCpuGemmTimes();
 void ResetCpuGemmTimes();

@@ -40,7 +40,6 @@ GemmTimer::~GemmTimer() {
 namespace octet {
 
 void SetCpuGemmTiming(bool on) { cpu::g_timing.store(on, std::memory_order_relaxed); }
-bool CpuGemmTimingEnabled() { return cpu::g_timing.load(std::memory_order_relaxed); }
 
 CpuGemmTimes GetCpuGemmTimes() {
   auto sec = [](int part) { return 1e-9 * static_cast<double>(cpu::g_part_ns[part].load(std::memory_order_relaxed)); };
