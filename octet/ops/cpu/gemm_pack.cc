@@ -176,7 +176,8 @@ inline void NarrowInterleaveRows(const float* r0, const float* r1, int64_t nb, u
 // converters use it: CpuHasAvx512Bf16), whole blocks are rounded with its
 // conversion instructions instead (FloatToBf16x32Native /
 // FloatToBf16x16Native: the same bits, subnormal and NaN lanes redone by the
-// integer form); partial edge blocks keep the AVX2 code. The FP32-FMA path
+// integer form); partial edge blocks keep the AVX2 code, except in a
+// column-major VNNI tile, whose short runs load masked. The FP32-FMA path
 // matters on such CPUs too: the Intel Xeons it exists for have AVX-512 BF16
 // at half rate. Measured (minima of 5, alternating with the AVX2 form):
 // VNNI row-major 600-608 -> 434-445 us from memory, column-major 656-657 ->
