@@ -74,6 +74,22 @@ using std::sqrt;
 using std::tanh;
 #endif
 
+#if !defined(__CUDA_ARCH__)
+// NOTE [exp clamp bounds]: ExpFast's clamp bounds, -87.33654 and 88.8,
+// defined in ops/pointwise.cc where no caller's compiler can see their
+// values. Seen as constants, GCC's partial redundancy elimination (-O3)
+// splits every loop that uses ExpFast into a path per clamp arm, on which
+// ExpFast of the bound folds to a constant, and keeps each path's result:
+// GELU's and the sigmoid's x / (1 + e^z) became two divisions per vector
+// (one by 1 + e^88.8 for the clamped lanes, masked) plus four compares and
+// two blends for the clamp. With the bounds opaque it stays one vminps, one
+// vmaxps and one division, and the results are the same bits (the two
+// clamps in a row are the nested one's, NaN included). Measured in
+// NOTE [gelu exp]. A link-time optimiser could fold them again.
+extern const float kExpFastLo;
+extern const float kExpFastHi;
+#endif
+
 // NOTE [fast exp]: e^x for float in branch-free arithmetic the compiler can
 // vectorise (a libm call in a loop cannot be). x, clamped to [-87.33654,
 // 88.8], is n ln2 + r with |r| <= ln2/2 (ln2 in two parts); e^r by its
@@ -102,7 +118,10 @@ OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
 #else
   const float kLog2e = 1.4426950408889634f;
   const float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187e-06f;
-  const float xc = x < -87.33654f ? -87.33654f : (x > 88.8f ? 88.8f : x);  // NaN stays NaN
+  // min(hi, x) then max(lo, .), each in the operand order of vminps /
+  // vmaxps, so a NaN stays NaN (NOTE [exp clamp bounds]).
+  float xc = x > kExpFastHi ? kExpFastHi : x;
+  xc = xc < kExpFastLo ? kExpFastLo : xc;
   const float n = __builtin_floorf(xc * kLog2e + 0.5f);
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
   float p = 2.0f / 5040.0f;  // 2 e^r
@@ -155,7 +174,15 @@ OCTET_HOST_DEVICE OCTET_INLINE T Sigmoid(T x) {
 // (octet_pointwise_bench, 2 threads, 4096 x 3072, three alternating rounds,
 // 2026-11-24, ms before -> after): GELU f32 2.72-2.82 -> 2.15-2.20, bf16
 // 3.50-3.58 -> 2.65-2.76; backward f32 3.42-3.45 -> 3.20-3.39, bf16
-// 4.06-4.23 -> 3.55-3.64; GeluFp8 3.75-4.03 -> 3.20-3.39.
+// 4.06-4.23 -> 3.55-3.64; GeluFp8 3.75-4.03 -> 3.20-3.39. With the clamp
+// bounds opaque (NOTE [exp clamp bounds]; one division per vector instead
+// of two; four alternating rounds, 2026-11-28, same bench and sizes, ms
+// before -> after): GELU f32 2.07-2.20 -> 1.71-1.74, bf16 2.28-2.44 ->
+// 1.96-2.04; backward f32 3.31-3.44 -> 2.60-2.78, bf16 3.24-3.28 ->
+// 2.83-2.98; GeluToFp8 fused 3.10-3.23 -> 2.57-2.71; and the softmax
+// cross-entropy (octet_norm_bench CrossEntropyFwdBwd, its clamp now a
+// vminps and a vmaxps) f32 3.06-3.12 -> 2.69-2.83, bf16 3.60-3.72 ->
+// 3.18-3.32.
 template <typename T>
 OCTET_HOST_DEVICE OCTET_INLINE T Gelu(T x) {
   const T k = T(0.7978845608028654);  // sqrt(2/pi)

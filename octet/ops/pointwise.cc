@@ -9,6 +9,13 @@
 
 namespace octet {
 
+// NOTE [exp clamp bounds] in ops/functors.h: defined here, out of sight of
+// the kernels that inline ExpFast.
+namespace functors {
+extern const float kExpFastLo = -87.33654f;
+extern const float kExpFastHi = 88.8f;
+}  // namespace functors
+
 OCTET_DEFINE_KERNEL(unary_kernel, UnaryKernelFn);
 OCTET_DEFINE_KERNEL(binary_kernel, BinaryKernelFn);
 OCTET_DEFINE_KERNEL(compare_kernel, CompareKernelFn);
