@@ -85,7 +85,7 @@ void ForwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, dou
       t.diagonal = ktile == qtile;
       FwdPairTileFn(t);
     }
-    StoreQueryTile(ws.o.get(), ws.m.get(), ws.l.get(), g, out, lse, bh, q0, qn);
+    StoreQueryTile(ws.o.get(), ws.m.get(), ws.l.get(), g, out, lse, bh, q0, qn, StoreRowsBf16);
   };
 
   if (HeadsFillThreads(g)) {  // NOTE [forward per head]
@@ -210,8 +210,8 @@ void BackwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, co
       BwdPairTileFn(t);
     }
     const int64_t kn = g.TileRows(ktile), k0 = ktile * kTile;
-    if (dk) StoreRows(ws.dk.get(), g.dp, kn, g.d, s, dk, bh, k0);
-    if (dv) StoreRows(ws.dv.get(), g.dp, kn, g.d, 1.0f, dv, bh, k0);
+    if (dk) StoreRowsBf16(ws.dk.get(), g.dp, kn, g.d, s, dk, bh, k0);
+    if (dv) StoreRowsBf16(ws.dv.get(), g.dp, kn, g.d, 1.0f, dv, bh, k0);
   };
 
   if (dq && want_kv && HeadsFillThreads(g)) {
@@ -225,7 +225,7 @@ void BackwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, co
           float* dq_head = ws.dq.get();
           std::fill(dq_head, dq_head + g.nt * kTile * g.dp, 0.0f);
           for (int64_t ktile = 0; ktile < g.nt; ++ktile) key_tile(ws, base, stats, bh, ktile, dq_head);
-          StoreRows(dq_head, g.dp, g.t, g.d, s, dq, bh, 0);
+          StoreRowsBf16(dq_head, g.dp, g.t, g.d, s, dq, bh, 0);
         });
     return;
   }
@@ -261,7 +261,7 @@ void BackwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, co
             t.dq = acc;
             BwdPairTileFn(t);
           }
-          StoreRows(acc, g.dp, g.TileRows(qtile), g.d, s, dq, bh, qtile * kTile);
+          StoreRowsBf16(acc, g.dp, g.TileRows(qtile), g.d, s, dq, bh, qtile * kTile);
         });
   }
 }

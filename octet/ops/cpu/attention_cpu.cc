@@ -160,7 +160,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
       t.diagonal = ktile == qtile;
       fns.fwd(t);
     }
-    attn::StoreQueryTile(ws.o.get(), ws.m.get(), ws.l.get(), g, out, lse, bh, q0, qn);
+    attn::StoreQueryTile(ws.o.get(), ws.m.get(), ws.l.get(), g, out, lse, bh, q0, qn, StoreRows<TOut, A>);
   };
 
   if (per_head) {  // NOTE [forward per head]

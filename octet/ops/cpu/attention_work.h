@@ -89,12 +89,13 @@ inline bool HeadsFillThreads(const Geometry& g) {
 
 // The end of a forward query tile: rows q0 + i (i < qn) of head bh of out
 // are o_i / l_i, and lse (B,H,T) holds their natural log-sum-exp (m_i and
-// l_i are in the log2 domain).
-template <typename A, typename TOut>
+// l_i are in the log2 domain). store_rows: StoreRows or a function with its
+// signature and results (StoreRowsBf16).
+template <typename A, typename TOut, typename StoreRowsFn>
 void StoreQueryTile(const A* o, const A* m, const A* l, const Geometry& g, const OutOperand<TOut>& out, A* lse,
-                    int64_t bh, int64_t q0, int64_t qn) {
+                    int64_t bh, int64_t q0, int64_t qn, StoreRowsFn&& store_rows) {
   for (int64_t i = 0; i < qn; ++i) {
-    StoreRows(o + i * g.dp, g.dp, 1, g.d, A(1) / l[i], out, bh, q0 + i);
+    store_rows(o + i * g.dp, g.dp, 1, g.d, A(1) / l[i], out, bh, q0 + i);
     lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
   }
 }

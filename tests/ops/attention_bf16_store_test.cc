@@ -1,0 +1,100 @@
+// NOTE [bf16 row stores] (ops/cpu/attention_bf16_tiles.h): the bf16
+// attention's gradient rows, scaled and narrowed in one AVX-512 BF16 pass,
+// against FloatToBf16Bits of the f32 product element by element (the
+// rounding every bf16 store promises) and against StoreRows, bit for bit:
+// head sizes with and without a 32-value tail, ties, subnormals, NaNs,
+// infinities, contiguous and strided output rows, and the elements around
+// each row left alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <octet/core/bfloat16.h>
+#include <octet/core/convert.h>
+#include <octet/core/tensor.h>
+
+#if defined(__x86_64__)
+#include <octet/ops/cpu/attention_bf16_tiles.h>
+
+namespace octet::cpu::attn {
+namespace {
+
+constexpr uint16_t kUntouched = 0xABCD;
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Values that exercise every branch of the rounding: random magnitudes,
+// exact ties (even and odd), subnormals, NaNs with payloads, infinities,
+// values that overflow to infinity when rounded, signed zeros.
+std::vector<float> Values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  const float specials[] = {FromBits(0x3F808000u),  // tie, even below: rounds down
+                            FromBits(0x3F818000u),  // tie, odd below: rounds up
+                            FromBits(0x00000001u),  // smallest subnormal
+                            FromBits(0x807FFFFFu),  // largest negative subnormal
+                            FromBits(0x7FC12345u),  // quiet NaN with a payload
+                            FromBits(0xFF800001u),  // signalling NaN
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            FromBits(0x7F7FFFFFu),  // FLT_MAX: rounds to +inf
+                            -0.0f,
+                            0.0f};
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = (i % 7 == 3) ? specials[(i / 7) % std::size(specials)] : u(rng);
+  return v;
+}
+
+TEST(AttentionBf16Store, RowsAreTheF32ProductsRoundedAsFloatToBf16Bits) {
+  if (!CpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const int64_t rows = 5, sp = 128, heads = 2, bh = 3;  // batch 1, head 1
+  for (const int64_t d : {1, 13, 16, 31, 32, 40, 64, 96, 100}) {
+    for (const int64_t sd : {int64_t{1}, int64_t{3}}) {
+      for (const float mul : {1.0f, 0.125f, 3.0f}) {
+        SCOPED_TRACE(::testing::Message() << "d=" << d << " column stride " << sd << " mul " << mul);
+        const std::vector<float> src = Values(rows * sp, static_cast<uint32_t>(d * 7 + sd));
+        // out: (B=2, H=2, T=8, D) with columns sd apart and rows st apart,
+        // every element preset so that writes outside the rows show.
+        const int64_t st = d * sd + 5, sh = 8 * st, sb = heads * sh, t0 = 2;
+        std::vector<uint16_t> fast(2 * sb, kUntouched), generic(2 * sb, kUntouched);
+        OutOperand<bfloat16> fast_out(Tensor{}), generic_out(Tensor{});
+        for (auto [o, buf] : {std::pair{&fast_out, &fast}, std::pair{&generic_out, &generic}}) {
+          o->data = reinterpret_cast<bfloat16*>(buf->data());
+          o->sb = sb;
+          o->sh = sh;
+          o->st = st;
+          o->sd = sd;
+          o->heads = heads;
+        }
+        StoreRowsBf16(src.data(), sp, rows, d, mul, fast_out, bh, t0);
+        StoreRows(src.data(), sp, rows, d, mul, generic_out, bh, t0);
+        EXPECT_EQ(fast, generic) << "StoreRowsBf16 and StoreRows wrote different bits";
+        const int64_t base = (bh / heads) * sb + (bh % heads) * sh + t0 * st;
+        int64_t written = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < d; ++c) {
+            const uint16_t want = FloatToBf16Bits(src[r * sp + c] * mul);
+            ASSERT_EQ(fast[base + r * st + c * sd], want) << "row " << r << " column " << c;
+            ++written;
+          }
+        int64_t untouched = 0;
+        for (const uint16_t w : fast) untouched += w == kUntouched;
+        EXPECT_EQ(untouched, static_cast<int64_t>(fast.size()) - written) << "a store outside the rows";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace octet::cpu::attn
+
+#endif  // defined(__x86_64__)
