@@ -17,6 +17,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/tensor.h>
+#include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/cpu/transpose8x8.h>
 
@@ -177,12 +178,22 @@ void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t 
   }
 }
 
+// dst[0, n) = src[0, n) * mul (StoreRows' scaling, run through IsaBuild).
+template <typename A>
+OCTET_INLINE void ScaleRunBody(const A* src, A mul, A* dst, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) dst[c] = src[c] * mul;
+}
+
 // Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh of out.
 template <typename T, typename A>
 void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
                int64_t t0) {
   constexpr int64_t kChunk = 256;
   alignas(64) A scaled[kChunk];
+  // The scaling in the build whose vector width is the row converter's: a
+  // 64-byte load of a chunk written by 32-byte stores waits for both of them
+  // (store forwarding fails; NOTE [bf16 row stores] in attention_bf16_tiles.h).
+  const auto scale_run = IsaBuild<&ScaleRunBody<A>>();
   for (int64_t r = 0; r < rows; ++r) {
     T* dst = out.Row(bh, t0 + r);
     const A* row = src + r * dp;
@@ -191,7 +202,7 @@ void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const O
       // as ConvertElement, vectorised).
       for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
         const int64_t n = std::min(kChunk, d - c0);
-        for (int64_t c = 0; c < n; ++c) scaled[c] = row[c0 + c] * mul;
+        scale_run(row + c0, mul, scaled, n);
         StoreRow<T, A>(scaled, dst + c0, n);
       }
     } else {
