@@ -166,7 +166,8 @@ OCTET_BF16_TARGET void LookupTileWords(const uint8_t* src, int64_t rs, int64_t n
 // half: about half the instructions per code of LookupTileWords' word
 // tables. Whole 64-code runs of rows below n, or, at a head size of 32, two
 // rows at a time; the rest goes through LookupTileWords.
-#define OCTET_VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,avx512bf16,fma")))
+// (No BF16 in the target: LookupRowsF32 below runs on VBMI CPUs without it.)
+#define OCTET_VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi")))
 
 struct ByteTables {
   __m512i lo[4], hi[4];
@@ -201,6 +202,55 @@ OCTET_VBMI_TARGET OCTET_INLINE void Lookup64(const ByteTables& t, __m512i codes,
   _mm512_storeu_si512(out1, _mm512_permutex2var_epi64(w0, t.second, w1));
 }
 
+// NOTE [fp8 f32 lookup]: the f32 attention tiles (the FP32-FMA path) read
+// FP8 q, k, v codes through a table of f32 values that are bf16 values
+// widened (Fp8CodeTable<bfloat16>: the compute dtype is bf16), so their low
+// halves are zero and the byte planes above give their top halves. With
+// VBMI, PackRows looks whole 64-code runs up here, 64 at a time, instead of
+// in AVX2 gathers of 8: each dword gets its two bytes from the planes by one
+// zero-masked vpermt2b, then the multiply. Other tables (f32 compute, low
+// halves not zero) keep the gathers.
+OCTET_VBMI_TARGET int64_t LookupRowsF32Vbmi(const uint8_t* src, int64_t rs, int64_t rows, int64_t cols, float mul,
+                                            const float* lut, float* dst, int64_t ldd) {
+  alignas(64) uint16_t top[256];
+  __m512i low_halves = _mm512_setzero_si512();
+  for (int i = 0; i < 16; ++i) {
+    const __m512i v = _mm512_loadu_si512(lut + 16 * i);
+    low_halves = _mm512_or_si512(low_halves, _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(top + 16 * i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+  }
+  if (_mm512_test_epi32_mask(low_halves, low_halves) != 0) return 0;
+  const ByteTables t = MakeByteTables(top);
+  // Dword d of quarter k takes byte 2 from l[16k + d] and byte 3 from h[16k + d].
+  __m512i idx[4];
+  for (int k = 0; k < 4; ++k) {
+    alignas(64) uint8_t b[64] = {};
+    for (int d = 0; d < 16; ++d) {
+      b[4 * d + 2] = static_cast<uint8_t>(16 * k + d);
+      b[4 * d + 3] = static_cast<uint8_t>(64 + 16 * k + d);
+    }
+    idx[k] = _mm512_load_si512(b);
+  }
+  const __mmask64 top_bytes = 0xCCCCCCCCCCCCCCCCull;
+  const __m512 m = _mm512_set1_ps(mul);
+  const int64_t whole = cols / 64 * 64;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < whole; c += 64) {
+      const __m512i codes = _mm512_loadu_si512(src + r * rs + c);
+      const __mmask64 upper = _mm512_movepi8_mask(codes);
+      const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.lo[0], codes, t.lo[1]),
+                                               _mm512_permutex2var_epi8(t.lo[2], codes, t.lo[3]));
+      const __m512i h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.hi[0], codes, t.hi[1]),
+                                               _mm512_permutex2var_epi8(t.hi[2], codes, t.hi[3]));
+      float* out = dst + r * ldd + c;
+      for (int k = 0; k < 4; ++k) {
+        const __m512 v = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(top_bytes, l, idx[k], h));
+        _mm512_storeu_ps(out + 16 * k, _mm512_mul_ps(m, v));
+      }
+    }
+  return whole;
+}
+
 OCTET_VBMI_TARGET void LookupTileBytes(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
                                        const uint16_t* lut, uint16_t* dst) {
   const ByteTables t = MakeByteTables(lut);
@@ -223,6 +273,12 @@ OCTET_VBMI_TARGET void LookupTileBytes(const uint8_t* src, int64_t rs, int64_t n
 }
 
 }  // namespace
+
+int64_t LookupRowsF32(const uint8_t* src, int64_t rs, int64_t rows, int64_t cols, float mul, const float* lut,
+                      float* dst, int64_t ldd) {
+  if (cols < 64 || !octet::internal::ActiveConverterIsa().vbmi) return 0;
+  return LookupRowsF32Vbmi(src, rs, rows, cols, mul, lut, dst, ldd);
+}
 
 OCTET_BF16_TARGET void LookupTile(const uint8_t* src, int64_t rs, int64_t n, int64_t d, int64_t dp,
                                   const uint16_t* lut, uint16_t* dst) {

@@ -114,17 +114,33 @@ inline constexpr bool kLoadsEight = std::is_same_v<A, float> && (std::is_same_v<
                                                                  std::is_same_v<T, Fp8Code>);
 #endif
 
+#if defined(__x86_64__)
+// PackRows of FP8 codes into f32 with unit column stride, columns [0, w) of
+// every row for the w it returns (a multiple of 64; 0 where the CPU has no
+// VBMI or lut's values are not bf16 values): NOTE [fp8 f32 lookup] in
+// attention_bf16_tiles.cc, which holds the byte tables it shares with the
+// bf16 tiles' lookup.
+int64_t LookupRowsF32(const uint8_t* src, int64_t rs, int64_t rows, int64_t cols, float mul, const float* lut,
+                      float* dst, int64_t ldd);
+#endif
+
 // dst[r*ldd + c] = mul * src[r*rs + c*cs] for r < rows, c < cols; zero for
 // columns [cols, ldd) and rows [rows, rows_pad).
 // lut: the table of an FP8 T (FP8 code tables below), else unused.
 template <typename T, typename A>
 void PackRows(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
               int64_t rows_pad, const A* lut = nullptr) {
+  int64_t looked_up = 0;  // columns [0, looked_up) of every row already written
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, Fp8Code> && std::is_same_v<A, float>) {
+    if (cs == 1) looked_up = LookupRowsF32(&src->bits, rs, rows, cols, mul, lut, dst, ldd);
+  }
+#endif
   for (int64_t r = 0; r < rows; ++r) {
     const T* s = src + r * rs;
     A* d = dst + r * ldd;
     if (cs == 1) {
-      int64_t c = 0;
+      int64_t c = looked_up;
 #if defined(__AVX2__)
       // FP8 codes: eight lookups in one gather (the scalar loop below is
       // not vectorised; a conversion is).
