@@ -64,6 +64,44 @@ TEST(AttentionFp8Pack, RowsOfCodesMatchTheTableOnEveryPath) {
   }
 }
 
+// PackTransposed likewise: dst[c*ldd + r] = mul * table[code (r, c)], zeros
+// for rows [rows, ldd).
+void ExpectPackTransposed(const std::vector<uint8_t>& codes, int64_t rs, int64_t rows, int64_t cols, float mul,
+                          const float* lut) {
+  const int64_t ldd = rows + 5;
+  std::vector<float> dst(cols * ldd, 12345.0f);
+  PackTransposed(reinterpret_cast<const Fp8Code*>(codes.data()), rs, 1, rows, cols, mul, dst.data(), ldd, lut);
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < ldd; ++r) {
+      const float want = r < rows ? mul * lut[codes[r * rs + c]] : 0.0f;
+      ASSERT_EQ(Bits(dst[c * ldd + r]), Bits(want)) << "row " << r << " column " << c;
+    }
+}
+
+TEST(AttentionFp8Pack, TransposedCodesMatchTheTableOnEveryPath) {
+  const octet::internal::ConverterIsa detected = octet::internal::DetectedConverterIsa();
+  std::vector<octet::internal::ConverterIsa> isas = {octet::internal::ConverterIsa{}};
+  if (detected.vbmi) isas.push_back(detected);
+  const int64_t rs = 300;
+  std::vector<uint8_t> codes(64 * rs);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 53 + i / 256) & 0xFF);
+  for (const DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    const auto bf16_table = Fp8CodeTable<bfloat16>(fp8, 2.5f);
+    const auto f32_table = Fp8CodeTable<float>(fp8, 2.5f);
+    for (const octet::internal::ConverterIsa& isa : isas) {
+      octet::internal::ScopedConverterIsa scope(isa);
+      for (const int64_t rows : {5, 64})
+        for (const int64_t cols : {32, 64, 128, 100})
+          for (const float mul : {1.0f, 0.125f}) {
+            SCOPED_TRACE(::testing::Message() << Name(fp8) << " vbmi " << isa.vbmi << " rows " << rows << " cols "
+                                              << cols << " mul " << mul);
+            ExpectPackTransposed(codes, rs, rows, cols, mul, bf16_table.data());
+            ExpectPackTransposed(codes, rs, rows, cols, mul, f32_table.data());
+          }
+    }
+  }
+}
+
 TEST(AttentionFp8Pack, ByteTablesTakeOnlyBf16Values) {
 #if defined(__x86_64__)
   if (!octet::internal::DetectedConverterIsa().vbmi) GTEST_SKIP() << "this CPU has no AVX-512 VBMI";

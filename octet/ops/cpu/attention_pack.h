@@ -168,6 +168,20 @@ void PackRows(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, 
 template <typename T, typename A>
 void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
                     const A* lut = nullptr) {
+#if defined(__x86_64__)
+  // FP8 codes in whole 64-code rows: looked up into f32 rows first (NOTE
+  // [fp8 f32 lookup], mul applied there), then transposed as f32 rows with
+  // mul 1 (an exact multiply): the same values as the gathers below.
+  if constexpr (std::is_same_v<T, Fp8Code> && std::is_same_v<A, float>) {
+    // (A tile's rows fit the stack buffer: 64 rows of head sizes up to 128.)
+    constexpr int64_t kMaxValues = 64 * 128;
+    if (cs == 1 && cols % 64 == 0 && rows * cols <= kMaxValues) {
+      alignas(64) float rows_f32[kMaxValues];
+      if (LookupRowsF32(&src->bits, rs, rows, cols, mul, lut, rows_f32, cols) == cols)
+        return PackTransposed<float, float>(rows_f32, cols, 1, rows, cols, 1.0f, dst, ldd);
+    }
+  }
+#endif
   int64_t r8 = 0, c8 = 0;
 #if defined(__AVX2__)
   if constexpr (kLoadsEight<T, A>) {
