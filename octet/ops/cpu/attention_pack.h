@@ -116,8 +116,9 @@ inline constexpr bool kLoadsEight = std::is_same_v<A, float> && (std::is_same_v<
 
 #if defined(__x86_64__)
 // PackRows of FP8 codes into f32 with unit column stride, columns [0, w) of
-// every row for the w it returns (a multiple of 64; 0 where the CPU has no
-// VBMI or lut's values are not bf16 values): NOTE [fp8 f32 lookup] in
+// every row for the w it returns (a multiple of 64, or all 32 columns of a
+// head size of 32; 0 where the CPU has no VBMI or lut's values are not bf16
+// values): NOTE [fp8 f32 lookup] in
 // attention_bf16_tiles.cc, which holds the byte tables it shares with the
 // bf16 tiles' lookup.
 int64_t LookupRowsF32(const uint8_t* src, int64_t rs, int64_t rows, int64_t cols, float mul, const float* lut,
@@ -175,7 +176,7 @@ void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t 
   if constexpr (std::is_same_v<T, Fp8Code> && std::is_same_v<A, float>) {
     // (A tile's rows fit the stack buffer: 64 rows of head sizes up to 128.)
     constexpr int64_t kMaxValues = 64 * 128;
-    if (cs == 1 && cols % 64 == 0 && rows * cols <= kMaxValues) {
+    if (cs == 1 && (cols % 64 == 0 || cols == 32) && rows * cols <= kMaxValues) {
       alignas(64) float rows_f32[kMaxValues];
       if (LookupRowsF32(&src->bits, rs, rows, cols, mul, lut, rows_f32, cols) == cols)
         return PackTransposed<float, float>(rows_f32, cols, 1, rows, cols, 1.0f, dst, ldd);
