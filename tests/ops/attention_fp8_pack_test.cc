@@ -39,19 +39,31 @@ void ExpectPackRows(const std::vector<uint8_t>& codes, int64_t rs, int64_t rows,
     }
 }
 
-TEST(AttentionFp8Pack, RowsOfCodesMatchTheTableOnEveryPath) {
+// The converter paths this CPU can run: scalar, AVX-512 without VBMI (the
+// gathers), and with VBMI (the byte tables).
+std::vector<octet::internal::ConverterIsa> ConverterPaths() {
   const octet::internal::ConverterIsa detected = octet::internal::DetectedConverterIsa();
   std::vector<octet::internal::ConverterIsa> isas = {octet::internal::ConverterIsa{}};  // scalar
   if (detected.avx512) isas.push_back(octet::internal::ConverterIsa{.avx512 = true, .avx2 = detected.avx2});
   if (detected.vbmi) isas.push_back(detected);
+  return isas;
+}
+
+// n codes cycling through all 256 (row starts differ from row to row).
+std::vector<uint8_t> Codes(int64_t n, size_t step) {
+  std::vector<uint8_t> codes(n);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * step + i / 256) & 0xFF);
+  return codes;
+}
+
+TEST(AttentionFp8Pack, RowsOfCodesMatchTheTableOnEveryPath) {
   const int64_t rows = 7, rs = 300;
-  std::vector<uint8_t> codes(rows * rs);
-  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 37 + i / 256) & 0xFF);
+  const std::vector<uint8_t> codes = Codes(rows * rs, 37);
   for (const DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
     // bf16 values (the f32 tiles' table at a bf16 compute dtype) and f32 ones.
     const auto bf16_table = Fp8CodeTable<bfloat16>(fp8, 0.37f);
     const auto f32_table = Fp8CodeTable<float>(fp8, 0.37f);
-    for (const octet::internal::ConverterIsa& isa : isas) {
+    for (const octet::internal::ConverterIsa& isa : ConverterPaths()) {
       octet::internal::ScopedConverterIsa scope(isa);
       for (const int64_t cols : {32, 40, 64, 100, 128, 200})
         for (const float mul : {1.0f, 0.125f}) {
@@ -79,22 +91,18 @@ void ExpectPackTransposed(const std::vector<uint8_t>& codes, int64_t rs, int64_t
 }
 
 TEST(AttentionFp8Pack, TransposedCodesMatchTheTableOnEveryPath) {
-  const octet::internal::ConverterIsa detected = octet::internal::DetectedConverterIsa();
-  std::vector<octet::internal::ConverterIsa> isas = {octet::internal::ConverterIsa{}};
-  if (detected.vbmi) isas.push_back(detected);
   const int64_t rs = 300;
-  std::vector<uint8_t> codes(64 * rs);
-  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 53 + i / 256) & 0xFF);
+  const std::vector<uint8_t> codes = Codes(64 * rs, 53);
   for (const DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
     const auto bf16_table = Fp8CodeTable<bfloat16>(fp8, 2.5f);
     const auto f32_table = Fp8CodeTable<float>(fp8, 2.5f);
-    for (const octet::internal::ConverterIsa& isa : isas) {
+    for (const octet::internal::ConverterIsa& isa : ConverterPaths()) {
       octet::internal::ScopedConverterIsa scope(isa);
       for (const int64_t rows : {5, 64, 1})
         for (const int64_t cols : {32, 64, 128, 100})
           for (const float mul : {1.0f, 0.125f}) {
-            SCOPED_TRACE(::testing::Message() << Name(fp8) << " vbmi " << isa.vbmi << " rows " << rows << " cols "
-                                              << cols << " mul " << mul);
+            SCOPED_TRACE(::testing::Message() << Name(fp8) << " vbmi " << isa.vbmi << " avx512 " << isa.avx512
+                                              << " rows " << rows << " cols " << cols << " mul " << mul);
             ExpectPackTransposed(codes, rs, rows, cols, mul, bf16_table.data());
             ExpectPackTransposed(codes, rs, rows, cols, mul, f32_table.data());
           }

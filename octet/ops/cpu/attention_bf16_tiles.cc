@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -190,13 +191,28 @@ OCTET_VBMI_TARGET OCTET_INLINE ByteTables MakeByteTables(const uint16_t* lut) {
   return t;
 }
 
+// The low (*l) and high (*h) bytes of the table entries of 64 codes, in
+// code order: two vpermi2b per plane, the code's top bit choosing the half.
+OCTET_VBMI_TARGET OCTET_INLINE void LookupBytePlanes(const ByteTables& t, __m512i codes, __m512i* l, __m512i* h) {
+  const __mmask64 upper = _mm512_movepi8_mask(codes);
+  *l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.lo[0], codes, t.lo[1]),
+                              _mm512_permutex2var_epi8(t.lo[2], codes, t.lo[3]));
+  *h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.hi[0], codes, t.hi[1]),
+                              _mm512_permutex2var_epi8(t.hi[2], codes, t.hi[3]));
+}
+
+// The 32 codes of row r and the 32 of row r + 1 (rows rs bytes apart) in one
+// register: a head size of 32, two rows a lookup.
+OCTET_VBMI_TARGET OCTET_INLINE __m512i LoadTwoRows32(const uint8_t* src, int64_t rs, int64_t r) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * rs))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (r + 1) * rs)), 1);
+}
+
 // The bf16 bits of 64 codes: codes 0-31 to out0, 32-63 to out1.
 OCTET_VBMI_TARGET OCTET_INLINE void Lookup64(const ByteTables& t, __m512i codes, uint16_t* out0, uint16_t* out1) {
-  const __mmask64 upper = _mm512_movepi8_mask(codes);
-  const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.lo[0], codes, t.lo[1]),
-                                           _mm512_permutex2var_epi8(t.lo[2], codes, t.lo[3]));
-  const __m512i h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.hi[0], codes, t.hi[1]),
-                                           _mm512_permutex2var_epi8(t.hi[2], codes, t.hi[3]));
+  __m512i l, h;
+  LookupBytePlanes(t, codes, &l, &h);
   const __m512i w0 = _mm512_unpacklo_epi8(l, h), w1 = _mm512_unpackhi_epi8(l, h);
   _mm512_storeu_si512(out0, _mm512_permutex2var_epi64(w0, t.first, w1));
   _mm512_storeu_si512(out1, _mm512_permutex2var_epi64(w0, t.second, w1));
@@ -224,25 +240,25 @@ OCTET_VBMI_TARGET int64_t LookupRowsF32Vbmi(const uint8_t* src, int64_t rs, int6
   }
   if (_mm512_test_epi32_mask(low_halves, low_halves) != 0) return 0;
   const ByteTables t = MakeByteTables(top);
-  // Dword d of quarter k takes byte 2 from l[16k + d] and byte 3 from h[16k + d].
+  // Dword d of quarter k takes byte 2 from l[16k + d] and byte 3 from h[16k + d]
+  // (vpermt2b indices: l's bytes are 0-63, h's 64-127; the other bytes are masked).
+  alignas(64) static constexpr auto kQuarterIdx = [] {
+    std::array<std::array<uint8_t, 64>, 4> b{};
+    for (int k = 0; k < 4; ++k)
+      for (int d = 0; d < 16; ++d) {
+        b[k][4 * d + 2] = static_cast<uint8_t>(16 * k + d);
+        b[k][4 * d + 3] = static_cast<uint8_t>(64 + 16 * k + d);
+      }
+    return b;
+  }();
   __m512i idx[4];
-  for (int k = 0; k < 4; ++k) {
-    alignas(64) uint8_t b[64] = {};
-    for (int d = 0; d < 16; ++d) {
-      b[4 * d + 2] = static_cast<uint8_t>(16 * k + d);
-      b[4 * d + 3] = static_cast<uint8_t>(64 + 16 * k + d);
-    }
-    idx[k] = _mm512_load_si512(b);
-  }
+  for (int k = 0; k < 4; ++k) idx[k] = _mm512_load_si512(kQuarterIdx[k].data());
   const __mmask64 top_bytes = 0xCCCCCCCCCCCCCCCCull;
   const __m512 m = _mm512_set1_ps(mul);
   // 64 codes to f32: quarter k to out[k] (16 values each; `quarters` of them).
   auto lookup = [&](__m512i codes, float* const (&out)[4], int quarters) OCTET_VBMI_TARGET {
-    const __mmask64 upper = _mm512_movepi8_mask(codes);
-    const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.lo[0], codes, t.lo[1]),
-                                             _mm512_permutex2var_epi8(t.lo[2], codes, t.lo[3]));
-    const __m512i h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(t.hi[0], codes, t.hi[1]),
-                                             _mm512_permutex2var_epi8(t.hi[2], codes, t.hi[3]));
+    __m512i l, h;
+    LookupBytePlanes(t, codes, &l, &h);
     for (int k = 0; k < quarters; ++k) {
       const __m512 v = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(top_bytes, l, idx[k], h));
       _mm512_storeu_ps(out[k], _mm512_mul_ps(m, v));
@@ -251,11 +267,8 @@ OCTET_VBMI_TARGET int64_t LookupRowsF32Vbmi(const uint8_t* src, int64_t rs, int6
   if (cols == 32) {  // head size 32: two rows a step, as LookupTileBytes does
     int64_t r = 0;
     for (; r + 2 <= rows; r += 2) {
-      const __m512i codes = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * rs))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (r + 1) * rs)), 1);
       float* const out[4] = {dst + r * ldd, dst + r * ldd + 16, dst + (r + 1) * ldd, dst + (r + 1) * ldd + 16};
-      lookup(codes, out, 4);
+      lookup(LoadTwoRows32(src, rs, r), out, 4);
     }
     if (r < rows) {
       const __m512i codes =
@@ -281,12 +294,7 @@ OCTET_VBMI_TARGET void LookupTileBytes(const uint8_t* src, int64_t rs, int64_t n
   const int64_t rows = std::min<int64_t>(n, kTile);
   if (d == 32) {  // two rows a step
     int64_t r = 0;
-    for (; r + 2 <= rows; r += 2) {
-      const __m512i codes =
-          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * rs))),
-                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (r + 1) * rs)), 1);
-      Lookup64(t, codes, dst + r * dp, dst + (r + 1) * dp);
-    }
+    for (; r + 2 <= rows; r += 2) Lookup64(t, LoadTwoRows32(src, rs, r), dst + r * dp, dst + (r + 1) * dp);
     return LookupTileWords(src, rs, n, d, dp, lut, dst, r, 32);
   }
   const int64_t whole = d / 64 * 64;
