@@ -302,6 +302,24 @@ TEST(CrossEntropy, NonContiguousLogitsGiveTheContiguousResult) {
   EXPECT_TRUE(AllClose(a, b, 0, 0));
 }
 
+// The backward builds a bf16 or f16 row in chunks of 256 columns (NOTE in
+// ops/cpu/softmax_cpu.cc, CeBwdRange): targets at both edges of every chunk
+// and in the ragged last one must get their -1 in the right place.
+TEST(CrossEntropy, TargetsInEveryBackwardChunkMatchFloat64Reference) {
+  const int64_t v = 600;
+  const std::vector<int64_t> t = {0, 255, 256, 257, 511, 512, 599, kIgnore, 300};
+  const int64_t n = static_cast<int64_t>(t.size());
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const Tensor logits = RandomTensor({n, v}, 75, dtype, -6, 6);
+    Tensor x = logits.detach().requires_grad_();
+    const Tensor loss = CrossEntropy(x, FromVector(t, {n}), kIgnore, Reduction::kSum);
+    loss.Backward();
+    const CeRef ref = RefCrossEntropy(logits.ToDoubles(), t, v, kIgnore, std::vector<double>(n, 1.0));
+    const Tol tol = TolFor(dtype);
+    EXPECT_TRUE(AllClose(x.grad(), ref.dlogits, tol.rtol, tol.rtol * 0.05)) << Name(dtype);
+  }
+}
+
 // NOTE [softmax isa dispatch]: softmax and log-softmax over the last dim and
 // cross-entropy, forward and backward, are compiled for the baseline and for
 // AVX-512; both must give the same bits on every float dtype (a ragged row
