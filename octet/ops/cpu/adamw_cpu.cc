@@ -3,8 +3,8 @@
 // region]) reading the gradient,
 // the state in its storage dtype and the (master) weight, writing them back.
 //
-// Float compute (f32/bf16/f16 parameters) runs over chunks of kChunk
-// elements: the narrow operands are widened into per-thread f32 buffers with
+// Float compute (f32/bf16/f16 parameters) runs over chunks of elements (NOTE
+// [adamw chunk length]): the narrow operands are widened into per-thread f32 buffers with
 // the row converters of core/convert.h (vectorised, AVX-512 when present),
 // the update runs as a plain f32 loop the compiler vectorises (built for the
 // baseline and for AVX-512: NOTE [adamw chunk isa]), and the results are
@@ -36,8 +36,27 @@ namespace {
 // Elements per block of the scaled-state amax pass. Fixed (not per thread) so
 // the work split does not depend on the thread count.
 constexpr int64_t kBlock = 16384;
-// Elements per chunk of the f32 update (four f32 buffers: 16 KiB of stack).
+// Elements per chunk of the f32 update (at most four f32 buffers: 16 KiB of
+// stack). NOTE [adamw chunk length]: where anything is widened or narrowed
+// (a bf16, f16 or FP8 state, a bf16 parameter or gradient), chunks of 256:
+// each conversion pass over a chunk waits on memory with no arithmetic to
+// overlap, and shorter chunks let the out-of-order core overlap it with the
+// neighbouring chunk's update loop, which waits on its divider
+// (octet_optim_bench, wide model, Zen 5, 2026-11-28, 1024 -> 256, six
+// alternating rounds on a noisy VM: bf16 state 4.02-6.14 -> 3.27-4.81 ms,
+// FP8/FP16 state 6.89-10.8 -> 6.23-9.30; 128 was slower than 256 in three
+// rounds of three). An all-f32 update reads its operands in place and keeps
+// 1024 (256 was 1-9 % slower in all six rounds).
 constexpr int64_t kChunk = 1024;
+constexpr int64_t kNarrowChunk = 256;
+
+// The chunk length of an update whose operands are P, G, M, V.
+template <typename P, typename G, typename M, typename V, bool kMaster>
+constexpr int64_t ChunkFor() {
+  constexpr bool kAllF32 = std::is_same_v<P, float> && std::is_same_v<G, float> && std::is_same_v<M, float> &&
+                           std::is_same_v<V, float> && !kMaster;
+  return kAllF32 ? kChunk : kNarrowChunk;
+}
 
 template <typename C>
 OCTET_INLINE C MaxNan(C acc, C x) {
@@ -242,11 +261,12 @@ void PlanTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a, StepPlan* plan
     t->m_amax.assign(nblocks, 0.0f);
     t->v_amax.assign(nblocks, 0.0f);
     plan->amax.push_back({nblocks, [t, amax_chunk](int64_t b_begin, int64_t b_end) {
-                            float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk];
+                            constexpr int64_t kLen = ChunkFor<P, G, M, V, kMaster>();
+                            float gbuf[kLen], mbuf[kLen], vbuf[kLen];
                             for (int64_t b = b_begin; b < b_end; ++b) {
                               float am = 0.0f, av = 0.0f;
-                              for (int64_t c = b * kBlock; c < std::min(t->n, (b + 1) * kBlock); c += kChunk) {
-                                const int64_t len = std::min(kChunk, t->n - c);
+                              for (int64_t c = b * kBlock; c < std::min(t->n, (b + 1) * kBlock); c += kLen) {
+                                const int64_t len = std::min(kLen, t->n - c);
                                 const float* g = Widen(t->grad + c, gbuf, len);
                                 const float* mo = Widen(t->m + c, mbuf, len, t->m_scale_inv);
                                 const float* vo = Widen(t->v + c, vbuf, len);
@@ -267,9 +287,10 @@ void PlanTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a, StepPlan* plan
   }
 
   plan->update.push_back({t->n, [t, update_chunk](int64_t begin, int64_t end) {
-                            float gbuf[kChunk], mbuf[kChunk], vbuf[kChunk], pbuf[kChunk];
-                            for (int64_t c = begin; c < end; c += kChunk) {
-                              const int64_t len = std::min(kChunk, end - c);
+                            constexpr int64_t kLen = ChunkFor<P, G, M, V, kMaster>();
+                            float gbuf[kLen], mbuf[kLen], vbuf[kLen], pbuf[kLen];
+                            for (int64_t c = begin; c < end; c += kLen) {
+                              const int64_t len = std::min(kLen, end - c);
                               const float* g = Widen(t->grad + c, gbuf, len);
                               float* mm = Widen(t->m + c, mbuf, len, t->m_scale_inv);
                               float* vv = Widen(t->v + c, vbuf, len);
