@@ -196,21 +196,24 @@ TEST(AdamW, RejectsBadParametersAndOptions) {
 
 TEST(AdamW, Bf16ParamsKeepFp32MasterAndEqualItsRounding) {
   // Initial values and gradients exact in bf16, so an f32 run with the same
-  // gradients must follow the master bit for bit.
+  // gradients must follow the master bit for bit. Three chunks of the
+  // bf16 update (256 elements, NOTE [adamw chunk length]) and a tail of 37,
+  // against the f32 update's chunks of 1024.
+  constexpr int64_t kRows = 5, kCols = 161, kN = kRows * kCols;
   auto bf16_exact = [](std::vector<double> v) {
     for (double& x : v) x = Bf16BitsToFloat(FloatToBf16Bits(static_cast<float>(x)));
     return v;
   };
-  const std::vector<double> w0 = bf16_exact(RandomValues(64, 7));
-  Tensor wb = Param(w0, {8, 8}, DType::kBFloat16);
-  Tensor wf = Param(w0, {8, 8}, DType::kFloat32);
+  const std::vector<double> w0 = bf16_exact(RandomValues(kN, 7));
+  Tensor wb = Param(w0, {kRows, kCols}, DType::kBFloat16);
+  Tensor wf = Param(w0, {kRows, kCols}, DType::kFloat32);
   const AdamW::Options o{.lr = 1e-3, .beta2 = 0.95, .weight_decay = 0.1};
   AdamW ob({{"w", wb}}, o), of({{"w", wf}}, o);
   ASSERT_TRUE(ob.state(0).master.defined());
   EXPECT_EQ(ob.state(0).master.dtype(), DType::kFloat32);
   EXPECT_FALSE(of.state(0).master.defined());
   for (int step = 0; step < 10; ++step) {
-    const std::vector<double> g = bf16_exact(RandomValues(64, 300 + step));
+    const std::vector<double> g = bf16_exact(RandomValues(kN, 300 + step));
     SetGrad(wb, g, DType::kBFloat16);
     SetGrad(wf, g, DType::kFloat32);
     ob.Step();
@@ -220,7 +223,7 @@ TEST(AdamW, Bf16ParamsKeepFp32MasterAndEqualItsRounding) {
   EXPECT_EQ(Bytes(master), Bytes(wf));  // master == the f32 trajectory
   const std::vector<float> mf = master.ToFloats();
   const auto* bits = static_cast<const uint16_t*>(wb.raw_data());
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(bits[i], FloatToBf16Bits(mf[i])) << i;
+  for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(bits[i], FloatToBf16Bits(mf[i])) << i;
   // The updates (~1e-3 * 10) are below bf16's resolution for many entries:
   // without the master they would be lost.
   EXPECT_FALSE(AllClose(master, w0, 0, 1e-4));
