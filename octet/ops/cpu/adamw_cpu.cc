@@ -45,8 +45,10 @@ constexpr int64_t kBlock = 16384;
 // (octet_optim_bench, wide model, Zen 5, 2026-11-28, 1024 -> 256, six
 // alternating rounds on a noisy VM: bf16 state 4.02-6.14 -> 3.27-4.81 ms,
 // FP8/FP16 state 6.89-10.8 -> 6.23-9.30; 128 was slower than 256 in three
-// rounds of three). An all-f32 update reads its operands in place and keeps
-// 1024 (256 was 1-9 % slower in all six rounds).
+// rounds of three). An all-f32 update converts nothing (its operands are
+// read in place), so it keeps 1024. (It measured 1-9 % slower with 256, but
+// also 1-7 % slower than before with 1024 in the final build, whose f32
+// functions are unchanged: those rounds do not settle the f32 case.)
 constexpr int64_t kChunk = 1024;
 constexpr int64_t kNarrowChunk = 256;
 

@@ -233,49 +233,29 @@ OCTET_INLINE std::pair<A, A> LaneSum2(int64_t n, F&& f) {
   return {ra, rb};
 }
 
-// Lane maxima for RowMax: every lane of acc becomes
-// `v > acc ? v : acc`, the scalar loop's choice (NaN in v is skipped).
-template <typename A>
-OCTET_INLINE void MaxLanes(const Lanes<A>& v, Lanes<A>& acc) {
-  for (int j = 0; j < Lanes<A>::kParts; ++j) acc.p[j] = v.p[j] > acc.p[j] ? v.p[j] : acc.p[j];
-}
-
-// kRowLanes copies of x.
-template <typename A>
-OCTET_INLINE Lanes<A> SplatLanes(A x) {
-  Lanes<A> r;
-  for (int j = 0; j < Lanes<A>::kParts; ++j)
-    for (int l = 0; l < Lanes<A>::kPer; ++l) r.p[j][l] = x;
-  return r;
-}
-
-// The max of the kRowLanes lanes, lane 0 first.
-template <typename A>
-OCTET_INLINE A CombineMax(const Lanes<A>& acc) {
-  A r = acc.p[0][0];
-  for (int l = 1; l < kRowLanes; ++l) {
-    const A a = acc.p[l / Lanes<A>::kPer][l % Lanes<A>::kPer];
-    r = a > r ? a : r;
-  }
-  return r;
-}
-
 // max_i p[i] over a non-empty row. NaNs are skipped unless p[0] is NaN: callers
 // that go on to sum exp(p[i] - max) get NaN from the NaN elements themselves.
 // The kRowLanes lanes are Lanes parts: written as a scalar lane loop, GCC 12
 // kept 16 scalar maxss a step in both builds (perf annotate, cross-entropy
 // forward, 2026-11-28: over half of the forward's time). Each lane makes the
-// scalar loop's choice and the lanes combine in its order: the same bits.
+// scalar loop's choice (`v > m ? v : m`) and the lanes combine in its order,
+// lane 0 first: the same bits.
 template <typename A>
 OCTET_INLINE A RowMax(const A* p, int64_t n) {
-  Lanes<A> acc = SplatLanes(p[0]);
+  constexpr int kPer = Lanes<A>::kPer;
+  Lanes<A> acc;
+  for (int l = 0; l < kRowLanes; ++l) acc.p[l / kPer][l % kPer] = p[0];
   int64_t i = 0;
   for (; i + kRowLanes <= n; i += kRowLanes) {
     Lanes<A> v;
     LoadLanes<A, A>(p + i, v);
-    MaxLanes(v, acc);
+    for (int j = 0; j < Lanes<A>::kParts; ++j) acc.p[j] = v.p[j] > acc.p[j] ? v.p[j] : acc.p[j];
   }
-  A r = CombineMax(acc);
+  A r = acc.p[0][0];
+  for (int l = 1; l < kRowLanes; ++l) {
+    const A a = acc.p[l / kPer][l % kPer];
+    r = a > r ? a : r;
+  }
   for (; i < n; ++i) r = p[i] > r ? p[i] : r;
   return r;
 }
