@@ -4,9 +4,11 @@
 // rounding every bf16 store promises) and against StoreRows, bit for bit:
 // head sizes with and without a 32-value tail, ties, subnormals, NaNs,
 // infinities, contiguous and strided output rows, and the elements around
-// each row left alone.
+// each row left alone; and per-row multipliers (the forward's 1 / l_i) in
+// the bf16 and the f32 row stores.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +92,60 @@ TEST(AttentionBf16Store, RowsAreTheF32ProductsRoundedAsFloatToBf16Bits) {
         for (const uint16_t w : fast) untouched += w == kUntouched;
         EXPECT_EQ(untouched, static_cast<int64_t>(fast.size()) - written) << "a store outside the rows";
       }
+    }
+  }
+}
+
+// Per-row multipliers (the forward's 1 / l_i, NOTE [attention row
+// addressing]) in both stores, bf16 and f32: row r is src times row_mul[r],
+// rows st apart from the head's first row, nothing written outside them.
+TEST(AttentionBf16Store, PerRowMultipliersScaleEachRowInBf16AndF32) {
+  const int64_t rows = 6, sp = 112, heads = 3, bh = 4;  // batch 1, head 1
+  const float row_mul[rows] = {0.5f, 3.0f, 1.0f / 7.0f, 1.0f, 0.0078125f, 11.0f};
+  for (const int64_t d : {1, 17, 32, 48, 100}) {
+    for (const int64_t sd : {int64_t{1}, int64_t{2}}) {
+      SCOPED_TRACE(::testing::Message() << "d=" << d << " column stride " << sd);
+      const std::vector<float> src = Values(rows * sp, static_cast<uint32_t>(d * 11 + sd));
+      const int64_t st = d * sd + 3, sh = 9 * st, sb = heads * sh, t0 = 1;
+      const int64_t base = (bh / heads) * sb + (bh % heads) * sh + t0 * st;
+      std::vector<float> f32(2 * sb, -99.0f);
+      OutOperand<float> f32_out(Tensor{});
+      f32_out.data = f32.data();
+      f32_out.sb = sb;
+      f32_out.sh = sh;
+      f32_out.st = st;
+      f32_out.sd = sd;
+      f32_out.heads = heads;
+      StoreRows(src.data(), sp, rows, d, 2.0f, f32_out, bh, t0, row_mul);  // the 2.0 is not used
+      int64_t written = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < d; ++c, ++written) {
+          const float want = src[r * sp + c] * row_mul[r];
+          const float got = f32[base + r * st + c * sd];
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(got)) << "f32 row " << r << " column " << c;
+          } else {
+            ASSERT_EQ(got, want) << "f32 row " << r << " column " << c;
+          }
+        }
+      EXPECT_EQ(std::count(f32.begin(), f32.end(), -99.0f), static_cast<int64_t>(f32.size()) - written)
+          << "an f32 store outside the rows";
+      if (!CpuHasAvx512Bf16()) continue;
+      std::vector<uint16_t> bf16(2 * sb, kUntouched);
+      OutOperand<bfloat16> bf16_out(Tensor{});
+      bf16_out.data = reinterpret_cast<bfloat16*>(bf16.data());
+      bf16_out.sb = sb;
+      bf16_out.sh = sh;
+      bf16_out.st = st;
+      bf16_out.sd = sd;
+      bf16_out.heads = heads;
+      StoreRowsBf16(src.data(), sp, rows, d, 2.0f, bf16_out, bh, t0, row_mul);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < d; ++c)
+          ASSERT_EQ(bf16[base + r * st + c * sd], FloatToBf16Bits(src[r * sp + c] * row_mul[r]))
+              << "bf16 row " << r << " column " << c;
+      EXPECT_EQ(std::count(bf16.begin(), bf16.end(), kUntouched), static_cast<int64_t>(bf16.size()) - written)
+          << "a bf16 store outside the rows";
     }
   }
 }

@@ -320,12 +320,13 @@ OCTET_BF16_TARGET void LookupTile(const uint8_t* src, int64_t rs, int64_t n, int
 }
 
 OCTET_BF16_TARGET void StoreRowsBf16(const float* src, int64_t sp, int64_t rows, int64_t d, float mul,
-                                     const OutOperand<bfloat16>& out, int64_t bh, int64_t t0) {
-  if (out.sd != 1) return StoreRows(src, sp, rows, d, mul, out, bh, t0);
-  const __m512 m = _mm512_set1_ps(mul);
+                                     const OutOperand<bfloat16>& out, int64_t bh, int64_t t0, const float* row_mul) {
+  if (out.sd != 1) return StoreRows(src, sp, rows, d, mul, out, bh, t0, row_mul);
+  uint16_t* const first = reinterpret_cast<uint16_t*>(out.Row(bh, t0));  // NOTE [attention row addressing]
   for (int64_t r = 0; r < rows; ++r) {
+    const __m512 m = _mm512_set1_ps(row_mul ? row_mul[r] : mul);
     const float* s = src + r * sp;
-    uint16_t* dst = reinterpret_cast<uint16_t*>(out.Row(bh, t0 + r));
+    uint16_t* dst = first + r * out.st;
     int64_t c = 0;
     for (; c + 32 <= d; c += 32) {
       const __m512 lo = _mm512_mul_ps(m, _mm512_loadu_ps(s + c)), hi = _mm512_mul_ps(m, _mm512_loadu_ps(s + c + 16));

@@ -76,16 +76,18 @@ OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uin
 OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_t* out);
 
 // NOTE [bf16 row stores]: rows [0, rows) of src (f32, row stride sp, d
-// columns) times mul into rows t0.. of head bh of out, each rounded as
-// FloatToBf16Bits rounds: StoreRows' values, in one pass of AVX-512 BF16
-// narrowing (FloatToBf16x32Native) per row where out's columns are
-// contiguous, and through StoreRows where they are not. StoreRows scales a
-// chunk in the baseline build's 32-byte stores and hands it to the row
-// converter, whose 64-byte loads of it then wait for both stores (a store
-// forwarding stall: 69 % of FloatToBf16Native's samples fell on its first
-// load in the bf16 attention's backward, where it was 15 % of the time).
+// columns) times mul (row r times row_mul[r] where given) into rows t0..
+// of head bh of out, each rounded as FloatToBf16Bits rounds: StoreRows'
+// values, in one pass of AVX-512 BF16 narrowing (FloatToBf16x32Native) per
+// row where out's columns are contiguous, and through StoreRows where they
+// are not. StoreRows scales a chunk in the baseline build's 32-byte stores
+// and hands it to the row converter, whose 64-byte loads of it then wait
+// for both stores (a store forwarding stall: 69 % of FloatToBf16Native's
+// samples fell on its first load in the bf16 attention's backward, where it
+// was 15 % of the time).
 OCTET_BF16_TARGET void StoreRowsBf16(const float* src, int64_t sp, int64_t rows, int64_t d, float mul,
-                                     const OutOperand<bfloat16>& out, int64_t bh, int64_t t0);
+                                     const OutOperand<bfloat16>& out, int64_t bh, int64_t t0,
+                                     const float* row_mul = nullptr);
 
 // ---------------------------------------------------------------------------
 // Tile pairs: the products and softmax of one (query tile, key tile) pair.

@@ -83,7 +83,11 @@ struct HeadStrides {
     heads = t.size(1);
   }
   explicit operator bool() const { return data != nullptr; }
-  // Row t0 of head bh (= b*H + h).
+  // Row t0 of head bh (= b*H + h). NOTE [attention row addressing]: this
+  // divides by the head count (an integer division, 10-20 cycles), so loops
+  // over the rows of a head find its first row once and step by st from it;
+  // called per row of 32 values, the division was a third of the row
+  // stores' samples.
   P* Row(int64_t bh, int64_t t0) const { return data + (bh / heads) * sb + (bh % heads) * sh + t0 * st; }
   P* data = nullptr;
   int64_t sb = 0, sh = 0, st = 0, sd = 1, heads = 1;
@@ -215,19 +219,31 @@ OCTET_INLINE void ScaleRunBody(const A* src, A mul, A* dst, int64_t n) {
   for (int64_t c = 0; c < n; ++c) dst[c] = src[c] * mul;
 }
 
-// Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh of out.
+// Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh
+// of out; row r times row_mul[r] instead where row_mul is given. The head's
+// first row is found once: HeadStrides::Row divides by the head count, and
+// per row that integer division held a third of this function's samples at
+// head size 32 (NOTE [attention row addressing]).
 template <typename T, typename A>
 void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
-               int64_t t0) {
+               int64_t t0, const A* row_mul = nullptr) {
   constexpr int64_t kChunk = 256;
   alignas(64) A scaled[kChunk];
   // The scaling in the build whose vector width is the row converter's: a
   // 64-byte load of a chunk written by 32-byte stores waits for both of them
   // (store forwarding fails; NOTE [bf16 row stores] in attention_bf16_tiles.h).
   const auto scale_run = IsaBuild<&ScaleRunBody<A>>();
+  T* const first = out.Row(bh, t0);
   for (int64_t r = 0; r < rows; ++r) {
-    T* dst = out.Row(bh, t0 + r);
+    T* dst = first + r * out.st;
     const A* row = src + r * dp;
+    if (row_mul) mul = row_mul[r];
+    if constexpr (std::is_same_v<T, A>) {
+      if (out.sd == 1) {  // scaled straight into place: the same product, no copy
+        scale_run(row, mul, dst, d);
+        continue;
+      }
+    }
     if (out.sd == 1) {
       // Scaled in chunks, then stored by the row converter (the same rounding
       // as ConvertElement, vectorised).

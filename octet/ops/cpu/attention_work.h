@@ -94,10 +94,12 @@ inline bool HeadsFillThreads(const Geometry& g) {
 template <typename A, typename TOut, typename StoreRowsFn>
 void StoreQueryTile(const A* o, const A* m, const A* l, const Geometry& g, const OutOperand<TOut>& out, A* lse,
                     int64_t bh, int64_t q0, int64_t qn, StoreRowsFn&& store_rows) {
+  A inv_l[kTile];
   for (int64_t i = 0; i < qn; ++i) {
-    store_rows(o + i * g.dp, g.dp, 1, g.d, A(1) / l[i], out, bh, q0 + i);
+    inv_l[i] = A(1) / l[i];
     lse[bh * g.t + q0 + i] = static_cast<A>((m[i] + std::log2(l[i])) * A(kLn2));
   }
+  store_rows(o, g.dp, qn, g.d, A(1), out, bh, q0, inv_l);  // one call: NOTE [attention row addressing]
 }
 
 // What backward reads per query row of the tile at row t0 (n rows): lse2 =
@@ -107,10 +109,11 @@ template <typename A, typename TOut, typename DoutRow>
 void TileRowStats(const A* lse, const Operand<TOut>& out, const Geometry& g, int64_t bh, int64_t t0, int64_t n,
                   DoutRow&& dout_row, A* lse2, A* di) {
   std::vector<TOut> o_row(out.sd == 1 ? 0 : g.d);  // a row of O with strided columns, gathered
+  const TOut* const o_first = n > 0 ? out.Row(bh, t0) : nullptr;  // NOTE [attention row addressing]
   for (int64_t i = 0; i < kTile; ++i) {
     if (i < n) {
       lse2[i] = lse[bh * g.t + t0 + i] * static_cast<A>(kLog2e);
-      const TOut* o = out.Row(bh, t0 + i);
+      const TOut* o = o_first + i * out.st;
       if (out.sd != 1) {
         for (int64_t c = 0; c < g.d; ++c) o_row[c] = o[c * out.sd];
         o = o_row.data();
