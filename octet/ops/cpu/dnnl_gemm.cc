@@ -62,7 +62,15 @@
 // whole call), OpenBLAS 0.3.21's SGEMM with its Cooperlake kernels 314-350
 // and BLIS 0.9 with its skx kernels 299-350 (bare calls, row-major
 // operands). Left to detect this CPU, BLIS 0.9 runs its generic kernels (55
-// GFLOP/s).
+// GFLOP/s). Nor does LIBXSMM 1.17 (Debian's libxsmm-dev, static only;
+// 2026-11-28): its JIT f32 micro-kernel runs at 98-100 % of a thread's peak
+// on cached operands, like the blocked GEMM above, but its OpenMP GEMM
+// (libxsmm_sgemm_omp, libxsmmext) reached 330-354 GFLOP/s on the three GPT
+// shapes and 187-211 at 2048^3, best of 7, against octet's 357-371 and 384
+// in the same sitting. Its bf16 kernels without the dot-product instruction
+// (LIBXSMM_TARGET=skx: bf16 widened inside the kernel) run at 130-141
+// GFLOP/s a thread, 62 % of the FP32 FMA peak, so they are no FP32-FMA path
+// either (NOTE [FP32-FMA path costs] in matmul_cpu.cc).
 //
 // NOTE [gemm thread split]: oneDNN splits a GEMM's work between the threads
 // once, evenly, so a thread on a slower core sets the pace. The VMs issue
