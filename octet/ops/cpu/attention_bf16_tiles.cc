@@ -319,27 +319,35 @@ OCTET_BF16_TARGET void LookupTile(const uint8_t* src, int64_t rs, int64_t n, int
   LookupTileWords(src, rs, n, d, dp, lut, dst, 0, 0);
 }
 
+namespace {
+// One row of StoreRowsBf16: s[0, d) * m narrowed into dst.
+OCTET_BF16_TARGET inline __attribute__((always_inline)) void StoreRowBf16(const float* s, __m512 m, uint16_t* dst,
+                                                                         int64_t d) {
+  int64_t c = 0;
+  for (; c + 32 <= d; c += 32) {
+    const __m512 lo = _mm512_mul_ps(m, _mm512_loadu_ps(s + c)), hi = _mm512_mul_ps(m, _mm512_loadu_ps(s + c + 16));
+    _mm512_storeu_si512(dst + c, convert_internal::FloatToBf16x32Native(lo, hi));
+  }
+  if (c < d) {  // 1-31 values: masked lanes read as 0, which narrows plainly
+    const int64_t n = d - c;
+    const __mmask32 words = static_cast<__mmask32>((uint64_t{1} << n) - 1);
+    const __mmask16 lo_lanes = static_cast<__mmask16>(words), hi_lanes = static_cast<__mmask16>(words >> 16);
+    const __m512 lo = _mm512_mul_ps(m, _mm512_maskz_loadu_ps(lo_lanes, s + c));
+    const __m512 hi = _mm512_mul_ps(m, _mm512_maskz_loadu_ps(hi_lanes, s + c + 16));
+    _mm512_mask_storeu_epi16(dst + c, words, convert_internal::FloatToBf16x32Native(lo, hi));
+  }
+}
+}  // namespace
+
 OCTET_BF16_TARGET void StoreRowsBf16(const float* src, int64_t sp, int64_t rows, int64_t d, float mul,
                                      const OutOperand<bfloat16>& out, int64_t bh, int64_t t0, const float* row_mul) {
   if (out.sd != 1) return StoreRows(src, sp, rows, d, mul, out, bh, t0, row_mul);
   uint16_t* const first = reinterpret_cast<uint16_t*>(out.Row(bh, t0));  // NOTE [attention row addressing]
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512 m = _mm512_set1_ps(row_mul ? row_mul[r] : mul);
-    const float* s = src + r * sp;
-    uint16_t* dst = first + r * out.st;
-    int64_t c = 0;
-    for (; c + 32 <= d; c += 32) {
-      const __m512 lo = _mm512_mul_ps(m, _mm512_loadu_ps(s + c)), hi = _mm512_mul_ps(m, _mm512_loadu_ps(s + c + 16));
-      _mm512_storeu_si512(dst + c, convert_internal::FloatToBf16x32Native(lo, hi));
-    }
-    if (c < d) {  // 1-31 values: masked lanes read as 0, which narrows plainly
-      const int64_t n = d - c;
-      const __mmask32 words = static_cast<__mmask32>((uint64_t{1} << n) - 1);
-      const __mmask16 lo_lanes = static_cast<__mmask16>(words), hi_lanes = static_cast<__mmask16>(words >> 16);
-      const __m512 lo = _mm512_mul_ps(m, _mm512_maskz_loadu_ps(lo_lanes, s + c));
-      const __m512 hi = _mm512_mul_ps(m, _mm512_maskz_loadu_ps(hi_lanes, s + c + 16));
-      _mm512_mask_storeu_epi16(dst + c, words, convert_internal::FloatToBf16x32Native(lo, hi));
-    }
+  if (row_mul != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) StoreRowBf16(src + r * sp, _mm512_set1_ps(row_mul[r]), first + r * out.st, d);
+  } else {
+    const __m512 m = _mm512_set1_ps(mul);
+    for (int64_t r = 0; r < rows; ++r) StoreRowBf16(src + r * sp, m, first + r * out.st, d);
   }
 }
 
