@@ -56,6 +56,19 @@ std::vector<float> Values(int64_t n, uint32_t seed) {
   return v;
 }
 
+// An output head operand over buf: heads side by side, the given strides.
+template <typename T, typename E>
+OutOperand<T> StridedOut(std::vector<E>& buf, int64_t sb, int64_t sh, int64_t st, int64_t sd, int64_t heads) {
+  OutOperand<T> o(Tensor{});
+  o.data = reinterpret_cast<T*>(buf.data());
+  o.sb = sb;
+  o.sh = sh;
+  o.st = st;
+  o.sd = sd;
+  o.heads = heads;
+  return o;
+}
+
 TEST(AttentionBf16Store, RowsAreTheF32ProductsRoundedAsFloatToBf16Bits) {
   if (!CpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
   const int64_t rows = 5, sp = 128, heads = 2, bh = 3;  // batch 1, head 1
@@ -68,15 +81,8 @@ TEST(AttentionBf16Store, RowsAreTheF32ProductsRoundedAsFloatToBf16Bits) {
         // every element preset so that writes outside the rows show.
         const int64_t st = d * sd + 5, sh = 8 * st, sb = heads * sh, t0 = 2;
         std::vector<uint16_t> fast(2 * sb, kUntouched), generic(2 * sb, kUntouched);
-        OutOperand<bfloat16> fast_out(Tensor{}), generic_out(Tensor{});
-        for (auto [o, buf] : {std::pair{&fast_out, &fast}, std::pair{&generic_out, &generic}}) {
-          o->data = reinterpret_cast<bfloat16*>(buf->data());
-          o->sb = sb;
-          o->sh = sh;
-          o->st = st;
-          o->sd = sd;
-          o->heads = heads;
-        }
+        const auto fast_out = StridedOut<bfloat16>(fast, sb, sh, st, sd, heads);
+        const auto generic_out = StridedOut<bfloat16>(generic, sb, sh, st, sd, heads);
         StoreRowsBf16(src.data(), sp, rows, d, mul, fast_out, bh, t0);
         StoreRows(src.data(), sp, rows, d, mul, generic_out, bh, t0);
         EXPECT_EQ(fast, generic) << "StoreRowsBf16 and StoreRows wrote different bits";
@@ -109,13 +115,7 @@ TEST(AttentionBf16Store, PerRowMultipliersScaleEachRowInBf16AndF32) {
       const int64_t st = d * sd + 3, sh = 9 * st, sb = heads * sh, t0 = 1;
       const int64_t base = (bh / heads) * sb + (bh % heads) * sh + t0 * st;
       std::vector<float> f32(2 * sb, -99.0f);
-      OutOperand<float> f32_out(Tensor{});
-      f32_out.data = f32.data();
-      f32_out.sb = sb;
-      f32_out.sh = sh;
-      f32_out.st = st;
-      f32_out.sd = sd;
-      f32_out.heads = heads;
+      const auto f32_out = StridedOut<float>(f32, sb, sh, st, sd, heads);
       StoreRows(src.data(), sp, rows, d, 2.0f, f32_out, bh, t0, row_mul);  // the 2.0 is not used
       int64_t written = 0;
       for (int64_t r = 0; r < rows; ++r)
@@ -132,13 +132,7 @@ TEST(AttentionBf16Store, PerRowMultipliersScaleEachRowInBf16AndF32) {
           << "an f32 store outside the rows";
       if (!CpuHasAvx512Bf16()) continue;
       std::vector<uint16_t> bf16(2 * sb, kUntouched);
-      OutOperand<bfloat16> bf16_out(Tensor{});
-      bf16_out.data = reinterpret_cast<bfloat16*>(bf16.data());
-      bf16_out.sb = sb;
-      bf16_out.sh = sh;
-      bf16_out.st = st;
-      bf16_out.sd = sd;
-      bf16_out.heads = heads;
+      const auto bf16_out = StridedOut<bfloat16>(bf16, sb, sh, st, sd, heads);
       StoreRowsBf16(src.data(), sp, rows, d, 2.0f, bf16_out, bh, t0, row_mul);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < d; ++c)

@@ -221,9 +221,7 @@ OCTET_INLINE void ScaleRunBody(const A* src, A mul, A* dst, int64_t n) {
 
 // Stores rows (rows x Dp, compute type) times mul into rows t0.. of head bh
 // of out; row r times row_mul[r] instead where row_mul is given. The head's
-// first row is found once: HeadStrides::Row divides by the head count, and
-// per row that integer division held a third of this function's samples at
-// head size 32 (NOTE [attention row addressing]).
+// first row is found once (NOTE [attention row addressing]).
 template <typename T, typename A>
 void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const OutOperand<T>& out, int64_t bh,
                int64_t t0, const A* row_mul = nullptr) {
@@ -238,13 +236,11 @@ void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const O
     T* dst = first + r * out.st;
     const A* row = src + r * dp;
     if (row_mul) mul = row_mul[r];
-    if constexpr (std::is_same_v<T, A>) {
-      if (out.sd == 1) {  // scaled straight into place: the same product, no copy
-        scale_run(row, mul, dst, d);
-        continue;
-      }
-    }
-    if (out.sd == 1) {
+    if (out.sd != 1) {
+      for (int64_t c = 0; c < d; ++c) dst[c * out.sd] = ConvertElement<T>(row[c] * mul);
+    } else if constexpr (std::is_same_v<T, A>) {
+      scale_run(row, mul, dst, d);  // scaled straight into place: the same product, no copy
+    } else {
       // Scaled in chunks, then stored by the row converter (the same rounding
       // as ConvertElement, vectorised).
       for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
@@ -252,8 +248,6 @@ void StoreRows(const A* src, int64_t dp, int64_t rows, int64_t d, A mul, const O
         scale_run(row + c0, mul, scaled, n);
         StoreRow<T, A>(scaled, dst + c0, n);
       }
-    } else {
-      for (int64_t c = 0; c < d; ++c) dst[c * out.sd] = ConvertElement<T>(row[c] * mul);
     }
   }
 }
