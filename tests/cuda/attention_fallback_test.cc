@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA

@@ -8,6 +8,7 @@
 
 #include <utility>
 
+#include "tests/cuda/require_cuda.h"
 #include "tests/test_util.h"
 
 #if OCTET_WITH_CUDA
