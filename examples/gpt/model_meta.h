@@ -20,8 +20,9 @@ inline void ConfigToMetadata(const nn::GPTConfig& c, std::map<std::string, std::
   (*m)["gpt.n_embd"] = absl::StrCat(c.n_embd);
   (*m)["gpt.block_size"] = absl::StrCat(c.block_size);
   (*m)["gpt.vocab_size"] = absl::StrCat(c.vocab_size);
-  (*m)["gpt.tie_weights"] = c.tie_weights ? "1" : "0";
-  (*m)["gpt.bias"] = c.bias ? "1" : "0";
+  // StrCat, not a literal assignment: GCC 12's -Wrestrict misreads that one.
+  (*m)["gpt.tie_weights"] = absl::StrCat(c.tie_weights ? 1 : 0);
+  (*m)["gpt.bias"] = absl::StrCat(c.bias ? 1 : 0);
 }
 
 inline absl::StatusOr<nn::GPTConfig> ConfigFromMetadata(const std::map<std::string, std::string>& m) {

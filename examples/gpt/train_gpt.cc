@@ -42,6 +42,7 @@
 #include <octet/nn/amp.h>
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/gpt.h>
+#include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/index_check.h>
 #include <octet/optim/adamw.h>
 #include <octet/optim/lr_schedule.h>
@@ -225,9 +226,12 @@ class MetricsWriter {
   }
   void Final(double val_loss, double ms, double tok_s, double peak_rss_mb) {
     if (!out_.is_open() || !json_) return;
+    // null where there is no number: no timed step, or no evaluation.
+    auto or_null = [](double v, std::string text) { return std::isnan(v) ? std::string("null") : text; };
     out_ << absl::StrFormat(
-        "{\"final\":true,\"val_loss\":%.9g,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f}\n",
-        val_loss, ms, tok_s, peak_rss_mb);
+        "{\"final\":true,\"val_loss\":%s,\"ms_per_step\":%s,\"tokens_per_s\":%s,\"peak_rss_mb\":%.1f}\n",
+        or_null(val_loss, absl::StrFormat("%.9g", val_loss)), or_null(ms, absl::StrFormat("%.3f", ms)),
+        or_null(tok_s, absl::StrFormat("%.1f", tok_s)), peak_rss_mb);
     out_.flush();
   }
 
@@ -351,6 +355,15 @@ absl::Status Run() {
               static_cast<long long>(T), static_cast<long long>(accum), ToString(device).c_str());
   if (device.is_cpu()) std::printf(", %d threads", omp_get_max_threads());
   std::printf("\n");
+  if (device.is_cpu() && level != nn::amp::Level::kO0) {
+    // NOTE [CPU GEMM path] in ops/cpu_gemm_path.h: where BF16 dot products
+    // are slow, O1 and O2 compute their GEMMs with FP32 FMAs; they still save
+    // memory, but need not be faster than O0 (docs/cpu-speed.md).
+    const CpuGemmPathInfo gemm = GetCpuGemmPath();
+    std::printf("cpu gemm: bf16/fp8 operands on %s (%s; one thread: FP32 FMA %.0f, BF16 dot product %.0f GFLOP/s)\n",
+                gemm.path == CpuGemmPath::kBf16Dot ? "BF16 dot products" : "FP32 FMAs, widened exactly",
+                gemm.reason.c_str(), gemm.fp32_fma_gflops, gemm.bf16_dot_gflops);
+  }
 
   std::map<std::string, std::string> run_meta;
   ConfigToMetadata(config, &run_meta);
@@ -444,6 +457,7 @@ absl::Status Run() {
   model.Train();
   if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, false);
   std::vector<Batch> batches(accum);
+  const int64_t first_step = step;  // 0, or where a resumed run starts
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
     if (telemetry) nn::amp::SetTelemetry(model, log_step);
@@ -461,7 +475,7 @@ absl::Status Run() {
     const Tensor& loss_sum = result.loss_sum;
     const Tensor& grad_norm = result.grad_norm;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (step > 0) {  // the first step pays for one-time setup
+    if (step > first_step) {  // this process's first step pays for one-time set-up
       total_ms += ms;
       ++timed_steps;
     }
@@ -516,10 +530,17 @@ absl::Status Run() {
   }
 
   // ---- summary and sample --------------------------------------------------------------------
-  const double avg_ms = timed_steps > 0 ? total_ms / timed_steps : 0.0;
-  const double avg_tok_s = avg_ms > 0 ? tokens_per_step / (avg_ms / 1000.0) : 0.0;
-  std::printf("done: final val loss %.4f | %.1f ms/step | %.0f tok/s | %.1f GFLOP/s | peak RSS %.1f MB\n", val_loss,
-              avg_ms, avg_tok_s, avg_ms > 0 ? flops_per_step / (avg_ms / 1000.0) / 1e9 : 0.0, PeakRssMb());
+  // NaN when no step was timed (only this process's first step ran).
+  const double avg_ms = timed_steps > 0 ? total_ms / timed_steps : NAN;
+  const double avg_tok_s = tokens_per_step / (avg_ms / 1000.0);
+  if (timed_steps > 0) {
+    std::printf("done: final val loss %.4f | %.1f ms/step | %.0f tok/s | %.1f GFLOP/s | peak RSS %.1f MB\n", val_loss,
+                avg_ms, avg_tok_s, flops_per_step / (avg_ms / 1000.0) / 1e9, PeakRssMb());
+  } else {
+    std::printf("done: final val loss %.4f | no timed step (the first step of a run pays for set-up and is not "
+                "timed) | peak RSS %.1f MB\n",
+                val_loss, PeakRssMb());
+  }
   if (cuda_graph) std::printf("step: %s\n", train_step.Mode().c_str());
   metrics.Final(val_loss, avg_ms, avg_tok_s, PeakRssMb());
   const int64_t n_sample = absl::GetFlag(FLAGS_sample_tokens);

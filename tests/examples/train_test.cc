@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using ::octet::testing::kTrainGpt;
 
@@ -88,11 +89,12 @@ class TrainGpt : public ::testing::Test {
     return h;
   }
 
-  static RunResult Run(const std::vector<std::string>& args) {
+  // env: extra VAR=value words for the child's environment.
+  static RunResult Run(const std::vector<std::string>& args, const std::string& env = "") {
     static int counter = 0;
     const fs::path out = *dir_ / ("out_" + std::to_string(counter) + ".txt");
     const fs::path err = *dir_ / ("err_" + std::to_string(counter++) + ".txt");
-    std::string cmd = std::string("OMP_NUM_THREADS=2 ") + kTrainGpt;
+    std::string cmd = "OMP_NUM_THREADS=2 " + env + (env.empty() ? "" : " ") + kTrainGpt;
     for (const std::string& a : args) cmd += " '" + a + "'";
     cmd += " > '" + out.string() + "' 2> '" + err.string() + "'";
     const int status = std::system(cmd.c_str());
@@ -215,6 +217,61 @@ TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
     for (size_t i = 0; i < 60; ++i) EXPECT_EQ(ms.losses[i], mf.losses[i]) << amp << " step " << i + 1;
     EXPECT_EQ(ms.final_val, mf.final_val) << amp;
   }
+}
+
+// A run's first step pays for set-up and is not timed: a one-step run, or a
+// resumed one that runs a single step, has no step time to report, and says
+// so (null in the metrics' final line, not 0 or a set-up time).
+TEST_F(TrainGpt, RunsWithoutATimedStepSaySoAndWriteNull) {
+  const fs::path one = *dir_ / "one_step.jsonl";
+  const RunResult r = Run(BaseArgs("O0", 1, one.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no timed step"));
+  std::string final_line;
+  {
+    std::istringstream in(ReadFile(one));
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"final\"") != std::string::npos) final_line = line;
+  }
+  EXPECT_EQ(Field(final_line, "ms_per_step"), "null") << final_line;
+  EXPECT_EQ(Field(final_line, "tokens_per_s"), "null") << final_line;
+  EXPECT_NE(Field(final_line, "val_loss"), "null") << final_line;  // the last step evaluates
+
+  // Resumed at step 3 of 4: this process runs one step, untimed.
+  const fs::path ckpt = *dir_ / "ckpt_timing";
+  std::vector<std::string> a = BaseArgs("O0", 4, (*dir_ / "timing_a.jsonl").string());
+  a.push_back("--ckpt_dir=" + ckpt.string());
+  a.push_back("--stop_after=3");
+  ASSERT_EQ(Run(a).exit_code, 0);
+  std::vector<std::string> b = BaseArgs("O0", 4, (*dir_ / "timing_b.jsonl").string());
+  b.push_back("--ckpt_dir=" + ckpt.string());
+  b.push_back("--resume");
+  const RunResult resumed = Run(b);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_THAT(resumed.out, HasSubstr("no timed step"));
+
+  // Two steps: the second is timed.
+  const RunResult two = Run(BaseArgs("O0", 2, (*dir_ / "two_steps.jsonl").string()));
+  ASSERT_EQ(two.exit_code, 0);
+  EXPECT_THAT(two.out, Not(HasSubstr("no timed step")));
+  EXPECT_THAT(two.out, HasSubstr(" ms/step | "));
+}
+
+// O1 and O2 on the CPU name the GEMM path they compute with (an override
+// shows as the reason); O0 has no BF16/FP8 GEMMs and prints no such line.
+TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGemmPath) {
+  const RunResult fp32 = Run(BaseArgs("O2", 1, (*dir_ / "path_fp32.jsonl").string()), "OCTET_CPU_GEMM=fp32");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  EXPECT_THAT(fp32.out, HasSubstr("cpu gemm: bf16/fp8 operands on FP32 FMAs, widened exactly (OCTET_CPU_GEMM=fp32;"));
+  const RunResult bf16 = Run(BaseArgs("O1", 1, (*dir_ / "path_bf16.jsonl").string()), "OCTET_CPU_GEMM=bf16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_THAT(bf16.out, HasSubstr("cpu gemm: bf16/fp8 operands on BF16 dot products (OCTET_CPU_GEMM=bf16;"));
+  const RunResult o0 = Run(BaseArgs("O0", 1, (*dir_ / "path_o0.jsonl").string()), "OCTET_CPU_GEMM=fp32");
+  ASSERT_EQ(o0.exit_code, 0) << o0.err;
+  EXPECT_THAT(o0.out, Not(HasSubstr("cpu gemm:")));
+  const RunResult bad = Run(BaseArgs("O2", 1, (*dir_ / "path_bad.jsonl").string()), "OCTET_CPU_GEMM=fast");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GEMM='fast' is not a CPU GEMM path"));
 }
 
 TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
