@@ -11,6 +11,12 @@
 #       --benchmark_filter=config:0/amp:2/state:0
 # The last line compares the time inside regions with the process's wall
 # time: what is left is serial work (autograd, allocation, set-up).
+# Per-call means include a run's first steps, whose outputs land on fresh
+# pages: between amp levels with different peaks that alone can make a
+# kernel look 1.4-1.7x slower (train_gpt's wide model, GELU backward: 913
+# against 651 us a call over 40 steps, equal once 10 steps are subtracted).
+# For steady state, run twice (e.g. 10 and 50 steps) and divide the
+# difference of the seconds by the difference of the calls.
 set -eu
 
 build=build
