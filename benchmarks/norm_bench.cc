@@ -8,6 +8,11 @@
 // autograd (the "peer"), so the output reads as a ratio. bytes_per_second
 // counts the compulsory traffic of the fused op (every input read once, every
 // output written once) for both, so it is comparable within a pair.
+// LayerNorm and the cross-entropy also run at the GPT example's own sizes,
+// (B*T, C) = (2048, 128) for its default model and (1024, 768) for the wide
+// one, logits (2048, 256): rows that stay in the cache, where a bf16 row
+// moves fewer bytes but widens and narrows every element (the third and
+// fourth arguments are the rows and the columns).
 // The CPU allocator hands out fresh pages for buffers this large, so page
 // faults are part of every figure (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=
 // 33554432:glibc.malloc.trim_threshold=1073741824 shows the ops without them).
@@ -16,6 +21,7 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <octet/autograd/engine.h>
@@ -42,24 +48,29 @@ Tensor Random(const Shape& shape, DType dtype, uint64_t seed) {
 
 DType DTypeArg(const benchmark::State& state) { return state.range(0) == 0 ? DType::kFloat32 : DType::kBFloat16; }
 
+// The (rows, columns) of a benchmark with shape arguments (ShapedDTypes).
+int64_t RowsArg(const benchmark::State& state) { return state.range(1); }
+int64_t ColsArg(const benchmark::State& state) { return state.range(2); }
+
 // Reads x, dy; writes y, dx (dweight, dbias are O(C)).
-void SetLayerNormBytes(benchmark::State& state, DType d) {
-  state.SetBytesProcessed(state.iterations() * 4 * kRows * kC * SizeOf(d));
+void SetLayerNormBytes(benchmark::State& state, DType d, int64_t rows, int64_t c) {
+  state.SetBytesProcessed(state.iterations() * 4 * rows * c * SizeOf(d));
   state.SetLabel(Name(d));
 }
 
 void BM_LayerNormFwdBwd(benchmark::State& state) {
   const DType d = DTypeArg(state);
-  Tensor x = Random({kRows, kC}, d, 1).requires_grad_();
-  Tensor w = Random({kC}, d, 2).requires_grad_(), b = Random({kC}, d, 3).requires_grad_();
-  const Tensor dy = Random({kRows, kC}, d, 4);
+  const int64_t rows = RowsArg(state), c = ColsArg(state);
+  Tensor x = Random({rows, c}, d, 1).requires_grad_();
+  Tensor w = Random({c}, d, 2).requires_grad_(), b = Random({c}, d, 3).requires_grad_();
+  const Tensor dy = Random({rows, c}, d, 4);
   for (auto _ : state) {
     LayerNorm(x, w, b).Backward(dy);
     x.zero_grad();
     w.zero_grad();
     b.zero_grad();
   }
-  SetLayerNormBytes(state, d);
+  SetLayerNormBytes(state, d, rows, c);
 }
 
 void BM_LayerNormFwdBwdComposite(benchmark::State& state) {
@@ -75,14 +86,15 @@ void BM_LayerNormFwdBwdComposite(benchmark::State& state) {
     w.zero_grad();
     b.zero_grad();
   }
-  SetLayerNormBytes(state, d);
+  SetLayerNormBytes(state, d, kRows, kC);
 }
 
 void BM_LayerNormFwd(benchmark::State& state) {
   const DType d = DTypeArg(state);
-  const Tensor x = Random({kRows, kC}, d, 1), w = Random({kC}, d, 2), b = Random({kC}, d, 3);
+  const int64_t rows = RowsArg(state), c = ColsArg(state);
+  const Tensor x = Random({rows, c}, d, 1), w = Random({c}, d, 2), b = Random({c}, d, 3);
   for (auto _ : state) benchmark::DoNotOptimize(LayerNorm(x, w, b));
-  state.SetBytesProcessed(state.iterations() * 2 * kRows * kC * SizeOf(d));
+  state.SetBytesProcessed(state.iterations() * 2 * rows * c * SizeOf(d));
   state.SetLabel(Name(d));
 }
 
@@ -173,32 +185,33 @@ void BM_OutputGradCastBiasGrad(benchmark::State& state) { OutputGradCastCase(sta
 void BM_OutputGradCastBiasGradUnfused(benchmark::State& state) { OutputGradCastCase(state, false); }
 
 // Reads the logits twice (forward, backward), writes dlogits.
-void SetCrossEntropyBytes(benchmark::State& state, DType d) {
-  state.SetBytesProcessed(state.iterations() * 3 * kCeRows * kVocab * SizeOf(d));
+void SetCrossEntropyBytes(benchmark::State& state, DType d, int64_t rows, int64_t vocab) {
+  state.SetBytesProcessed(state.iterations() * 3 * rows * vocab * SizeOf(d));
   state.SetLabel(Name(d));
 }
 
-std::vector<int64_t> TargetValues() {
-  std::vector<int64_t> t(kCeRows);
-  for (int64_t i = 0; i < kCeRows; ++i) t[i] = (i * 7919) % kVocab;
+std::vector<int64_t> TargetValues(int64_t rows, int64_t vocab) {
+  std::vector<int64_t> t(rows);
+  for (int64_t i = 0; i < rows; ++i) t[i] = (i * 7919) % vocab;
   return t;
 }
 
 void BM_CrossEntropyFwdBwd(benchmark::State& state) {
   const DType d = DTypeArg(state);
-  Tensor logits = Random({kCeRows, kVocab}, d, 5).requires_grad_();
-  const Tensor targets = FromVector(TargetValues(), {kCeRows});
+  const int64_t rows = RowsArg(state), vocab = ColsArg(state);
+  Tensor logits = Random({rows, vocab}, d, 5).requires_grad_();
+  const Tensor targets = FromVector(TargetValues(rows, vocab), {rows});
   for (auto _ : state) {
     CrossEntropy(logits, targets).Backward();
     logits.zero_grad();
   }
-  SetCrossEntropyBytes(state, d);
+  SetCrossEntropyBytes(state, d, rows, vocab);
 }
 
 void BM_CrossEntropyFwdBwdComposite(benchmark::State& state) {
   const DType d = DTypeArg(state);
   Tensor logits = Random({kCeRows, kVocab}, d, 5).requires_grad_();
-  const std::vector<int64_t> t = TargetValues();
+  const std::vector<int64_t> t = TargetValues(kCeRows, kVocab);
   std::vector<float> onehot(kCeRows * kVocab, 0.0f);
   for (int64_t i = 0; i < kCeRows; ++i) onehot[i * kVocab + t[i]] = -1.0f / kCeRows;
   const Tensor weight = FromVector(onehot, {kCeRows, kVocab}, {.dtype = d});
@@ -206,13 +219,25 @@ void BM_CrossEntropyFwdBwdComposite(benchmark::State& state) {
     Sum(LogSoftmax(logits) * weight).Backward();
     logits.zero_grad();
   }
-  SetCrossEntropyBytes(state, d);
+  SetCrossEntropyBytes(state, d, kCeRows, kVocab);
 }
 
 void DTypes(benchmark::internal::Benchmark* b) { b->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime(); }
 
-BENCHMARK(BM_LayerNormFwd)->Apply(DTypes);
-BENCHMARK(BM_LayerNormFwdBwd)->Apply(DTypes);
+// {dtype, rows, columns}: the size above, then the GPT example's.
+void LayerNormShapes(benchmark::internal::Benchmark* b) {
+  for (const auto& [rows, c] : {std::pair<int64_t, int64_t>{kRows, kC}, {2048, 128}, {1024, 768}})
+    for (int64_t d : {0, 1}) b->Args({d, rows, c});
+  b->ArgNames({"bf16", "rows", "cols"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+void CrossEntropyShapes(benchmark::internal::Benchmark* b) {
+  for (const auto& [rows, v] : {std::pair<int64_t, int64_t>{kCeRows, kVocab}, {2048, 256}})
+    for (int64_t d : {0, 1}) b->Args({d, rows, v});
+  b->ArgNames({"bf16", "rows", "cols"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_LayerNormFwd)->Apply(LayerNormShapes);
+BENCHMARK(BM_LayerNormFwdBwd)->Apply(LayerNormShapes);
 BENCHMARK(BM_LayerNormFwdBwdComposite)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFp8Fwd)->Apply(DTypes);
 BENCHMARK(BM_LayerNormFp8FwdUnfused)->Apply(DTypes);
@@ -222,7 +247,7 @@ BENCHMARK(BM_AddLayerNormFwd)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdUnfused)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdBwd)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdBwdUnfused)->Apply(DTypes);
-BENCHMARK(BM_CrossEntropyFwdBwd)->Apply(DTypes);
+BENCHMARK(BM_CrossEntropyFwdBwd)->Apply(CrossEntropyShapes);
 BENCHMARK(BM_CrossEntropyFwdBwdComposite)->Apply(DTypes);
 
 }  // namespace

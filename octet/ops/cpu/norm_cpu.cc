@@ -81,7 +81,14 @@ struct FwdArgs {
 // build (OCTET_DISABLE_AVX512=1) LayerNorm forward 0.364 / 0.561 -> 0.326 /
 // 0.471. bf16 is still behind f32 in the plain forward: its output is
 // rounded by a second pass (rounding it in the loop with FloatToBf16Bits's
-// integer arithmetic was slower: 0.41 ms).
+// integer arithmetic was slower: 0.41 ms). On short rows that pass is most
+// of the difference: at the default GPT's (2048, 128) the bf16 forward takes
+// 1.26-1.51x f32's time (octet_norm_bench BM_LayerNormFwd, 2026-11-28), and
+// with the narrowing and its store skipped (a timing hack, no output) it
+// matched f32. Tried then, none faster at (2048, 128), (1024, 768) or
+// (4096, 768): widening each row once into f32 scratch and running the f32
+// statistics on it (1.03-1.18x slower than this), narrowing a pair of rows
+// in one call, and rounding inside the output loop again.
 
 // The mean (kCenter; else 0) and variance of kRows rows of c elements, read
 // in place (NOTE [paired row statistics]).

@@ -69,7 +69,11 @@ inline constexpr int64_t kChunk = 512;
 // computed (one thread, 64 Ki normal inputs, AVX-512 gathers, 2026-11-24).
 // Narrowing 32 values per instruction (NOTE [bf16 narrowing width] in
 // core/convert_avx512.cc) took bf16 GELU to f32's time on two threads at the
-// GPT MLP size and to 3-8 % behind it on one thread.
+// GPT MLP size and to 3-8 % behind it on one thread. Later sittings put it
+// behind again, with warm inputs: 1.12-1.23x f32's time at (1024, 3072) and
+// 1.13-1.17x at (2048, 512) (octet_pointwise_bench rows/cols arguments,
+// 2026-11-28); inside a training step, whose inputs come cold from the GEMM
+// before it, the two took the same time (docs/cpu-speed.md).
 // o[0, n) = f(a[i], alpha): a contiguous run (NOTE [narrow pointwise in
 // chunks]; NOTE [pointwise isa dispatch]).
 template <typename T, typename F>
