@@ -261,6 +261,43 @@ TEST(Norm, IsaBuildsGiveIdenticalBits) {
   }
 }
 
+// NOTE [native bf16 norm output]: with AVX-512 BF16, a bf16 LayerNorm or
+// RMSNorm output row and a LayerNorm dx row are computed and narrowed in
+// registers by explicit intrinsics. They must give the generic AVX-512
+// loop's bits. A rounding that differs by one FMA changes a bf16 result only
+// about once in 2^16 elements, so the rows are many (Norm.IsaBuildsGive-
+// IdenticalBits, with ~75 k elements, missed such a change), with a ragged
+// width and the default GPT's.
+TEST(Norm, NativeBf16RowsMatchTheGenericLoop) {
+  const internal::ConverterIsa cpu = internal::DetectedConverterIsa();
+  if (!cpu.avx512 || !cpu.bf16) GTEST_SKIP() << "this CPU has no AVX-512 BF16: the native rows never run";
+  for (int64_t c : {777, 128}) {
+    std::vector<std::vector<uint8_t>> results;
+    for (bool native : {false, true}) {
+      internal::SetConverterIsaForTesting({true, true, native, true});
+      std::vector<uint8_t> all;
+      const auto add = [&](const Tensor& t) {
+        const std::vector<uint8_t> bytes = ::octet::testing::Bytes(t);
+        all.insert(all.end(), bytes.begin(), bytes.end());
+      };
+      const int64_t rows = 4096;
+      Tensor x = RandomTensor({rows, c}, 81, DType::kBFloat16, -3, 3).requires_grad_();
+      Tensor w = RandomTensor({c}, 83, DType::kBFloat16, 0.5, 1.5).requires_grad_();
+      Tensor b = RandomTensor({c}, 84, DType::kBFloat16).requires_grad_();
+      const Tensor r = RandomTensor({rows, c}, 82, DType::kBFloat16, -1, 1);
+      const Tensor dy = RandomTensor({rows, c}, 85, DType::kBFloat16);
+      const Tensor y = LayerNorm(x, w, b);
+      y.Backward(dy);
+      for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) add(t);
+      add(RmsNorm(x.detach(), w.detach()));
+      add(AddLayerNorm(x.detach(), r, w.detach(), b.detach()).out);
+      results.push_back(all);
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(results[0], results[1]) << "width " << c;
+  }
+}
+
 // NOTE [paired row statistics]: the forward takes rows two at a time; a row
 // computed alone (a batch of one) must give the bits it gets inside a batch,
 // whichever row it pairs with there, in both ISA builds: LayerNorm, RMSNorm,

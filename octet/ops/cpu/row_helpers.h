@@ -81,6 +81,12 @@ class RowIn {
       buf_ = LoadRow(src, n, buf);
     }
   }
+  // The row read in place (kInPlace only).
+  const T* data() const
+    requires kInPlace
+  {
+    return src_;
+  }
   OCTET_INLINE A operator[](int64_t i) const {
     if constexpr (std::is_same_v<T, A>) {
       return src_[i];
