@@ -54,18 +54,19 @@ struct Fp8RowOut {
 // bf16 paid over f32 (NOTE [paired row statistics]). On CPUs with AVX-512
 // BF16 the forward's output row (LayerNorm, RMSNorm, AddLayerNorm) and
 // LayerNorm's dx row (without a dsum) are instead computed and narrowed in
-// registers, 32 lanes at a time (FloatToBf16x32Native), with the operations
-// the generic loop compiles to in both builds: y = fma((x - mu) * rs, w, b);
-// dx = rs * fnmadd(xhat, mean_gx, fmsub(dy, w, mean_g)). The tail runs the
-// same operations on masked lanes. Norm.NativeBf16RowsMatchTheGenericLoop
-// holds them to the generic loop's bits (a one-FMA difference changes a bf16
-// result about once in 2^16 elements, so it compares millions). Measured
-// (octet_norm_bench, two threads, Zen 5, 2026-11-28, three alternating runs
-// against the library before, bf16 time over f32 time, before -> after):
-// LayerNorm forward (2048, 128) 1.28-1.40 -> 1.02-1.24, (1024, 768)
-// 1.15-1.21 -> 0.93-0.99, (4096, 768) 1.11-1.17 -> 0.93-1.06; forward +
-// backward (2048, 128) 1.17-1.39 -> 1.13-1.19, (1024, 768) 0.94-1.05 ->
-// 0.94-0.98.
+// registers, 32 lanes at a time (FloatToBf16x32Native), with the generic
+// loop's operations: y = fma((x - mu) * rs, w, b) and dx = rs * fma(-xhat,
+// mean_gx, fma(dy, w, -mean_g)). Those FMAs are written out (std::fma) in
+// the generic loops too: left to -ffp-contract, the -O1 sanitizer build did
+// not fuse them and its two paths disagreed. The tail runs the same
+// operations on masked lanes. Norm.NativeBf16RowsMatchTheGenericLoop holds
+// the two to the same bits (a one-FMA difference changes a bf16 result about
+// once in 2^16 elements, so it compares millions). Measured (octet_norm_bench,
+// two threads, Zen 5, 2026-11-28, three alternating runs against the library
+// before, bf16 time over f32 time, before -> after): LayerNorm forward (2048,
+// 128) 1.28-1.40 -> 1.02-1.24, (1024, 768) 1.15-1.21 -> 0.93-0.99, (4096,
+// 768) 1.11-1.17 -> 0.93-1.06; forward + backward (2048, 128) 1.17-1.39 ->
+// 1.13-1.19, (1024, 768) 0.94-1.05 -> 0.94-0.98.
 #if OCTET_CONVERT_X86_KERNELS
 // 16 lanes of the output: (x - mu) * rs, then one FMA with w and b.
 OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 NormOutputLanes(__m256i x_bits, __m512 mu, __m512 rs, __m512 w,
@@ -256,7 +257,8 @@ OCTET_INLINE void NormFwdOutput(const FwdArgs<T, A>& a, int64_t r, const RowIn<T
   }
 #endif
   A* yr = a.fp8 != nullptr ? ybuf : RowOut(a.y + r * c, ybuf);
-  for (int64_t i = 0; i < c; ++i) yr[i] = (xr[i] - mu) * rs * a.w[i] + a.b[i];
+  // The FMA is explicit (NOTE [native bf16 norm output]).
+  for (int64_t i = 0; i < c; ++i) yr[i] = std::fma((xr[i] - mu) * rs, a.w[i], a.b[i]);
   if (a.fp8 != nullptr) {
     const float* yf = nullptr;
     if constexpr (std::is_same_v<A, float>) {
@@ -394,7 +396,11 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
 #endif
       if (!native) {
         A* dxr = RowOut(a.dx + r * c, dxbuf);
-        auto dx_at = [&](int64_t i) { return rs * (dyr[i] * a.w[i] - mean_g - (xr[i] - mu) * rs * mean_gx); };
+        // rs * (dy * w - mean_g - xhat * mean_gx), its FMAs explicit (NOTE
+        // [native bf16 norm output]).
+        auto dx_at = [&](int64_t i) {
+          return rs * std::fma(-((xr[i] - mu) * rs), mean_gx, std::fma(dyr[i], a.w[i], -mean_g));
+        };
         if (a.dsum != nullptr) {
           const RowIn<T> ds(a.dsum + r * c, c, dsbuf);
           for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i) + ds[i];
