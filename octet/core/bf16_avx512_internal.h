@@ -1,9 +1,10 @@
 // FloatToBf16Bits on 16 and 32 AVX-512 lanes, inline (internal): the integer
 // form (AVX-512F/BW) and the one that uses AVX-512 BF16's conversion
 // instructions with the integer form as the fix-up for the lanes they treat
-// differently. Shared by the row converters (core/convert_avx512.cc) and the
-// GEMM packer that narrows f32 B operands while it packs them
-// (ops/cpu/gemm_pack.cc, NOTE [native narrowing in packing]). Callers run
+// differently; and 16-lane loads that widen bf16. Shared by the row
+// converters (core/convert_avx512.cc), the GEMM packer that narrows f32 B
+// operands while it packs them (ops/cpu/gemm_pack.cc, NOTE [native narrowing
+// in packing]) and the norms' bf16 rows (ops/cpu/norm_cpu.cc). Callers run
 // them only on CPUs with the instructions their target attribute names.
 #pragma once
 
@@ -19,6 +20,28 @@
 #include <octet/core/macros.h>
 
 namespace octet::convert_internal {
+
+// Lowest `count` bits set, count in [0, 64]: the lanes of a row's tail.
+inline uint64_t LowBits64(int64_t count) {
+  return count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+}
+
+// 16 source values as f32: f32 loaded as they are, bf16 widened in the
+// register (a bf16 is the top half of its f32: exact), so a bf16 row needs no
+// f32 copy (NOTE [bf16 quantize in registers] in core/convert_avx512.cc,
+// NOTE [native bf16 norm output] in ops/cpu/norm_cpu.cc). MaskLoadFloatx16
+// reads only the lanes in mask, the others 0.
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const float* src) { return _mm512_loadu_ps(src); }
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const uint16_t* src) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))), 16));
+}
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 MaskLoadFloatx16(__mmask16 mask, const float* src) {
+  return _mm512_maskz_loadu_ps(mask, src);
+}
+OCTET_TARGET_AVX512 OCTET_INLINE __m512 MaskLoadFloatx16(__mmask16 mask, const uint16_t* src) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src)), 16));
+}
 
 // Integer round-to-nearest-even, NaN -> 0x7FFF: FloatToBf16Bits on 16 lanes.
 OCTET_TARGET_AVX512 OCTET_INLINE __m256i FloatToBf16x16Int(__m512 x) {

@@ -26,11 +26,6 @@ constexpr int kTernSignUnlessFlag =
 // A | (B & C).
 constexpr int kTernOrMasked = (kTernA | (kTernB & kTernC)) & 0xFF;
 
-// Lowest `count` bits set, count in [0, 64].
-inline uint64_t LowBits64(int64_t count) {
-  return count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
-}
-
 // vpermb orders that make the in-lane unpacks come out in memory order.
 // Fp8ToBf16: unpack{lo,hi}_epi8 of lane L take bytes 16L+0..7 / 16L+8..15 and
 // must yield elements 8L+r (first 32 outputs) / 32+8L+r (last 32).
@@ -293,21 +288,6 @@ OCTET_TARGET_AVX512 OCTET_INLINE __m512i EncodeFp8x16(
                                    kTernOrMasked);
   return _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, c.inf_bits),
                                c.nan_code);
-}
-
-// 16 source values as f32: f32 loaded as they are, bf16 widened in the
-// register (a bf16 is the top half of its f32: exact), so the bf16 quantize
-// needs no f32 copy of its row (NOTE [bf16 quantize in registers]).
-OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const float* src) { return _mm512_loadu_ps(src); }
-OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const uint16_t* src) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(
-      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))), 16));
-}
-OCTET_TARGET_AVX512 OCTET_INLINE __m512 MaskLoadFloatx16(__mmask16 mask, const float* src) {
-  return _mm512_maskz_loadu_ps(mask, src);
-}
-OCTET_TARGET_AVX512 OCTET_INLINE __m512 MaskLoadFloatx16(__mmask16 mask, const uint16_t* src) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src)), 16));
 }
 
 template <class Format, class Src>

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <octet/core/bf16_avx512_internal.h>
+#include <octet/core/convert.h>
 #include <octet/core/convert_internal.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
@@ -69,42 +70,36 @@ struct Fp8RowOut {
 // 1.13-1.19, (1024, 768) 0.94-1.05 -> 0.94-0.98.
 #if OCTET_CONVERT_X86_KERNELS
 // 16 lanes of the output: (x - mu) * rs, then one FMA with w and b.
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 NormOutputLanes(__m256i x_bits, __m512 mu, __m512 rs, __m512 w,
-                                                             __m512 b) {
-  const __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x_bits), 16));
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 NormOutputLanes(__m512 x, __m512 mu, __m512 rs, __m512 w, __m512 b) {
   return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_sub_ps(x, mu), rs), w, b);
 }
 
 OCTET_TARGET_AVX512_BF16 void NormOutputRowBf16Native(const bfloat16* x, float mu, float rs, const float* w,
                                                       const float* b, bfloat16* y, int64_t c) {
-  using convert_internal::FloatToBf16x16Native;
-  using convert_internal::FloatToBf16x32Native;
+  using namespace convert_internal;
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   auto* ys = reinterpret_cast<uint16_t*>(y);
   const __m512 vmu = _mm512_set1_ps(mu), vrs = _mm512_set1_ps(rs);
   int64_t i = 0;
   for (; i + 32 <= c; i += 32) {
-    const __m512 lo = NormOutputLanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + i)), vmu, vrs,
-                                      _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i));
-    const __m512 hi = NormOutputLanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + i + 16)), vmu, vrs,
-                                      _mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(b + i + 16));
+    const __m512 lo = NormOutputLanes(LoadFloatx16(xs + i), vmu, vrs, LoadFloatx16(w + i), LoadFloatx16(b + i));
+    const __m512 hi =
+        NormOutputLanes(LoadFloatx16(xs + i + 16), vmu, vrs, LoadFloatx16(w + i + 16), LoadFloatx16(b + i + 16));
     _mm512_storeu_si512(ys + i, FloatToBf16x32Native(lo, hi));
   }
   for (; i < c; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>(c - i >= 16 ? 0xFFFF : (1u << (c - i)) - 1);
-    const __m512 v = NormOutputLanes(_mm256_maskz_loadu_epi16(m, xs + i), vmu, vrs, _mm512_maskz_loadu_ps(m, w + i),
-                                     _mm512_maskz_loadu_ps(m, b + i));
+    const __mmask16 m = static_cast<__mmask16>(LowBits64(c - i));
+    const __m512 v = NormOutputLanes(MaskLoadFloatx16(m, xs + i), vmu, vrs, MaskLoadFloatx16(m, w + i),
+                                     MaskLoadFloatx16(m, b + i));
     _mm256_mask_storeu_epi16(ys + i, m, FloatToBf16x16Native(v));
   }
 }
 
 // 16 lanes of LayerNorm's dx, rs * (dy * w - mean_g - (x - mu) * rs * mean_gx),
-// with the roundings NormBwdRows's loop compiles to (NOTE [native bf16 norm
+// with the roundings NormBwdRows's loop spells out (NOTE [native bf16 norm
 // output]).
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 LayerNormDxLanes(__m256i x_bits, __m256i dy_bits, __m512 w, __m512 mu,
-                                                              __m512 rs, __m512 mean_g, __m512 mean_gx) {
-  const __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x_bits), 16));
-  const __m512 dy = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(dy_bits), 16));
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 LayerNormDxLanes(__m512 x, __m512 dy, __m512 w, __m512 mu, __m512 rs,
+                                                              __m512 mean_g, __m512 mean_gx) {
   const __m512 g = _mm512_fmsub_ps(dy, w, mean_g);
   const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(x, mu), rs);
   return _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mean_gx, g));
@@ -114,25 +109,24 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 LayerNormDxLanes(__m256i x_bits, __
 OCTET_TARGET_AVX512_BF16 void LayerNormDxRowBf16Native(const bfloat16* x, const bfloat16* dy, const float* w, float mu,
                                                        float rs, float mean_g, float mean_gx, bfloat16* dx,
                                                        int64_t c) {
-  using convert_internal::FloatToBf16x16Native;
-  using convert_internal::FloatToBf16x32Native;
+  using namespace convert_internal;
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
   auto* out = reinterpret_cast<uint16_t*>(dx);
   const __m512 vmu = _mm512_set1_ps(mu), vrs = _mm512_set1_ps(rs);
   const __m512 vg = _mm512_set1_ps(mean_g), vgx = _mm512_set1_ps(mean_gx);
-  const auto load = [](const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
   int64_t i = 0;
   for (; i + 32 <= c; i += 32) {
-    const __m512 lo = LayerNormDxLanes(load(xs + i), load(dys + i), _mm512_loadu_ps(w + i), vmu, vrs, vg, vgx);
-    const __m512 hi =
-        LayerNormDxLanes(load(xs + i + 16), load(dys + i + 16), _mm512_loadu_ps(w + i + 16), vmu, vrs, vg, vgx);
+    const __m512 lo =
+        LayerNormDxLanes(LoadFloatx16(xs + i), LoadFloatx16(dys + i), LoadFloatx16(w + i), vmu, vrs, vg, vgx);
+    const __m512 hi = LayerNormDxLanes(LoadFloatx16(xs + i + 16), LoadFloatx16(dys + i + 16), LoadFloatx16(w + i + 16),
+                                       vmu, vrs, vg, vgx);
     _mm512_storeu_si512(out + i, FloatToBf16x32Native(lo, hi));
   }
   for (; i < c; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>(c - i >= 16 ? 0xFFFF : (1u << (c - i)) - 1);
-    const __m512 v = LayerNormDxLanes(_mm256_maskz_loadu_epi16(m, xs + i), _mm256_maskz_loadu_epi16(m, dys + i),
-                                      _mm512_maskz_loadu_ps(m, w + i), vmu, vrs, vg, vgx);
+    const __mmask16 m = static_cast<__mmask16>(LowBits64(c - i));
+    const __m512 v = LayerNormDxLanes(MaskLoadFloatx16(m, xs + i), MaskLoadFloatx16(m, dys + i),
+                                      MaskLoadFloatx16(m, w + i), vmu, vrs, vg, vgx);
     _mm256_mask_storeu_epi16(out + i, m, FloatToBf16x16Native(v));
   }
 }
@@ -343,8 +337,7 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .eps = static_cast<A>(eps),
                            .inv_c = A(1) / static_cast<A>(c),
                            .fp8 = fp8,
-                           .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && UseAvx512Kernels() &&
-                                              ::octet::internal::ActiveConverterIsa().bf16};
+                           .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && CpuHasAvx512Bf16()};
   const auto run = IsaBuild<&NormFwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
   ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
@@ -447,8 +440,7 @@ void NormBwd(const Tensor& dy,      // (N,C)
                            .mean = kCenter ? mean.data<A>() : nullptr,
                            .rstd = rstd.data<A>(),
                            .inv_c = A(1) / static_cast<A>(c),
-                           .native_bf16_dx = std::is_same_v<T, bfloat16> && UseAvx512Kernels() &&
-                                             ::octet::internal::ActiveConverterIsa().bf16};
+                           .native_bf16_dx = std::is_same_v<T, bfloat16> && CpuHasAvx512Bf16()};
   const auto rows = IsaBuild<&NormBwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
 
   const bool parallel = n * c >= kParallelGrain;
