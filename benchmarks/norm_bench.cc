@@ -184,6 +184,17 @@ void OutputGradCastCase(benchmark::State& state, bool fused) {
 void BM_OutputGradCastBiasGrad(benchmark::State& state) { OutputGradCastCase(state, true); }
 void BM_OutputGradCastBiasGradUnfused(benchmark::State& state) { OutputGradCastCase(state, false); }
 
+// A bias gradient: the column sums of an output gradient, Sum(dY, {0}), at
+// the GPT example's sizes (rows, columns): reads dY once.
+void BM_BiasGrad(benchmark::State& state) {
+  const DType d = DTypeArg(state);
+  const int64_t rows = RowsArg(state), c = ColsArg(state);
+  const Tensor dy = Random({rows, c}, d, 6);
+  for (auto _ : state) benchmark::DoNotOptimize(Sum(dy, {0}));
+  state.SetBytesProcessed(state.iterations() * rows * c * SizeOf(d));
+  state.SetLabel(Name(d));
+}
+
 // Reads the logits twice (forward, backward), writes dlogits.
 void SetCrossEntropyBytes(benchmark::State& state, DType d, int64_t rows, int64_t vocab) {
   state.SetBytesProcessed(state.iterations() * 3 * rows * vocab * SizeOf(d));
@@ -236,6 +247,13 @@ void CrossEntropyShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"bf16", "rows", "cols"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+void BiasGradShapes(benchmark::internal::Benchmark* b) {
+  for (const auto& [rows, c] :
+       {std::pair<int64_t, int64_t>{1024, 256}, {1024, 768}, {1024, 1024}, {1024, 3072}, {2048, 128}, {2048, 512}})
+    for (int64_t d : {0, 1}) b->Args({d, rows, c});
+  b->ArgNames({"bf16", "rows", "cols"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 BENCHMARK(BM_LayerNormFwd)->Apply(LayerNormShapes);
 BENCHMARK(BM_LayerNormFwdBwd)->Apply(LayerNormShapes);
 BENCHMARK(BM_LayerNormFwdBwdComposite)->Apply(DTypes);
@@ -248,6 +266,7 @@ BENCHMARK(BM_AddLayerNormFwdUnfused)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdBwd)->Apply(DTypes);
 BENCHMARK(BM_AddLayerNormFwdBwdUnfused)->Apply(DTypes);
 BENCHMARK(BM_CrossEntropyFwdBwd)->Apply(CrossEntropyShapes);
+BENCHMARK(BM_BiasGrad)->Apply(BiasGradShapes);
 BENCHMARK(BM_CrossEntropyFwdBwdComposite)->Apply(DTypes);
 
 }  // namespace
