@@ -1,5 +1,7 @@
 // The CPU row helpers (ops/cpu/row_helpers.h) whose results callers depend
-// on bit for bit: RowMax's choice among NaNs and signed zeros.
+// on bit for bit: RowMax's choice among NaNs and signed zeros, over f32, f64
+// and bf16 rows (a bf16 row is widened in registers: NOTE [max from the
+// source row] in ops/cpu/softmax_cpu.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,6 +75,17 @@ TEST(RowHelpers, RowMaxKeepsTheDocumentedChoiceAmongNanAndZeros) {
         EXPECT_EQ(Bits(cpu::RowMax(f.data(), n)), Bits(ReferenceRowMax(f))) << n << " " << special << " " << kind;
         EXPECT_EQ(Bits(cpu::RowMax(d.data(), n)), Bits(ReferenceRowMax(d))) << n << " " << special << " " << kind;
         EXPECT_EQ(Bits(cpu::RowMax(zeros.data(), n)), Bits(ReferenceRowMax(zeros))) << n << " " << special;
+        // bf16 rows: the max of the widened values, the same choices.
+        std::vector<bfloat16> fb(n), zb(n);
+        std::vector<float> fw(n), zw(n);
+        for (int64_t i = 0; i < n; ++i) {
+          fb[i] = bfloat16(f[i]);
+          zb[i] = bfloat16(zeros[i]);
+          fw[i] = static_cast<float>(fb[i]);
+          zw[i] = static_cast<float>(zb[i]);
+        }
+        EXPECT_EQ(Bits(cpu::RowMax(fb.data(), n)), Bits(ReferenceRowMax(fw))) << n << " " << special << " " << kind;
+        EXPECT_EQ(Bits(cpu::RowMax(zb.data(), n)), Bits(ReferenceRowMax(zw))) << n << " " << special;
       }
     }
   }

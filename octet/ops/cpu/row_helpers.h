@@ -267,22 +267,25 @@ OCTET_INLINE A MaxStep(A a, A b) {
   return b > a ? b : a;
 }
 
-// max_i p[i] over a non-empty row. NaNs are skipped unless p[0] is NaN: callers
+// max_i p[i] over a non-empty row, in the compute type A (p: A, or bf16
+// widened in registers: A = AccType<T>). NaNs are skipped unless p[0] is NaN: callers
 // that go on to sum exp(p[i] - max) get NaN from the NaN elements themselves.
 // The kRowLanes lanes are Lanes parts: written as a scalar lane loop, GCC 12
 // kept 16 scalar maxss a step in both builds (perf annotate, cross-entropy
 // forward, 2026-11-28: over half of the forward's time). Each lane makes the
 // scalar loop's choice (`v > m ? v : m`) and the lanes combine in its order,
-// lane 0 first: the same bits.
-template <typename A>
-OCTET_INLINE A RowMax(const A* p, int64_t n) {
+// lane 0 first: the same bits. NOTE [max from the source row] in
+// ops/cpu/softmax_cpu.cc says why a bf16 row is read as it is.
+template <typename T, typename A = AccType<T>>
+OCTET_INLINE A RowMax(const T* p, int64_t n) {
   constexpr int kPer = Lanes<A>::kPer;
   Lanes<A> acc;
-  for (int l = 0; l < kRowLanes; ++l) acc.p[l / kPer][l % kPer] = p[0];
+  const A first = ConvertElement<A>(p[0]);
+  for (int l = 0; l < kRowLanes; ++l) acc.p[l / kPer][l % kPer] = first;
   int64_t i = 0;
   for (; i + kRowLanes <= n; i += kRowLanes) {
     Lanes<A> v;
-    LoadLanes<A, A>(p + i, v);
+    LoadLanes<T, A>(p + i, v);
     for (int j = 0; j < Lanes<A>::kParts; ++j) acc.p[j] = v.p[j] > acc.p[j] ? v.p[j] : acc.p[j];
   }
   A r = acc.p[0][0];
@@ -290,7 +293,7 @@ OCTET_INLINE A RowMax(const A* p, int64_t n) {
     const A a = acc.p[l / kPer][l % kPer];
     r = MaxStep(r, a);
   }
-  for (; i < n; ++i) r = MaxStep(r, p[i]);
+  for (; i < n; ++i) r = MaxStep(r, ConvertElement<A>(p[i]));
   return r;
 }
 

@@ -39,6 +39,41 @@ constexpr int64_t kColBlock = 64;
 // differently. CrossEntropy.IsaBuildsGiveIdenticalBits checks the bits.
 // Softmax over a middle dim stays baseline code.
 
+// NOTE [max from the source row]: a bf16 row is widened into f32 scratch by
+// the row converter (LoadRow), whose 64-byte stores the row's max then read
+// back at once as 32-byte halves (RowMax's Lanes parts): the upper halves
+// did not forward from the store buffer, and RowMax took twice the time it
+// takes over an f32 row (perf annotate, cross-entropy forward on (2048,
+// 256) bf16, Zen 5: its vmaxps and loads 2600 samples against 1300 for
+// f32). Converter stores of 32 bytes moved the stall to the exponential's
+// 64-byte loads. So the max reads the bf16 row itself, widening 16 values
+// in registers (RowMax of a bf16 row), while the converter's stores drain;
+// the exponentials then read the scratch row. Exact either way (widening a
+// bf16 is exact), so the same bits. The softmax backward's sum of products
+// (LaneDot, Lanes parts too) likewise reads its bf16 rows. MaxRow and DotRows
+// pick the source for the types LoadLanes widens in registers (f32, bf16),
+// the scratch rows otherwise.
+template <typename T>
+inline constexpr bool kLanesFromSource = std::is_same_v<T, AccType<T>> || std::is_same_v<T, bfloat16>;
+
+template <typename T, typename A>
+OCTET_INLINE A MaxRow(const T* src, const A* widened, int64_t n) {
+  if constexpr (kLanesFromSource<T>) {
+    return RowMax(src, n);
+  } else {
+    return RowMax(widened, n);
+  }
+}
+
+template <typename T, typename A>
+OCTET_INLINE A DotRows(const T* a_src, const T* b_src, const A* a, const A* b, int64_t n) {
+  if constexpr (kLanesFromSource<T>) {
+    return LaneDot<A>(n, a_src, b_src);
+  } else {
+    return LaneDot<A>(n, a, b);
+  }
+}
+
 // ---- softmax over the last dim ----------------------------------------------
 
 // Rows [r0, r1) of a (rows, n) softmax; xbuf, ybuf: (n) scratch.
@@ -47,7 +82,7 @@ OCTET_INLINE void SoftmaxRange(const T* x, int64_t n, bool log, T* y, int64_t r0
   for (int64_t r = r0; r < r1; ++r) {
     const A* xr = LoadRow(x + r * n, n, xbuf);
     A* yr = RowOut(y + r * n, ybuf);
-    const A m = RowMax(xr, n);
+    const A m = MaxRow(x + r * n, xr, n);  // NOTE [max from the source row]
     if (log) {
       // (x - m) - log(s), not x - (m + log(s)): the latter rounds m + log(s)
       // at the magnitude of m.
@@ -90,7 +125,7 @@ OCTET_INLINE void SoftmaxBwdRange(const T* dy, const T* y, int64_t n, bool log, 
       const A s = LaneSum<A>(n, [&](int64_t i) { return dyr[i]; });
       for (int64_t i = 0; i < n; ++i) dxr[i] = dyr[i] - Exp(yr[i]) * s;
     } else {
-      const A s = LaneDot<A>(n, dyr, yr);
+      const A s = DotRows(dy + r * n, y + r * n, dyr, yr, n);  // NOTE [max from the source row]
       for (int64_t i = 0; i < n; ++i) dxr[i] = yr[i] * (dyr[i] - s);
     }
     StoreRow(dxr, dx + r * n, n);
@@ -235,7 +270,7 @@ OCTET_INLINE void CeFwdRange(const T* x, const I* t, int64_t v, int64_t ignore_i
     // RowIn, against 3.8 for f32). Nor does widening it with the max in one
     // pass help: 2.2 -> 3.0-3.3 ms (2026-11-28), against the row converter.
     const A* xr = LoadRow(x + row * v, v, xbuf);
-    const A m = RowMax(xr, v);
+    const A m = MaxRow(x + row * v, xr, v);  // NOTE [max from the source row]
     const A log_s = std::log(LaneSum<A>(v, [&](int64_t i) { return Exp(xr[i] - m); }));
     const int64_t ti = static_cast<int64_t>(t[row]);
     sp[row] = m + log_s;
