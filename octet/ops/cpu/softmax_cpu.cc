@@ -50,16 +50,24 @@ constexpr int64_t kColBlock = 64;
 // in registers (RowMax of a bf16 row), while the converter's stores drain;
 // the exponentials then read the scratch row. Exact either way (widening a
 // bf16 is exact), so the same bits. The softmax backward's sum of products
-// (LaneDot, Lanes parts too) likewise reads its bf16 rows. MaxRow and DotRows
-// pick the source for the types LoadLanes widens in registers (f32, bf16),
-// the scratch rows otherwise.
+// (LaneDot, Lanes parts too) likewise reads its bf16 rows. Only short rows
+// need it: on a long row the first stores have drained before the max
+// reaches them, and widening again costs more than reading the f32 copy
+// from L1 ((2048, 4096) bf16 cross-entropy 3-6 % slower read from the
+// source, three alternating runs). MaxRow and DotRows pick the source for
+// the types LoadLanes widens in registers (f32, bf16) up to
+// kShortRow elements, the scratch rows otherwise.
+inline constexpr int64_t kShortRow = 1024;
+
 template <typename T>
 inline constexpr bool kLanesFromSource = std::is_same_v<T, AccType<T>> || std::is_same_v<T, bfloat16>;
 
 template <typename T, typename A>
 OCTET_INLINE A MaxRow(const T* src, const A* widened, int64_t n) {
-  if constexpr (kLanesFromSource<T>) {
-    return RowMax(src, n);
+  if constexpr (std::is_same_v<T, A>) {
+    return RowMax(src, n);  // src is the row itself
+  } else if constexpr (kLanesFromSource<T>) {
+    return n <= kShortRow ? RowMax(src, n) : RowMax(widened, n);
   } else {
     return RowMax(widened, n);
   }
@@ -68,7 +76,7 @@ OCTET_INLINE A MaxRow(const T* src, const A* widened, int64_t n) {
 template <typename T, typename A>
 OCTET_INLINE A DotRows(const T* a_src, const T* b_src, const A* a, const A* b, int64_t n) {
   if constexpr (kLanesFromSource<T>) {
-    return LaneDot<A>(n, a_src, b_src);
+    return n <= kShortRow ? LaneDot<A>(n, a_src, b_src) : LaneDot<A>(n, a, b);
   } else {
     return LaneDot<A>(n, a, b);
   }
