@@ -49,36 +49,25 @@ constexpr int64_t kColBlock = 64;
 // 64-byte loads. So the max reads the bf16 row itself, widening 16 values
 // in registers (RowMax of a bf16 row), while the converter's stores drain;
 // the exponentials then read the scratch row. Exact either way (widening a
-// bf16 is exact), so the same bits. The softmax backward's sum of products
-// (LaneDot, Lanes parts too) likewise reads its bf16 rows. Only short rows
-// need it: on a long row the first stores have drained before the max
-// reaches them, and widening again costs more than reading the f32 copy
-// from L1 ((2048, 4096) bf16 cross-entropy 3-6 % slower read from the
-// source, three alternating runs). MaxRow and DotRows pick the source for
-// the types LoadLanes widens in registers (f32, bf16) up to
-// kShortRow elements, the scratch rows otherwise.
+// bf16 is exact), so the same bits. Only short rows need it: on a long row
+// the first stores have drained before the max reaches them, and widening
+// again costs more than reading the f32 copy from L1 ((2048, 4096) bf16
+// cross-entropy 3-6 % slower read from the source, three alternating runs).
+// MaxRow reads the source row up to kShortRow elements (f32: always, it is
+// the row), the scratch row otherwise. The softmax backward's LaneDot reads
+// two freshly widened rows the same way; reading its bf16 rows instead
+// measured no change (Softmax forward + backward, 20000 calls on (2048,
+// 256)), so it does not.
 inline constexpr int64_t kShortRow = 1024;
-
-template <typename T>
-inline constexpr bool kLanesFromSource = std::is_same_v<T, AccType<T>> || std::is_same_v<T, bfloat16>;
 
 template <typename T, typename A>
 OCTET_INLINE A MaxRow(const T* src, const A* widened, int64_t n) {
   if constexpr (std::is_same_v<T, A>) {
     return RowMax(src, n);  // src is the row itself
-  } else if constexpr (kLanesFromSource<T>) {
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
     return n <= kShortRow ? RowMax(src, n) : RowMax(widened, n);
   } else {
     return RowMax(widened, n);
-  }
-}
-
-template <typename T, typename A>
-OCTET_INLINE A DotRows(const T* a_src, const T* b_src, const A* a, const A* b, int64_t n) {
-  if constexpr (kLanesFromSource<T>) {
-    return n <= kShortRow ? LaneDot<A>(n, a_src, b_src) : LaneDot<A>(n, a, b);
-  } else {
-    return LaneDot<A>(n, a, b);
   }
 }
 
@@ -137,7 +126,7 @@ OCTET_INLINE void SoftmaxBwdRange(const T* dy, const T* y, int64_t n, bool log, 
       const A s = LaneSum<A>(n, [&](int64_t i) { return dyr[i]; });
       for (int64_t i = 0; i < n; ++i) dxr[i] = dyr[i] - Exp(yr[i]) * s;
     } else {
-      const A s = DotRows(dy + r * n, y + r * n, dyr, yr, n);  // NOTE [max from the source row]
+      const A s = LaneDot<A>(n, dyr, yr);
       for (int64_t i = 0; i < n; ++i) dxr[i] = yr[i] * (dyr[i] - s);
     }
     StoreRow(dxr, dx + r * n, n);
