@@ -55,4 +55,9 @@ std::vector<uint8_t> Bytes(const Tensor& t) {
   return out;
 }
 
+void AppendBytes(std::vector<uint8_t>* all, const Tensor& t) {
+  const std::vector<uint8_t> bytes = Bytes(t);
+  all->insert(all->end(), bytes.begin(), bytes.end());
+}
+
 }  // namespace octet::testing

@@ -21,6 +21,8 @@ Tensor RandomTensor(const Shape& shape, uint64_t seed, DType dtype = DType::kFlo
 // The bytes of t as stored (a contiguous copy on the CPU): FP8 codes, or the
 // element bytes of any dtype, for bit-exact comparisons.
 std::vector<uint8_t> Bytes(const Tensor& t);
+// Appends Bytes(t) to *all: one byte log of many results, compared whole.
+void AppendBytes(std::vector<uint8_t>* all, const Tensor& t);
 
 // Asserts every element of `actual` is within atol + rtol*|expected|.
 ::testing::AssertionResult AllClose(const Tensor& actual, const std::vector<double>& expected, double rtol,

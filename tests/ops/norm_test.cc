@@ -230,10 +230,7 @@ TEST(Norm, IsaBuildsGiveIdenticalBits) {
     for (bool avx512 : {false, true}) {
       internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
       std::vector<uint8_t> all;
-      const auto add = [&](const Tensor& t) {
-        const std::vector<uint8_t> bytes = ::octet::testing::Bytes(t);
-        all.insert(all.end(), bytes.begin(), bytes.end());
-      };
+      const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all, t); };
       Tensor x = RandomTensor({rows, c}, 61, dtype, -3, 3).requires_grad_();
       Tensor r = RandomTensor({rows, c}, 62, dtype, -1, 1).requires_grad_();
       Tensor w = RandomTensor({c}, 63, dtype, 0.5, 1.5).requires_grad_();
@@ -276,10 +273,7 @@ TEST(Norm, NativeBf16RowsMatchTheGenericLoop) {
     for (bool native : {false, true}) {
       internal::SetConverterIsaForTesting({true, true, native, true});
       std::vector<uint8_t> all;
-      const auto add = [&](const Tensor& t) {
-        const std::vector<uint8_t> bytes = ::octet::testing::Bytes(t);
-        all.insert(all.end(), bytes.begin(), bytes.end());
-      };
+      const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all, t); };
       const int64_t rows = 4096;
       Tensor x = RandomTensor({rows, c}, 81, DType::kBFloat16, -3, 3).requires_grad_();
       Tensor w = RandomTensor({c}, 83, DType::kBFloat16, 0.5, 1.5).requires_grad_();

@@ -258,10 +258,7 @@ TEST(Pointwise, IsaBuildsGiveIdenticalBits) {
     const Tensor b = FromVector(vb, {rows, cols}, {.dtype = dtype});
     const Tensor col = b.Slice(1, 7, 8).Contiguous();  // [rows, 1]: a value broadcast along each row
     std::vector<uint8_t> all;
-    const auto add = [&](const Tensor& t) {
-      const std::vector<uint8_t> bytes = ::octet::testing::Bytes(t);
-      all.insert(all.end(), bytes.begin(), bytes.end());
-    };
+    const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all, t); };
     for (int op = 0; op < static_cast<int>(UnaryOp::kCount); ++op) {
       add(UnaryRaw(static_cast<UnaryOp>(op), static_cast<UnaryOp>(op) == UnaryOp::kPowScalar ? b : a, 1.7));
     }
