@@ -53,22 +53,19 @@ constexpr int64_t kColBlock = 64;
 // the first stores have drained before the max reaches them, and widening
 // again costs more than reading the f32 copy from L1 ((2048, 4096) bf16
 // cross-entropy 3-6 % slower read from the source, three alternating runs).
-// MaxRow reads the source row up to kShortRow elements (f32: always, it is
-// the row), the scratch row otherwise. The softmax backward's LaneDot reads
-// two freshly widened rows the same way; reading its bf16 rows instead
-// measured no change (Softmax forward + backward, 20000 calls on (2048,
-// 256)), so it does not.
+// MaxRow reads a bf16 source row up to kShortRow elements, the widened row
+// otherwise (for f32, LoadRow's widened row is the source itself). The
+// softmax backward's LaneDot reads two freshly widened rows the same way;
+// reading its bf16 rows instead measured no change (Softmax forward +
+// backward, 20000 calls on (2048, 256)), so it does not.
 inline constexpr int64_t kShortRow = 1024;
 
 template <typename T, typename A>
 OCTET_INLINE A MaxRow(const T* src, const A* widened, int64_t n) {
-  if constexpr (std::is_same_v<T, A>) {
-    return RowMax(src, n);  // src is the row itself
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
-    return n <= kShortRow ? RowMax(src, n) : RowMax(widened, n);
-  } else {
-    return RowMax(widened, n);
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (n <= kShortRow) return RowMax(src, n);
   }
+  return RowMax(widened, n);
 }
 
 // ---- softmax over the last dim ----------------------------------------------
