@@ -3,6 +3,8 @@
 // (ops/multi_tensor_plan.h).
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -109,6 +111,49 @@ TEST(MultiTensorCpu, ClipScaleMultipliesByTheCoefficientInEachDtype) {
     multi_tensor_clip_scale(kCPU)(ys, Full({}, t, {.dtype = DType::kFloat64}), max_norm, 1e-6);
     EXPECT_EQ(ys[0].ToDoubles(), orig[0].ToDoubles()) << t;
   }
+}
+
+// The whole list runs in one parallel region (NOTE [multi-tensor one
+// region] in ops/cpu/multi_tensor_cpu.cc): pieces cut across tensor
+// boundaries must still scale every element once, and the norm must not
+// depend on the thread count (fixed blocks, summed in a fixed order).
+TEST(MultiTensorCpu, ManyLargeTensorsInOneRegionKeepTheirBitsAtAnyThreadCount) {
+  const TensorList orig = {RandomTensor({70001}, 11, DType::kFloat32, -2, 2), RandomTensor({3}, 12, DType::kFloat32),
+                           RandomTensor({0}, 13, DType::kFloat32), RandomTensor({257, 300}, 14, DType::kBFloat16, -2, 2),
+                           RandomTensor({40000}, 15, DType::kFloat64, -2, 2)};
+  const int saved = omp_get_max_threads();
+  std::vector<double> norms;
+  std::vector<std::vector<double>> clipped;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Tensor norm = Empty({}, {.dtype = DType::kFloat64});
+    multi_tensor_l2_norm(kCPU)(orig, norm);
+    norms.push_back(norm.Item());
+    TensorList xs;
+    for (const Tensor& t : orig) xs.push_back(t.Clone());
+    multi_tensor_clip_scale(kCPU)(xs, norm, /*max_norm=*/1.0, 1e-6);
+    std::vector<double> all;
+    for (const Tensor& x : xs) {
+      const std::vector<double> v = x.ToDoubles();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    clipped.push_back(all);
+  }
+  omp_set_num_threads(saved);
+  const double want = Norm64(orig);
+  EXPECT_NEAR(norms[0], want, 1e-12 * want);
+  EXPECT_EQ(norms[1], norms[0]);
+  EXPECT_EQ(norms[2], norms[0]);
+  EXPECT_EQ(clipped[1], clipped[0]);
+  EXPECT_EQ(clipped[2], clipped[0]);
+  // Each element once, by the coefficient (the f32 tensors' products in f32).
+  const double coef = 1.0 / (norms[0] + 1e-6);
+  const std::vector<double> first = orig[0].ToDoubles();
+  for (size_t k = 0; k < first.size(); ++k)
+    ASSERT_EQ(clipped[0][k], static_cast<double>(static_cast<float>(first[k]) * static_cast<float>(coef))) << k;
+  const std::vector<double> last = orig[4].ToDoubles();
+  const size_t offset = clipped[0].size() - last.size();
+  for (size_t k = 0; k < last.size(); ++k) ASSERT_EQ(clipped[0][offset + k], last[k] * coef) << k;
 }
 
 }  // namespace
