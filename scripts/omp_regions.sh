@@ -4,7 +4,11 @@
 # prints each region function's total seconds, calls, mean time per call and
 # share of all region time, largest first, with names resolved by addr2line.
 #
-#   scripts/omp_regions.sh [-b BUILD_DIR] [-n TOP] [-o RAW_FILE] COMMAND [ARGS...]
+#   scripts/omp_regions.sh [-b BUILD_DIR] [-n TOP] [-o RAW_FILE] [-g] COMMAND [ARGS...]
+#
+# -g: charge each region function, instead of its regions' time, the serial
+# time before them (since the calling thread's previous region ended), to
+# find what runs on one thread while the others wait.
 #
 # e.g. the small GPT step at O2 (every kernel of the step runs in a region):
 #   scripts/omp_regions.sh build/benchmarks/octet_train_step_bench \
@@ -22,17 +26,19 @@ set -eu
 build=build
 top=30
 raw=
+gaps=0
 while [ $# -gt 0 ]; do
   case $1 in
     -b) build=$2; shift 2 ;;
     -n) top=$2; shift 2 ;;
     -o) raw=$2; shift 2 ;;
+    -g) gaps=1; shift ;;
     --) shift; break ;;
     -*) echo "omp_regions: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
 done
-[ $# -gt 0 ] || { echo "usage: $0 [-b BUILD_DIR] [-n TOP] [-o RAW_FILE] COMMAND [ARGS...]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [-b BUILD_DIR] [-n TOP] [-o RAW_FILE] [-g] COMMAND [ARGS...]" >&2; exit 2; }
 lib=$(cd "$build" 2>/dev/null && pwd)/benchmarks/liboctet_omp_regions.so
 [ -f "$lib" ] || { echo "omp_regions: $lib not found (build the target octet_omp_regions)" >&2; exit 1; }
 for tool in addr2line readelf; do
@@ -42,7 +48,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${raw:-$tmp/raw.tsv}
-OCTET_OMP_REGIONS_OUT=$out LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
+OCTET_OMP_REGIONS_GAPS=$gaps OCTET_OMP_REGIONS_OUT=$out LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
 [ -s "$out" ] || { echo "omp_regions: the program wrote no table to $out" >&2; exit 1; }
 
 # Names: one addr2line per object file for all its offsets.
@@ -79,4 +85,8 @@ awk -F'\t' -v total="$total" '
   }' "$tmp/names" "$out" | sort -t "$(printf '\t')" -k1,1gr > "$tmp/rows"
 printf '%9s %8s %10s  %-22s %s\n' seconds calls us/call object "region function"
 head -n "$top" "$tmp/rows" | cut -f2-
-awk -F'\t' '$1 == "total" { printf "in regions: %.3f s in %d regions; process wall time %.3f s\n", $2, $3, $4 }' "$out"
+if [ "$gaps" = 1 ]; then
+  awk -F'\t' '$1 == "total" { printf "before regions: %.3f s of serial time before %d regions; process wall time %.3f s\n", $2, $3, $4 }' "$out"
+else
+  awk -F'\t' '$1 == "total" { printf "in regions: %.3f s in %d regions; process wall time %.3f s\n", $2, $3, $4 }' "$out"
+fi

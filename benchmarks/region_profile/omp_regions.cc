@@ -17,6 +17,13 @@
 // then one line "total <TAB> seconds <TAB> calls <TAB> process wall seconds".
 // A library stripped of its local symbols (Debian's oneDNN) shows as
 // object+offset: one line per parallel construct of it.
+//
+// With OCTET_OMP_REGIONS_GAPS=1 a region is charged instead the time its
+// calling thread spent since its previous region ended (nothing for the
+// thread's first region): the serial work before each region, i.e. what
+// runs on one thread while the others wait (autograd, allocation, operator
+// set-up, kernels too small for a region). The total line then sums the
+// gaps.
 #include <dlfcn.h>
 
 #include <chrono>
@@ -25,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 namespace {
@@ -91,10 +99,20 @@ extern "C" __attribute__((visibility("default"))) void GOMP_parallel(RegionFn fn
     std::fprintf(stderr, "omp_regions: GOMP_parallel not found (is the program linked with libgomp?)\n");
     std::abort();
   }
+  static const bool gaps = [] {
+    const char* env = std::getenv("OCTET_OMP_REGIONS_GAPS");
+    return env != nullptr && std::string_view(env) == "1";
+  }();
+  thread_local std::chrono::steady_clock::time_point previous_end{};
+  thread_local bool had_region = false;
   Table& table = TheTable();
   const auto t0 = std::chrono::steady_clock::now();
   real(fn, data, num_threads, flags);
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  double dt = std::chrono::duration<double>(t1 - t0).count();
+  if (gaps) dt = had_region ? std::chrono::duration<double>(t0 - previous_end).count() : 0.0;
+  previous_end = t1;
+  had_region = true;
   std::lock_guard<std::mutex> lock(table.mu);
   Entry& e = table.by_fn[reinterpret_cast<uintptr_t>(fn)];
   e.seconds += dt;

@@ -12,4 +12,8 @@ echo "$out" | awk '$2 == 5 && /RegionA/ { found = 1 } END { exit !found }' || fa
 echo "$out" | awk '$2 == 3 && /RegionB/ { found = 1 } END { exit !found }' || fail "RegionB: 3 calls expected"
 echo "$out" | grep -q '^in regions: .* in 8 regions' || fail "8 regions in all expected"
 echo "$out" | awk '/RegionA/ { ok = $1 > 0 } END { exit !ok }' || fail "RegionA: no time recorded"
+gaps=$(sh "$src/scripts/omp_regions.sh" -g -b "$build" "$build/benchmarks/octet_omp_regions_probe")
+echo "$gaps"
+echo "$gaps" | awk '$2 == 3 && /RegionB/ { ok = $1 >= 0.009 } END { exit !ok }' || fail "-g: RegionB: >= 9 ms before its 3 regions expected"
+echo "$gaps" | grep -q '^before regions: .* before 8 regions' || fail "-g: 8 regions in all expected"
 echo PASS

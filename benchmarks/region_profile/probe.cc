@@ -1,7 +1,9 @@
 // A program with two parallel regions of known counts, for
-// omp_regions_test.sh: RegionA opens 5, RegionB 3.
+// omp_regions_test.sh: RegionA opens 5, RegionB 3, each RegionB after at
+// least 3 ms of serial work (what the -g mode charges it).
 #include <omp.h>
 
+#include <chrono>
 #include <cstdio>
 
 namespace {
@@ -22,11 +24,20 @@ __attribute__((noinline)) void RegionB(int round) {
   sink = round + omp_get_thread_num();
 }
 
+// Serial work on the calling thread for at least `ms` milliseconds.
+void Serial(int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) sink = sink + 1.0;
+}
+
 }  // namespace
 
 int main() {
   for (int r = 0; r < 5; ++r) RegionA(r);
-  for (int r = 0; r < 3; ++r) RegionB(r);
+  for (int r = 0; r < 3; ++r) {
+    Serial(3);
+    RegionB(r);
+  }
   std::printf("probe done\n");
   return 0;
 }
