@@ -1,7 +1,9 @@
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_testing.h>
 
+#include <array>
 #include <atomic>
+#include <ostream>
 #include <tuple>
 
 #include <octet/autograd/function.h>
@@ -23,10 +25,30 @@ OCTET_DEFINE_KERNEL(gemm_mixed_bf16, GemmMixedBf16Fn);
 
 namespace {
 
-std::string PairStr(const Tensor& a, const Tensor& b) { return "a " + Describe(a) + ", b " + Describe(b); }
+// The operands of a call, named, for its error messages: "a <a>, b <b>".
+// Formatted only when a message is (OCTET_CHECK streams its parts on
+// failure): describing them up front cost every GEMM call two to three
+// Describe strings and their allocations, on the one thread, in the step.
+struct Operands {
+  static constexpr size_t kMax = 3;
+  std::array<const char*, kMax> names{};
+  std::array<const Tensor*, kMax> tensors{};  // null or undefined: left out
+
+  friend std::ostream& operator<<(std::ostream& os, const Operands& o) {
+    bool first = true;
+    for (size_t i = 0; i < kMax; ++i) {
+      if (o.tensors[i] == nullptr || !o.tensors[i]->defined()) continue;
+      os << (first ? "" : ", ") << o.names[i] << " " << Describe(*o.tensors[i]);
+      first = false;
+    }
+    return os;
+  }
+};
+
+Operands PairStr(const Tensor& a, const Tensor& b) { return {{"a", "b", nullptr}, {&a, &b, nullptr}}; }
 
 // Dtype and device checks shared by Matmul and Linear; arg names the operand.
-void CheckGemmOperand(const char* op, const Tensor& t, const char* arg, const std::string& both) {
+void CheckGemmOperand(const char* op, const Tensor& t, const char* arg, const Operands& both) {
   CheckDefined(op, t, arg);
   OCTET_CHECK(!IsFp8(t.dtype()), op, ": ", arg, " is ", Describe(t), " (", both,
               "); FP8 operands carry scales that ", op,
@@ -115,8 +137,7 @@ struct MatmulOp : autograd::Op<MatmulOp> {
 // casts each to its compute dtype and checks that instead).
 void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
                      bool same_dtype = true) {
-  const std::string all = "x " + Describe(x) + ", weight " + Describe(weight) +
-                          (bias.defined() ? ", bias " + Describe(bias) : std::string());
+  const Operands all{{"x", "weight", "bias"}, {&x, &weight, &bias}};
   CheckGemmOperand(op, x, "x", all);
   CheckGemmOperand(op, weight, "weight", all);
   OCTET_CHECK(x.dim() >= 1, op, ": x must have rank >= 1 (", all, ")");
@@ -273,7 +294,7 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   constexpr const char* op = "matmul";
   CheckDefined(op, a, "a");
   CheckDefined(op, b, "b");
-  const std::string both = PairStr(a, b);
+  const Operands both = PairStr(a, b);
   CheckGemmOperand(op, a, "a", both);
   CheckGemmOperand(op, b, "b", both);
   OCTET_CHECK(a.dim() >= 1 && b.dim() >= 1, op, ": operands must have rank >= 1, got ", both);
@@ -429,7 +450,7 @@ Tensor ScaledMatmul(const Tensor& a_in, const Tensor& b_in, DType out_dtype, con
   const bool tn = Fp8GemmWantsTransposedCopies(a_in.device());
   const Tensor a_fp8 = tn ? Fp8OperandForTn(a_in, /*is_a=*/true) : a_in;
   const Tensor b_fp8 = tn ? Fp8OperandForTn(b_in, /*is_a=*/false) : b_in;
-  const std::string both = PairStr(a_fp8, b_fp8);
+  const Operands both = PairStr(a_fp8, b_fp8);
   OCTET_CHECK(IsFp8(a_fp8.dtype()) && IsFp8(b_fp8.dtype()), op, ": expects FP8 operands, got ", both,
               " (Quantize them first, or use Matmul for unscaled dtypes)");
   OCTET_CHECK(!(a_fp8.dtype() == DType::kFloat8E5M2 && b_fp8.dtype() == DType::kFloat8E5M2), op,
