@@ -336,19 +336,31 @@ Tensor MaskedFill(const Tensor& x, const Tensor& mask, double value) {
   return Where(mask, Full({}, value, {.dtype = x.dtype(), .device = x.device()}), x);
 }
 
-Tensor& AddInPlace(Tensor& x, const Tensor& y, double alpha) {
-  CheckInPlaceAllowed("add_", x);
-  CheckUnscaledFloat("add_", y, "y");
-  CheckSameDtype("add_", x, y);
-  CheckSameDevice("add_", x, y);
-  const Shape shape = BroadcastShapes(x.shape(), y.shape(), "add_");
-  OCTET_CHECK(shape == x.shape(), "add_: ", Describe(y), " does not broadcast to the in-place target ",
+namespace {
+
+// x = op(x, alpha * y) for an elementwise binary op, y checked and broadcast
+// to x's shape.
+Tensor& BinaryInPlace(const char* op_name, BinaryOp op, Tensor& x, const Tensor& y, double alpha = 1.0) {
+  CheckInPlaceAllowed(op_name, x);
+  CheckUnscaledFloat(op_name, y, "y");
+  CheckSameDtype(op_name, x, y);
+  CheckSameDevice(op_name, x, y);
+  const Shape shape = BroadcastShapes(x.shape(), y.shape(), op_name);
+  OCTET_CHECK(shape == x.shape(), op_name, ": ", Describe(y), " does not broadcast to the in-place target ",
               Describe(x));
-  Tensor ys = alpha == 1.0 ? y : Unary(UnaryOp::kMulScalar, y, alpha);
-  binary_kernel(x.device())(BinaryOp::kAdd, x, ys.Expand(shape), x, 0.0);
+  const Tensor ys = alpha == 1.0 ? y : Unary(UnaryOp::kMulScalar, y, alpha);
+  binary_kernel(x.device())(op, x, ys.Expand(shape), x, 0.0);
   x.storage()->BumpVersion();
   return x;
 }
+
+}  // namespace
+
+Tensor& AddInPlace(Tensor& x, const Tensor& y, double alpha) {
+  return BinaryInPlace("add_", BinaryOp::kAdd, x, y, alpha);
+}
+
+Tensor& MaximumInPlace(Tensor& x, const Tensor& y) { return BinaryInPlace("maximum_", BinaryOp::kMaximum, x, y); }
 
 Tensor& MulScalarInPlace(Tensor& x, double s) {
   CheckInPlaceAllowed("mul_", x);

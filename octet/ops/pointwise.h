@@ -70,6 +70,8 @@ Tensor MaskedFill(const Tensor& x, const Tensor& mask, double value);
 // is on). Bump x's version counter.
 Tensor& AddInPlace(Tensor& x, const Tensor& y, double alpha = 1.0);  // x += alpha * y
 Tensor& MulScalarInPlace(Tensor& x, double s);
+// x = Maximum(x, y) (NaN from either side wins), y broadcast to x.
+Tensor& MaximumInPlace(Tensor& x, const Tensor& y);
 
 // Raw kernels for other ops' backward passes (no autograd): dy * f'(saved).
 Tensor BinaryRaw(BinaryOp op, const Tensor& a, const Tensor& b, double alpha = 0.0);

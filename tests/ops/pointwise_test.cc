@@ -420,6 +420,30 @@ TEST(Pointwise, InPlaceAddBumpsVersion) {
   EXPECT_GT(x.storage()->version(), v0);
 }
 
+TEST(Pointwise, InPlaceMaximumBroadcastsKeepsNanAndBumpsVersion) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = FromVector(std::vector<double>{1, 5, nan, -2}, {4});
+  const uint64_t v0 = x.storage()->version();
+  MaximumInPlace(x, FromVector(std::vector<double>{3, 2, 7, nan}, {4}));
+  const std::vector<double> got = x.ToDoubles();
+  EXPECT_EQ(got[0], 3);
+  EXPECT_EQ(got[1], 5);
+  EXPECT_TRUE(std::isnan(got[2]));  // NaN from either side wins, as Maximum
+  EXPECT_TRUE(std::isnan(got[3]));
+  EXPECT_GT(x.storage()->version(), v0);
+  Tensor y = FromVector(std::vector<double>{1, 4, 2, 6}, {2, 2});
+  MaximumInPlace(y, FromVector(std::vector<double>{3}, {1}));  // broadcast
+  EXPECT_TRUE(AllClose(y, std::vector<double>{3, 4, 3, 6}, 0, 0));
+  std::string msg = ErrorOf([&] { MaximumInPlace(y, Zeros({3})); });
+  EXPECT_NE(msg.find("maximum_"), std::string::npos) << msg;
+  msg = ErrorOf([&] { MaximumInPlace(y, Zeros({2, 2, 2})); });
+  EXPECT_NE(msg.find("maximum_: float32[2, 2, 2] does not broadcast to the in-place target float32[2, 2]"),
+            std::string::npos)
+      << msg;
+  msg = ErrorOf([&] { MaximumInPlace(y, Zeros({2, 2}, {.dtype = DType::kBFloat16})); });
+  EXPECT_NE(msg.find("maximum_"), std::string::npos) << msg;
+}
+
 TEST(Pointwise, BadInputsNameOpShapesAndDtypes) {
   Tensor a = Zeros({2, 3});
   Tensor b = Zeros({4});
