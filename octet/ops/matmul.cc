@@ -45,7 +45,7 @@ struct Operands {
   }
 };
 
-Operands PairStr(const Tensor& a, const Tensor& b) { return {{"a", "b", nullptr}, {&a, &b, nullptr}}; }
+Operands OperandPair(const Tensor& a, const Tensor& b) { return {{"a", "b", nullptr}, {&a, &b, nullptr}}; }
 
 // Dtype and device checks shared by Matmul and Linear; arg names the operand.
 void CheckGemmOperand(const char* op, const Tensor& t, const char* arg, const Operands& both) {
@@ -62,14 +62,14 @@ Shape GemmOutShape(const char* op, const Tensor& a, const Tensor& b) {
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   const int64_t ka = sa.back(), kb = sb[sb.size() - 2];
-  OCTET_CHECK(ka == kb, op, ": inner dims do not match: ", PairStr(a, b), " (K = ", ka, " vs ", kb, ")");
+  OCTET_CHECK(ka == kb, op, ": inner dims do not match: ", OperandPair(a, b), " (K = ", ka, " vs ", kb, ")");
   const size_t ba = sa.size() - 2, bb = sb.size() - 2, rank = std::max(ba, bb);
   Shape out(rank + 2);
   for (size_t i = 0; i < rank; ++i) {
     const int64_t da = i < rank - ba ? 1 : sa[i - (rank - ba)];
     const int64_t db = i < rank - bb ? 1 : sb[i - (rank - bb)];
-    OCTET_CHECK(da == db || da == 1 || db == 1, op, ": batch dims do not broadcast: ", PairStr(a, b), " (batch dim ",
-                i, ": ", da, " vs ", db, ")");
+    OCTET_CHECK(da == db || da == 1 || db == 1, op, ": batch dims do not broadcast: ", OperandPair(a, b),
+                " (batch dim ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   out[rank] = sa[sa.size() - 2];
@@ -294,7 +294,7 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   constexpr const char* op = "matmul";
   CheckDefined(op, a, "a");
   CheckDefined(op, b, "b");
-  const Operands both = PairStr(a, b);
+  const Operands both = OperandPair(a, b);
   CheckGemmOperand(op, a, "a", both);
   CheckGemmOperand(op, b, "b", both);
   OCTET_CHECK(a.dim() >= 1 && b.dim() >= 1, op, ": operands must have rank >= 1, got ", both);
@@ -450,7 +450,7 @@ Tensor ScaledMatmul(const Tensor& a_in, const Tensor& b_in, DType out_dtype, con
   const bool tn = Fp8GemmWantsTransposedCopies(a_in.device());
   const Tensor a_fp8 = tn ? Fp8OperandForTn(a_in, /*is_a=*/true) : a_in;
   const Tensor b_fp8 = tn ? Fp8OperandForTn(b_in, /*is_a=*/false) : b_in;
-  const Operands both = PairStr(a_fp8, b_fp8);
+  const Operands both = OperandPair(a_fp8, b_fp8);
   OCTET_CHECK(IsFp8(a_fp8.dtype()) && IsFp8(b_fp8.dtype()), op, ": expects FP8 operands, got ", both,
               " (Quantize them first, or use Matmul for unscaled dtypes)");
   OCTET_CHECK(!(a_fp8.dtype() == DType::kFloat8E5M2 && b_fp8.dtype() == DType::kFloat8E5M2), op,

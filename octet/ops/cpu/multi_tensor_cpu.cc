@@ -22,7 +22,10 @@ constexpr int64_t kBlock = 16384;  // fixed blocks: a thread-count independent s
 // costs its fork and join (NOTE [fork-join cost] in loops.h; the small GPT
 // step opened 18 norm and 14 clip regions a step). The norm's blocks are
 // the same fixed blocks, summed in the same order (a tensor's blocks in
-// order, then the tensors in order), so the bits do not change.
+// order, then the tensors in order), so the bits do not change. The
+// clipping checks every tensor before it looks at the norm, as the CUDA
+// kernel's launch plan does (its norm stays on the device), so a bad
+// gradient is reported whether or not this step clips.
 
 void CheckNorm(const char* op, const Tensor& norm) {
   OCTET_CHECK(norm.defined() && norm.dtype() == DType::kFloat64 && norm.numel() == 1 && norm.device().is_cpu(), op,
