@@ -42,8 +42,10 @@
 //   peak_alloc_MiB octet's CPU caching allocator's high-water mark of large
 //                  blocks in use during this benchmark (reset at its start
 //                  with the RSS: ResetCpuPeakMemoryStats).
-//   reserved_MiB   large blocks the caching allocator holds at the end (in
-//                  use or cached for reuse): resident, so part of the RSS
+//   committed_MiB  large blocks the caching allocator holds at the end with
+//                  their pages (in use or cached for reuse): resident, so
+//                  part of the RSS (its address space, 1 GiB arenas, is not:
+//                  NOTE [arena segments] in core/caching_allocator.h)
 //   malloc_MiB     bytes malloc has handed out at the end (mallinfo2: heap
 //                  chunks in use plus mmap'd blocks): octet's small tensors
 //                  and the per-thread GEMM workspaces, oneDNN's buffers.
@@ -192,7 +194,7 @@ void BM_TrainStep(benchmark::State& state) {
   state.counters["base_rss_MiB"] = base_rss;
   const CpuMemoryStats mem = GetCpuMemoryStats();
   state.counters["peak_alloc_MiB"] = static_cast<double>(mem.peak_cached_allocated_bytes) / (1 << 20);
-  state.counters["reserved_MiB"] = static_cast<double>(mem.cached_reserved_bytes) / (1 << 20);
+  state.counters["committed_MiB"] = static_cast<double>(mem.cached_committed_bytes) / (1 << 20);
   const struct mallinfo2 mi = mallinfo2();
   state.counters["malloc_MiB"] = static_cast<double>(mi.uordblks + mi.hblkhd) / (1 << 20);
   state.SetLabel(std::string(c.name) + " " + nn::amp::Name(level) +

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <new>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <octet/core/caching_allocator.h>
 #include <octet/core/device.h>
 #include <octet/core/error.h>
@@ -34,7 +37,16 @@ namespace {
 // 2026-11-27, three alternating rounds: wide O2 149-151 ms against 150-156,
 // O0 283-288 against 277-291) and peak RSS rose 1-46 MiB (wide O2 297 ->
 // 319-321 MiB, O0 356 -> 376-380): a touched byte makes 2 MiB resident.
+// The cache's segments are 1 GiB arenas of address space (NOTE [arena
+// segments] in core/caching_allocator.h), mapped with mmap: only the pages
+// blocks were handed out on become resident, and EmptyCpuCache gives back
+// the pages of free blocks (madvise MADV_DONTNEED) as well as whole free
+// arenas. MAP_NORESERVE: the kernel charges the pages as they are touched,
+// not the whole arena up front (under strict overcommit, vm.overcommit_memory
+// = 2, it charges them anyway and a refused arena falls back to the cache's
+// regular segment sizes).
 constexpr size_t kCpuCacheMin = size_t{64} << 10;
+constexpr size_t kCpuArena = size_t{1} << 30;
 
 size_t AlignedSize(size_t nbytes) { return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment; }
 
@@ -42,8 +54,18 @@ void* AlignedAlloc(size_t nbytes) { return std::aligned_alloc(kCpuAlignment, Ali
 
 class CpuBackend final : public CachingAllocatorBackend {
  public:
-  void* RawAlloc(size_t nbytes) override { return AlignedAlloc(nbytes); }
-  void RawFree(void* ptr, size_t) override { std::free(ptr); }
+  void* RawAlloc(size_t nbytes) override {
+    void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  void RawFree(void* ptr, size_t nbytes) override { munmap(ptr, nbytes); }
+  bool CommitsOnTouch() const override { return true; }
+  void Decommit(void* ptr, size_t nbytes) override {
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(ptr) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(ptr) + nbytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
   EventId RecordEvent(StreamId) override { return kNoEvent; }
   bool EventCompleted(EventId) override { return true; }
   void DestroyEvent(EventId) override {}
@@ -56,7 +78,7 @@ class CpuAllocator final : public Allocator {
     const char* env = std::getenv("OCTET_CPU_CACHING");
     if (env == nullptr || std::strcmp(env, "0") != 0) {
       // Leaked on purpose: tensors may be freed during static destruction.
-      cache_ = new CachingAllocator(new CpuBackend, {.device_name = "cpu"});
+      cache_ = new CachingAllocator(new CpuBackend, {.device_name = "cpu", .arena_segment_size = kCpuArena});
     }
   }
 
@@ -168,9 +190,10 @@ CpuMemoryStats GetCpuMemoryStats() {
     const CachingAllocatorStats st = c->Stats();
     s.cached_allocated_bytes = st.allocated_bytes;
     s.cached_reserved_bytes = st.reserved_bytes;
+    s.cached_committed_bytes = st.committed_bytes;
     s.peak_cached_allocated_bytes = st.peak_allocated_bytes;
     s.caching_enabled = true;
-    s.reserved_bytes += static_cast<int64_t>(st.reserved_bytes);
+    s.reserved_bytes += static_cast<int64_t>(st.committed_bytes);  // pages, not address space
   }
   return s;
 }

@@ -41,14 +41,16 @@ void EmptyCpuCache();
 struct CpuMemoryStats {
   // Every CPU allocation (see octet::GetMemoryStats in core/device.h).
   int64_t allocated_bytes = 0;
-  int64_t reserved_bytes = 0;  // allocated + cached
+  int64_t reserved_bytes = 0;  // allocated + cached (the cache's committed bytes, not its address space)
   int64_t peak_allocated_bytes = 0;
   int64_t num_allocs = 0;
   int64_t num_frees = 0;
   // The cached (large) blocks only.
   bool caching_enabled = false;
   size_t cached_allocated_bytes = 0;  // large blocks in use
-  size_t cached_reserved_bytes = 0;   // large blocks in use or cached
+  size_t cached_reserved_bytes = 0;   // address space of the cache's segments (1 GiB arenas)
+  size_t cached_committed_bytes = 0;  // of it, blocks in use or cached with their pages
+                                      // (NOTE [arena segments] in core/caching_allocator.h)
   size_t peak_cached_allocated_bytes = 0;
 };
 CpuMemoryStats GetCpuMemoryStats();

@@ -25,6 +25,7 @@ struct Block {
   bool small;                         // which pool it belongs to
   bool allocated = false;
   size_t requested = 0;               // caller's size while allocated
+  size_t committed = 0;               // bytes possibly resident (NOTE [arena segments])
   Block* prev = nullptr;
   Block* next = nullptr;
   int event_count = 0;                // outstanding cross-stream events
@@ -106,7 +107,8 @@ struct CachingAllocator::Impl {
 
   bool ShouldSplit(const Block* b, size_t size) const {
     const size_t remaining = b->size - size;
-    if (b->small) return remaining >= kMinBlockSize;
+    // In arenas every block splits as small ones do (NOTE [arena segments]).
+    if (b->small || options.arena_segment_size > 0) return remaining >= kMinBlockSize;
     return size < options.max_split_size && remaining > kSmallSize;
   }
 
@@ -122,6 +124,7 @@ struct CachingAllocator::Impl {
       if (dst->next) dst->next->prev = dst;
     }
     dst->size += src->size;
+    dst->committed += src->committed;
     PoolOf(src).erase(src);
     delete src;
   }
@@ -154,7 +157,9 @@ struct CachingAllocator::Impl {
     }
   }
 
-  // Waits for pending frees, then returns every whole free segment.
+  // Waits for pending frees, then returns every whole free segment; on a
+  // backend that commits on touch, the free blocks of live segments give
+  // back their pages (NOTE [arena segments]).
   void ReleaseCachedBlocks() {
     if (!pending.empty()) {
       backend->Synchronize();
@@ -168,13 +173,23 @@ struct CachingAllocator::Impl {
       for (auto it = pool->begin(); it != pool->end();) {
         Block* b = *it;
         // A live graph pool's segments stay: the graph writes them at every replay.
-        if (b->prev != nullptr || b->next != nullptr || (b->stream & kPoolKeyBit)) {
+        if (b->stream & kPoolKeyBit) {
+          ++it;
+          continue;
+        }
+        if (b->prev != nullptr || b->next != nullptr) {
+          if (backend->CommitsOnTouch() && b->committed > 0) {
+            backend->Decommit(b->ptr, b->size);
+            stats.committed_bytes -= b->committed;
+            b->committed = 0;
+          }
           ++it;
           continue;
         }
         it = pool->erase(it);
         backend->RawFree(b->ptr, b->size);
         stats.reserved_bytes -= b->size;
+        stats.committed_bytes -= b->committed;
         ++stats.num_segment_frees;
         delete b;
       }
@@ -246,15 +261,21 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
   OCTET_CHECK(nbytes <= SIZE_MAX - kRoundLarge, "out of memory on ", m.options.device_name, ": tried to allocate ",
               nbytes, " bytes");
   const size_t size = RoundSize(nbytes);
-  const bool small = size <= kSmallSize;
+  const size_t arena = m.options.arena_segment_size;
+  const bool small = arena == 0 && size <= kSmallSize;  // NOTE [arena segments]: one pool
   Pool& pool = small ? m.small_pool : m.large_pool;
 
   Block* block = m.TakeFreeBlock(pool, stream, size);
   if (block != nullptr) {
     ++m.stats.cache_hits;
   } else {
-    const size_t segment = SegmentSize(size);
-    void* p = m.backend->RawAlloc(segment);
+    size_t segment = SegmentSize(size);
+    void* p = nullptr;
+    if (arena > segment) {
+      p = m.backend->RawAlloc(arena);
+      if (p != nullptr) segment = arena;  // else the regular size (NOTE [arena segments])
+    }
+    if (p == nullptr) p = m.backend->RawAlloc(segment);
     if (p == nullptr && m.Capturing()) m.ThrowOutOfMemory(nbytes, segment);
     if (p == nullptr) {
       // NOTE [caching allocator] OOM path: give back everything cached, retry once.
@@ -266,6 +287,8 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
     }
     if (block == nullptr) {
       block = new Block(stream, segment, static_cast<char*>(p), small);
+      block->committed = m.backend->CommitsOnTouch() ? 0 : segment;
+      m.stats.committed_bytes += block->committed;
       m.stats.reserved_bytes += segment;
       m.stats.peak_reserved_bytes = std::max(m.stats.peak_reserved_bytes, m.stats.reserved_bytes);
       ++m.stats.num_segment_allocs;
@@ -278,8 +301,15 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
     }
   }
 
+  // The part handed out is about to be written: all of it counts as
+  // committed. A split free block's committed bytes are taken to lie at its
+  // front, where the part handed out comes from, so the remainder keeps only
+  // what exceeds that part (an estimate: NOTE [arena segments]).
+  const size_t was_committed = block->committed;
+  size_t rest_committed = 0;
   if (m.ShouldSplit(block, size)) {
     Block* rest = new Block(stream, block->size - size, block->ptr + size, small);
+    rest->committed = rest_committed = was_committed - std::min(was_committed, size);
     rest->prev = block;
     rest->next = block->next;
     if (rest->next) rest->next->prev = rest;
@@ -287,6 +317,9 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
     block->size = size;
     pool.insert(rest);
   }
+  block->committed = block->size;
+  m.stats.committed_bytes = m.stats.committed_bytes - was_committed + block->size + rest_committed;
+  m.stats.peak_committed_bytes = std::max(m.stats.peak_committed_bytes, m.stats.committed_bytes);
   block->allocated = true;
   block->requested = nbytes;
   m.active.emplace(block->ptr, block);
@@ -418,6 +451,7 @@ void CachingAllocator::ResetPeakStats() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->stats.peak_allocated_bytes = impl_->stats.allocated_bytes;
   impl_->stats.peak_reserved_bytes = impl_->stats.reserved_bytes;
+  impl_->stats.peak_committed_bytes = impl_->stats.committed_bytes;
 }
 
 std::string FormatBytes(size_t nbytes) {

@@ -25,6 +25,24 @@
 //  - Out of memory: release every cached segment (after a device
 //    synchronisation) and retry once; then throw an octet::Error that says
 //    how much was asked for, allocated and reserved.
+//
+// NOTE [arena segments]: with Options::arena_segment_size set (the CPU's,
+// core/allocator.cc), every request, whatever its size, comes from one pool
+// of segments at least that large, and a new one is mapped only when no free
+// block fits. On a backend that commits memory on first touch (CPU pages) a
+// large segment costs only the pages handed out, and what one phase of a
+// program frees merges with its neighbours into blocks the next phase can
+// use whatever their sizes, where the pools and 2/20 MiB segments above keep
+// a freed block for requests of its own size class and segment. Measured on
+// the wide GPT step (2 layers, width 768, T=256, B=4, 2 threads; peak RSS
+// after four steps): O0 357 -> 332 MiB, O1 342 -> 301, O1 with the FP8/FP16
+// AdamW state 263 -> 232, O2 289 -> 277, for the same live tensors. A
+// backend that cannot map an arena segment gets the size above instead.
+// committed_bytes estimates what such a backend holds resident: the bytes of
+// blocks handed out since their segment was mapped or they were last given
+// back (Decommit, by EmptyCache). An estimate: a free block's committed bytes
+// are taken to lie at its front, where a request carves its block from, and
+// Decommit keeps the pages a free block shares with its neighbours.
 #pragma once
 
 #include <cstddef>
@@ -61,12 +79,23 @@ class CachingAllocatorBackend {
   virtual void Synchronize() = 0;
   // Extra text for out-of-memory errors (e.g. the device's free/total memory).
   virtual std::string MemoryReport() { return ""; }
+  // True when a segment's memory becomes resident only where it is first
+  // written (CPU pages), false when RawAlloc commits all of it (CUDA). See
+  // NOTE [arena segments].
+  virtual bool CommitsOnTouch() const { return false; }
+  // Gives back the physical memory of the whole pages inside [ptr, ptr +
+  // nbytes), a free part of a live segment, keeping the addresses valid
+  // (called by EmptyCache only when CommitsOnTouch). Must not throw.
+  virtual void Decommit(void* /*ptr*/, size_t /*nbytes*/) {}
 };
 
 struct CachingAllocatorStats {
   size_t allocated_bytes = 0;       // in blocks handed out (rounded sizes)
   size_t requested_bytes = 0;       // as asked for by the callers
   size_t reserved_bytes = 0;        // in segments held from the backend
+  size_t committed_bytes = 0;       // of those, possibly resident (NOTE [arena segments]; = reserved
+                                    // on a backend that does not commit on touch)
+  size_t peak_committed_bytes = 0;
   size_t peak_allocated_bytes = 0;
   size_t peak_reserved_bytes = 0;
   size_t cached_bytes = 0;          // free bytes in the pools (reserved - allocated - pending)
@@ -97,6 +126,9 @@ class CachingAllocator {
     std::string device_name = "device";
     // Blocks at least this large are never split (default: no limit).
     size_t max_split_size = SIZE_MAX;
+    // When non-zero: one pool for all sizes, served from segments of at
+    // least this many bytes (NOTE [arena segments]).
+    size_t arena_segment_size = 0;
   };
 
   // `backend` must outlive the allocator.

@@ -63,6 +63,9 @@ Tensor Fp8LinearState::QuantizedWeight(const Tensor& w) {
     // weight is read as W (fprop) and as Wᵀ (dgrad): column-wise data too.
     Recipe current = recipe_;
     current.scaling = Scaling::kCurrent;
+    // The stale copy goes first, so that the new one can take its memory
+    // (NOTE [arena segments] in core/caching_allocator.h).
+    cached_fp8_ = Tensor();
     cached_fp8_ = QuantizeWith(*weight_, current, w.detach(), /*record=*/true, /*columnwise=*/true);
     cached_storage_ = w.storage();
     cached_version_ = w.storage()->version();

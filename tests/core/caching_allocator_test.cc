@@ -55,6 +55,8 @@ class FakeBackend : public CachingAllocatorBackend {
     for (auto& e : events) e.completed = true;
   }
   std::string MemoryReport() override { return "fake device: " + std::to_string(in_use_) + " bytes in use"; }
+  bool CommitsOnTouch() const override { return lazy; }
+  void Decommit(void* ptr, size_t nbytes) override { decommits.emplace_back(ptr, nbytes); }
 
   void CompleteEventsOn(StreamId stream) {
     for (auto& e : events)
@@ -69,6 +71,8 @@ class FakeBackend : public CachingAllocatorBackend {
   std::map<void*, size_t> segments;
   std::vector<void*> freed;
   std::vector<Event> events;
+  bool lazy = false;  // CommitsOnTouch, as CPU pages
+  std::vector<std::pair<void*, size_t>> decommits;
   int raw_alloc_calls = 0;
   int syncs = 0;
   int event_queries = 0;
@@ -322,6 +326,119 @@ TEST(CachingAllocator, StatisticsCountAllocsFreesHitsAndPeaks) {
   EXPECT_EQ(s.requested_bytes, 0u);
   EXPECT_EQ(s.num_frees, 3u);
   EXPECT_EQ(s.cached_bytes, s.reserved_bytes);
+  // A backend that commits whole segments: everything reserved is committed.
+  EXPECT_EQ(s.committed_bytes, s.reserved_bytes);
+  EXPECT_EQ(s.peak_committed_bytes, 22 * kMiB);
+}
+
+// ---- NOTE [arena segments] ----
+
+TEST(CachingAllocatorArena, EverySizeComesFromOneSegmentAndFreedBlocksMergeAcrossSizes) {
+  FakeBackend fake;
+  fake.lazy = true;
+  CachingAllocator a(&fake, {.arena_segment_size = 64 * kMiB});
+  void* small = a.Allocate(4 * kKiB, kS1);
+  void* mid = a.Allocate(3 * kMiB, kS1);
+  void* big = a.Allocate(12 * kMiB, kS1);
+  ASSERT_EQ(fake.segments.size(), 1u);
+  EXPECT_EQ(fake.segments.begin()->second, 64 * kMiB);
+  EXPECT_EQ(small, fake.segments.begin()->first);
+  EXPECT_EQ(Ptr(mid), Ptr(small) + 4 * kKiB);
+  EXPECT_EQ(Ptr(big), Ptr(mid) + 3 * kMiB);
+  CachingAllocatorStats s = a.Stats();
+  EXPECT_EQ(s.reserved_bytes, 64 * kMiB);
+  // Only what was handed out counts as committed: untouched pages are not resident.
+  EXPECT_EQ(s.committed_bytes, 4 * kKiB + 15 * kMiB);
+  // The 3 MiB and 12 MiB blocks merge when freed, and a 15 MiB request
+  // reuses them: with the regular segments they would sit in a 20 MiB
+  // segment and a 12 MiB one, and 15 MiB would need a third.
+  a.Free(mid);
+  a.Free(big);
+  EXPECT_EQ(a.Stats().committed_bytes, 4 * kKiB + 15 * kMiB);  // cached, still resident
+  void* again = a.Allocate(15 * kMiB, kS1);
+  EXPECT_EQ(again, mid);
+  EXPECT_EQ(fake.raw_alloc_calls, 1);
+  s = a.Stats();
+  EXPECT_EQ(s.committed_bytes, 4 * kKiB + 15 * kMiB);
+  EXPECT_EQ(s.peak_committed_bytes, 4 * kKiB + 15 * kMiB);
+  // A request larger than the arena gets a segment of its own size.
+  void* huge = a.Allocate(65 * kMiB, kS1);
+  EXPECT_EQ(fake.segments.at(huge), 66 * kMiB);
+  a.Free(huge);
+  a.Free(again);
+  a.Free(small);
+}
+
+TEST(CachingAllocatorArena, ARefusedArenaFallsBackToTheRegularSegmentSize) {
+  FakeBackend fake(30 * kMiB);
+  fake.lazy = true;
+  CachingAllocator a(&fake, {.arena_segment_size = 64 * kMiB});
+  void* p = a.Allocate(3 * kMiB, kS1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(fake.raw_alloc_calls, 2);  // the arena, refused; then 20 MiB
+  EXPECT_EQ(fake.segments.at(p), 20 * kMiB);
+  // One pool: a small request is carved from the same segment.
+  void* q = a.Allocate(1000, kS1);
+  EXPECT_EQ(Ptr(q), Ptr(p) + 3 * kMiB);
+  EXPECT_EQ(fake.raw_alloc_calls, 2);
+  EXPECT_EQ(a.Stats().committed_bytes, 3 * kMiB + 1024);
+  a.Free(p);
+  a.Free(q);
+  a.EmptyCache();
+  EXPECT_TRUE(fake.segments.empty());
+  EXPECT_EQ(a.Stats().committed_bytes, 0u);
+}
+
+TEST(CachingAllocatorArena, EmptyCacheGivesBackThePagesOfFreeBlocksInALiveArena) {
+  FakeBackend fake;
+  fake.lazy = true;
+  CachingAllocator a(&fake, {.arena_segment_size = 64 * kMiB});
+  void* first = a.Allocate(1 * kMiB, kS1);
+  void* middle = a.Allocate(8 * kMiB, kS1);
+  void* last = a.Allocate(4 * kKiB, kS1);
+  a.Free(middle);
+  EXPECT_EQ(a.Stats().committed_bytes, 9 * kMiB + 4 * kKiB);
+  a.EmptyCache();
+  // The middle block's pages go back; the never-touched tail of the arena
+  // has nothing to give back; the live arena stays mapped.
+  ASSERT_EQ(fake.decommits.size(), 1u);
+  EXPECT_EQ(fake.decommits[0].first, middle);
+  EXPECT_EQ(fake.decommits[0].second, 8 * kMiB);
+  EXPECT_EQ(fake.segments.size(), 1u);
+  CachingAllocatorStats s = a.Stats();
+  EXPECT_EQ(s.committed_bytes, 1 * kMiB + 4 * kKiB);
+  EXPECT_EQ(s.reserved_bytes, 64 * kMiB);
+  EXPECT_EQ(s.allocated_bytes, 1 * kMiB + 4 * kKiB);
+  // Handed out again, the block counts as committed again; a second
+  // EmptyCache has nothing more to decommit.
+  void* reused = a.Allocate(8 * kMiB, kS1);
+  EXPECT_EQ(reused, middle);
+  EXPECT_EQ(a.Stats().committed_bytes, 9 * kMiB + 4 * kKiB);
+  a.Free(reused);
+  a.EmptyCache();
+  a.EmptyCache();
+  EXPECT_EQ(fake.decommits.size(), 2u);
+  // Once every block is free the arena is one whole free block again and
+  // goes back to the backend.
+  a.Free(first);
+  a.Free(last);
+  a.EmptyCache();
+  EXPECT_TRUE(fake.segments.empty());
+  s = a.Stats();
+  EXPECT_EQ(s.committed_bytes, 0u);
+  EXPECT_EQ(s.reserved_bytes, 0u);
+}
+
+TEST(CachingAllocatorArena, WithoutArenasNothingIsDecommitted) {
+  FakeBackend fake;  // commits whole segments: Decommit is never called
+  CachingAllocator a(&fake, {});
+  void* keep = a.Allocate(1 * kMiB + 512, kS1);
+  void* freed = a.Allocate(4 * kMiB, kS1);
+  a.Free(freed);
+  a.EmptyCache();
+  EXPECT_TRUE(fake.decommits.empty());
+  EXPECT_EQ(a.Stats().committed_bytes, 20 * kMiB);
+  a.Free(keep);
 }
 
 TEST(CachingAllocator, OutOfMemoryReleasesTheCacheAndRetriesOnce) {

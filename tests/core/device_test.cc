@@ -2,7 +2,11 @@
 // cpu / cuda / cuda:N; CheckDeviceExists explains a missing device.
 #include <octet/core/device.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -107,6 +111,44 @@ TEST(DeviceControl, EmptyCacheReleasesTheCachedBlocks) {
   Tensor kept = Empty({int64_t{3} << 20});
   EmptyCache(kCPU);
   EXPECT_GE(GetMemoryStats(kCPU).reserved_bytes, int64_t{12} << 20);
+}
+
+// The resident set of this process in KiB (VmRSS), 0 where unreadable.
+int64_t ResidentKiB() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10);
+  return 0;
+}
+
+// NOTE [arena segments]: a free block inside an arena that still holds live
+// blocks gives its pages back on EmptyCache, and only its own: the blocks
+// around it keep their bytes even where they share a page with it.
+TEST(DeviceControl, CpuEmptyCacheGivesBackTheFreeBlocksOfALiveArena) {
+  if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
+  EmptyCache(kCPU);
+  // Sizes that are not multiples of a page, so neighbours can share pages.
+  Tensor before = Full({300100}, 1.5);
+  Tensor middle = Full({int64_t{3} << 20}, 2.5);  // 12 MiB, written: resident
+  Tensor after = Full({100003}, 3.5);
+  middle = Tensor();
+  const CpuMemoryStats cached = GetCpuMemoryStats();
+  const int64_t rss_cached = ResidentKiB();
+  EmptyCache(kCPU);
+  const CpuMemoryStats emptied = GetCpuMemoryStats();
+  EXPECT_LE(emptied.cached_committed_bytes + (size_t{12} << 20) - 8192, cached.cached_committed_bytes);
+  EXPECT_EQ(emptied.cached_allocated_bytes, cached.cached_allocated_bytes);
+  if (rss_cached > 0) EXPECT_LE(ResidentKiB(), rss_cached - 11 * 1024) << "the 12 MiB block's pages stayed resident";
+  auto count = [](const Tensor& t, float value) {
+    const float* p = t.data<float>();
+    return std::count(p, p + t.numel(), value);
+  };
+  EXPECT_EQ(count(before, 1.5f), 300100);
+  EXPECT_EQ(count(after, 3.5f), 100003);
+  // The memory is still the allocator's to hand out again.
+  Tensor again = Full({int64_t{3} << 20}, 4.0);
+  EXPECT_EQ(count(again, 4.0f), int64_t{3} << 20);
 }
 
 TEST(DeviceControl, CpuStreamGuardIsANoOp) {
