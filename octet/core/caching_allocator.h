@@ -29,15 +29,17 @@
 // NOTE [arena segments]: with Options::arena_segment_size set (the CPU's,
 // core/allocator.cc), every request, whatever its size, comes from one pool
 // of segments at least that large, and a new one is mapped only when no free
-// block fits. On a backend that commits memory on first touch (CPU pages) a
-// large segment costs only the pages handed out, and what one phase of a
-// program frees merges with its neighbours into blocks the next phase can
-// use whatever their sizes, where the pools and 2/20 MiB segments above keep
-// a freed block for requests of its own size class and segment. Measured on
-// the wide GPT step (2 layers, width 768, T=256, B=4, 2 threads; peak RSS
-// after four steps): O0 357 -> 332 MiB, O1 342 -> 301, O1 with the FP8/FP16
-// AdamW state 263 -> 232, O2 289 -> 277, for the same live tensors. A
-// backend that cannot map an arena segment gets the size above instead.
+// block fits; every block splits down to kMinBlockSize. On a backend that
+// commits memory on first touch (CPU pages) a large segment costs only the
+// pages handed out, and what one phase of a program frees merges with its
+// neighbours into blocks the next phase can use whatever their sizes, where
+// the pools and 2/20 MiB segments above keep a freed block for requests of
+// its own size class and segment. Measured on the wide GPT training step (2
+// layers, width 768, T=256, B=4, 2 threads; octet_train_step_bench peak
+// RSS): O0 355 -> 332 MiB, O1 327 -> 317, O2 288 -> 280, O1 with the
+// FP8/FP16 AdamW state 252 -> 248, for the same tensors (docs/cpu-speed.md,
+// 2026-11-28, seventh session). A backend that cannot map an arena segment
+// gets the size above instead.
 // committed_bytes estimates what such a backend holds resident: the bytes of
 // blocks handed out since their segment was mapped or they were last given
 // back (Decommit, by EmptyCache). An estimate: a free block's committed bytes
