@@ -8,6 +8,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
+
 #include <octet/core/caching_allocator.h>
 #include <octet/core/device.h>
 #include <octet/core/error.h>
@@ -45,6 +52,9 @@ namespace {
 // not the whole arena up front (under strict overcommit, vm.overcommit_memory
 // = 2, it charges them anyway and a refused arena falls back to the cache's
 // regular segment sizes).
+// Under AddressSanitizer (scripts/sanitize.sh) the arenas are poisoned but
+// for the bytes of live blocks, so a kernel that reads or writes past its
+// tensor, into free cache memory, is reported like a heap overflow.
 constexpr size_t kCpuCacheMin = size_t{64} << 10;
 constexpr size_t kCpuArena = size_t{1} << 30;
 
@@ -56,9 +66,14 @@ class CpuBackend final : public CachingAllocatorBackend {
  public:
   void* RawAlloc(size_t nbytes) override {
     void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
+    if (p == MAP_FAILED) return nullptr;
+    ASAN_POISON_MEMORY_REGION(p, nbytes);
+    return p;
   }
-  void RawFree(void* ptr, size_t nbytes) override { munmap(ptr, nbytes); }
+  void RawFree(void* ptr, size_t nbytes) override {
+    ASAN_UNPOISON_MEMORY_REGION(ptr, nbytes);
+    munmap(ptr, nbytes);
+  }
   bool CommitsOnTouch() const override { return true; }
   void Decommit(void* ptr, size_t nbytes) override {
     static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -87,14 +102,17 @@ class CpuAllocator final : public Allocator {
     const bool cached = cache_ && nbytes >= kCpuCacheMin;
     void* p = cached ? cache_->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
     OCTET_CHECK(p != nullptr, "CPU out of memory: failed to allocate ", nbytes, " bytes");
+    if (cached) ASAN_UNPOISON_MEMORY_REGION(p, nbytes);
     Count(cached, nbytes, +1);
     return p;
   }
   void Free(void* ptr, size_t nbytes, Device) override {
     if (ptr == nullptr) return;
     const bool cached = cache_ && nbytes >= kCpuCacheMin;
-    if (cached)
+    if (cached) {
+      ASAN_POISON_MEMORY_REGION(ptr, nbytes);
       cache_->Free(ptr);
+    }
     else
       std::free(ptr);
     Count(cached, nbytes, -1);
