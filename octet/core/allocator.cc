@@ -112,9 +112,9 @@ class CpuAllocator final : public Allocator {
     if (cached) {
       ASAN_POISON_MEMORY_REGION(ptr, nbytes);
       cache_->Free(ptr);
-    }
-    else
+    } else {
       std::free(ptr);
+    }
     Count(cached, nbytes, -1);
   }
   CachingAllocator* cache() const { return cache_; }
