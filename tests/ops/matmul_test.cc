@@ -21,6 +21,8 @@
 #include <vector>
 
 #include <octet/autograd/gradcheck.h>
+#include <octet/core/allocator.h>
+#include <octet/core/caching_allocator.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/matmul.h>
@@ -266,6 +268,23 @@ TEST(Matmul, PrimitivesAreCached) {
   const cpu::MatmulCacheStats after = cpu::GetMatmulCacheStats();
   EXPECT_EQ(after.misses, before.misses);
   EXPECT_EQ(after.hits, before.hits + 3);
+}
+
+// NOTE [transient gemm buffers] (ops/cpu/dnnl_gemm.cc): the packed B of a
+// large f32 GEMM comes from octet's CPU cache and goes back to it when the
+// call returns, leaving only the output allocated.
+TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
+  if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
+  // 512 rows: B (256, 512) is packed first (WorthPacking); 512 KiB of it.
+  const Tensor a = RandomTensor({512, 256}, 1, DType::kFloat32), b = RandomTensor({256, 512}, 2, DType::kFloat32);
+  Matmul(a, b);  // creates the primitive
+  ResetCpuPeakMemoryStats();
+  const CpuMemoryStats before = GetCpuMemoryStats();
+  const Tensor c = Matmul(a, b);
+  const CpuMemoryStats after = GetCpuMemoryStats();
+  const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
+  EXPECT_EQ(after.cached_allocated_bytes, before.cached_allocated_bytes + out_bytes);
+  EXPECT_GE(after.peak_cached_allocated_bytes, before.cached_allocated_bytes + out_bytes + 256 * 512 * sizeof(float));
 }
 
 // ---- gradients ---------------------------------------------------------------------------

@@ -94,6 +94,8 @@
 // gave the step nothing either.
 #include <octet/ops/cpu/dnnl_gemm.h>
 
+#include <octet/core/allocator.h>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -117,16 +119,19 @@
 
 namespace octet::cpu {
 
-Workspace::~Workspace() { std::free(data_); }
+Workspace::~Workspace() { Release(); }
+
+void Workspace::Release() {
+  if (data_ != nullptr) GetAllocator(DeviceType::kCPU).Free(data_, capacity_, kCPU);
+  data_ = nullptr;
+  capacity_ = 0;
+}
 
 void* Workspace::Get(size_t bytes) {
   if (bytes > capacity_) {
-    std::free(data_);
-    data_ = nullptr;
-    capacity_ = 0;
+    Release();
     const size_t rounded = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
-    data_ = std::aligned_alloc(64, rounded);
-    OCTET_CHECK(data_ != nullptr, "matmul: could not allocate ", rounded, " bytes of workspace");
+    data_ = GetAllocator(DeviceType::kCPU).Allocate(rounded, kCPU);
     capacity_ = rounded;
   }
   return data_;
@@ -172,8 +177,20 @@ namespace {
 
 using dnnl::memory;
 
+// NOTE [transient gemm buffers]: a GEMM's packed B, scratchpads and padded
+// or plain copies live for the call only. They come from octet's CPU cache
+// and go back to it when the call ends (ReleaseAll), so that between GEMMs
+// their memory serves activations and the next GEMM reuses pages already
+// touched. Kept per thread for the whole run, as they were, they held the
+// largest GEMM's buffers resident on top of everything else. Measured on the
+// wide GPT step (2 layers, width 768, T=256, B=4; octet_train_step_bench
+// peak RSS): O0 332 -> 323 MiB, O1 312 -> 304, O2 280 -> 274, the step time
+// unchanged (docs/cpu-speed.md, 2026-11-28, seventh session).
 struct DnnlBuffers {
   Workspace scratchpad, pack_scratchpad, packed_b, b_plain, a_padded;
+  void ReleaseAll() {
+    for (Workspace* w : {&scratchpad, &pack_scratchpad, &packed_b, &b_plain, &a_padded}) w->Release();
+  }
 };
 DnnlBuffers& ThreadDnnlBuffers() {
   thread_local DnnlBuffers buffers;
@@ -534,6 +551,10 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     dnnl::engine& eng = Engine();
     std::unordered_map<int, memory> args;
     DnnlBuffers& buffers = ThreadDnnlBuffers();
+    struct ReleaseAtEnd {  // NOTE [transient gemm buffers]
+      DnnlBuffers& b;
+      ~ReleaseAtEnd() { b.ReleaseAll(); }
+    } release_at_end{buffers};
     const void* a_data = p->a_ld > 0 ? PaddedA(spec.a, p->a_ld, buffers.a_padded) : spec.a.data;
     args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(a_data)));
     // What b.data holds: FP8 codes, a bf16 or f32 b_user_dtype, or b.dtype.

@@ -74,8 +74,10 @@ void ConvertElements(const void* src, DType from, DType to, int64_t n, void* dst
 // (Bf16BitsToFloat(FloatToBf16Bits(x))), on the OpenMP pool.
 void RoundElementsToBf16(const float* src, int64_t n, float* dst);
 
-// A grow-only 64-byte aligned buffer (one per thread and purpose); Get may
-// move the memory, so earlier pointers from the same buffer become invalid.
+// A grow-only 64-byte aligned buffer (one per thread and purpose), from
+// octet's CPU allocator (its cache for 64 KiB and more); Get may move the
+// memory, so earlier pointers from the same buffer become invalid. Release
+// gives it back (NOTE [transient gemm buffers] in dnnl_gemm.cc).
 class Workspace {
  public:
   Workspace() = default;
@@ -83,6 +85,7 @@ class Workspace {
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
   void* Get(size_t bytes);
+  void Release();
 
  private:
   void* data_ = nullptr;
