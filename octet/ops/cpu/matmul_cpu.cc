@@ -322,8 +322,14 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 //   only where it wins). An AVX2 6 x 16 version ran 8-12 % slower than
 //   oneDNN's gemm:jit plus the passes (simulated on the Zen 5).
 
+// For the call only, as the GEMMs' own (NOTE [transient gemm buffers] in
+// dnnl_gemm.cc).
 struct WidenBuffers {
   Workspace out, bias;
+  void ReleaseAll() {
+    out.Release();
+    bias.Release();
+  }
 };
 WidenBuffers& ThreadWidenBuffers() {
   thread_local WidenBuffers buffers;
@@ -336,6 +342,10 @@ WidenBuffers& ThreadWidenBuffers() {
 // or bf16, or undefined; out: contiguous f32 or bf16.
 void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
   WidenBuffers& ws = ThreadWidenBuffers();
+  struct ReleaseAtEnd {
+    WidenBuffers& b;
+    ~ReleaseAtEnd() { b.ReleaseAll(); }
+  } release_at_end{ws};
   Tensor ka, kb;
   DnnlGemmSpec spec;
   spec.a = CompactView(a, &ka);
