@@ -25,6 +25,7 @@
 #include <octet/core/caching_allocator.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
+#include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_testing.h>
 #include <octet/ops/matmul_kernels.h>
@@ -285,6 +286,28 @@ TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
   const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
   EXPECT_EQ(after.cached_allocated_bytes, before.cached_allocated_bytes + out_bytes);
   EXPECT_GE(after.peak_cached_allocated_bytes, before.cached_allocated_bytes + out_bytes + 256 * 512 * sizeof(float));
+}
+
+// NOTE [converted A reuse] in ops/cpu/matmul_cpu.cc: an FP8 A is converted
+// once for two GEMMs in a row (a Linear's dX and dW); the converted copy
+// stays in the CPU cache after the first and goes back after the second.
+TEST(Matmul, ConvertedFp8OperandIsKeptForOneReuseThenGivenBack) {
+  if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
+  const Tensor a = Quantize(RandomTensor({512, 256}, 1, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
+  const Tensor b = Quantize(RandomTensor({256, 512}, 2, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
+  const Tensor c = Quantize(RandomTensor({256, 512}, 3, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
+  ScaledMatmul(a, b, DType::kFloat32);  // primitives created
+  ScaledMatmul(a, c, DType::kFloat32);  // the pair completes: nothing kept
+  // Widened to f32 on the FP32-FMA path, to bf16 on the BF16-dot one.
+  const size_t converted = 512 * 256 * (ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma ? 4 : 2);
+  const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
+  const size_t before = GetCpuMemoryStats().cached_allocated_bytes;
+  const Tensor first = ScaledMatmul(a, b, DType::kFloat32);
+  EXPECT_EQ(GetCpuMemoryStats().cached_allocated_bytes, before + out_bytes + converted);
+  const Tensor second = ScaledMatmul(a, c, DType::kFloat32);  // the same A: no new conversion
+  EXPECT_EQ(GetCpuMemoryStats().cached_allocated_bytes, before + 2 * out_bytes);
+  // Read from the kept copy, the result is what a fresh conversion gives.
+  EXPECT_EQ(second.ToDoubles(), ScaledMatmul(a.Clone(), c, DType::kFloat32).ToDoubles());
 }
 
 // ---- gradients ---------------------------------------------------------------------------
