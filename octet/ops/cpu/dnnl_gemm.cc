@@ -127,6 +127,15 @@ void Workspace::Release() {
   capacity_ = 0;
 }
 
+ReleaseOnExit::ReleaseOnExit(std::initializer_list<Workspace*> workspaces) {
+  OCTET_CHECK(workspaces.size() <= kMax, "ReleaseOnExit: at most ", kMax, " workspaces, got ", workspaces.size());
+  for (Workspace* w : workspaces) workspaces_[count_++] = w;
+}
+
+ReleaseOnExit::~ReleaseOnExit() {
+  for (size_t i = 0; i < count_; ++i) workspaces_[i]->Release();
+}
+
 void* Workspace::Get(size_t bytes) {
   if (bytes > capacity_) {
     Release();
@@ -179,7 +188,7 @@ using dnnl::memory;
 
 // NOTE [transient gemm buffers]: a GEMM's packed B, scratchpads and padded
 // or plain copies live for the call only. They come from octet's CPU cache
-// and go back to it when the call ends (ReleaseAll), so that between GEMMs
+// and go back to it when the call ends (ReleaseOnExit), so that between GEMMs
 // their memory serves activations and the next GEMM reuses pages already
 // touched. Kept per thread for the whole run, as they were, they held the
 // largest GEMM's buffers resident on top of everything else. Measured on the
@@ -188,9 +197,6 @@ using dnnl::memory;
 // unchanged (docs/cpu-speed.md, 2026-11-28, seventh session).
 struct DnnlBuffers {
   Workspace scratchpad, pack_scratchpad, packed_b, b_plain, a_padded;
-  void ReleaseAll() {
-    for (Workspace* w : {&scratchpad, &pack_scratchpad, &packed_b, &b_plain, &a_padded}) w->Release();
-  }
 };
 DnnlBuffers& ThreadDnnlBuffers() {
   thread_local DnnlBuffers buffers;
@@ -551,10 +557,8 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
     dnnl::engine& eng = Engine();
     std::unordered_map<int, memory> args;
     DnnlBuffers& buffers = ThreadDnnlBuffers();
-    struct ReleaseAtEnd {  // NOTE [transient gemm buffers]
-      DnnlBuffers& b;
-      ~ReleaseAtEnd() { b.ReleaseAll(); }
-    } release_at_end{buffers};
+    const ReleaseOnExit release({&buffers.scratchpad, &buffers.pack_scratchpad, &buffers.packed_b, &buffers.b_plain,
+                                 &buffers.a_padded});  // NOTE [transient gemm buffers]
     const void* a_data = p->a_ld > 0 ? PaddedA(spec.a, p->a_ld, buffers.a_padded) : spec.a.data;
     args.emplace(DNNL_ARG_SRC, memory(p->a_md, eng, const_cast<void*>(a_data)));
     // What b.data holds: FP8 codes, a bf16 or f32 b_user_dtype, or b.dtype.

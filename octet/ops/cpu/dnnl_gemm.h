@@ -4,8 +4,10 @@
 // ops/cpu/matmul_cpu.cc turns tensors into these descriptions.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 
 #include <octet/core/tensor.h>
@@ -90,6 +92,22 @@ class Workspace {
  private:
   void* data_ = nullptr;
   size_t capacity_ = 0;
+};
+
+// Releases the workspaces it is given when it goes out of scope, however the
+// scope ends: the buffers of one GEMM call (NOTE [transient gemm buffers] in
+// dnnl_gemm.cc).
+class ReleaseOnExit {
+ public:
+  static constexpr size_t kMax = 5;
+  ReleaseOnExit(std::initializer_list<Workspace*> workspaces);
+  ReleaseOnExit(const ReleaseOnExit&) = delete;
+  ReleaseOnExit& operator=(const ReleaseOnExit&) = delete;
+  ~ReleaseOnExit();
+
+ private:
+  std::array<Workspace*, kMax> workspaces_{};
+  size_t count_ = 0;
 };
 
 }  // namespace octet::cpu

@@ -341,10 +341,6 @@ ConvertedOperand& ThreadConvertedA(DType to) {
 // dnnl_gemm.cc).
 struct WidenBuffers {
   Workspace out, bias;
-  void ReleaseAll() {
-    out.Release();
-    bias.Release();
-  }
 };
 WidenBuffers& ThreadWidenBuffers() {
   thread_local WidenBuffers buffers;
@@ -357,10 +353,7 @@ WidenBuffers& ThreadWidenBuffers() {
 // or bf16, or undefined; out: contiguous f32 or bf16.
 void WidenedGemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, const float* scale) {
   WidenBuffers& ws = ThreadWidenBuffers();
-  struct ReleaseAtEnd {
-    WidenBuffers& b;
-    ~ReleaseAtEnd() { b.ReleaseAll(); }
-  } release_at_end{ws};
+  const ReleaseOnExit release({&ws.out, &ws.bias});
   Tensor ka, kb;
   DnnlGemmSpec spec;
   spec.a = CompactView(a, &ka);
