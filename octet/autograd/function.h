@@ -14,6 +14,17 @@
 // one gradient per Tensor input (TensorList arguments contribute one input per
 // element), undefined where no gradient exists. Forward and Backward run with
 // grad mode off.
+//
+// NOTE [backward owns its gradient]: a single-output op may take its
+// gradient by value (`Tensor dy`) instead: the engine hands it over and keeps
+// no reference, so the op can drop it once it is used (dy = Tensor()) and its
+// bytes go back to the cache before the op's later GEMMs allocate, where the
+// engine's copy would keep them until Backward returns. Fp8LinearOp does so
+// after quantizing dY: on the wide GPT at O1 the bfloat16 dY of the MLP's
+// first Linear (6 MiB) is then free during both GEMMs of its backward
+// (docs/cpu-speed.md, 2026-11-28, eighth session). Someone else may still
+// hold the gradient (a hook, Grad()'s capture): dropping a reference never
+// frees bytes another holder uses.
 #pragma once
 
 #include <memory>
@@ -142,10 +153,11 @@ struct Op {
 template <typename Derived>
 TensorList OpNode<Derived>::Apply(TensorList&& grads) {
   NoGradGuard no_grad;
+  TensorList owned = std::move(grads);  // the engine keeps no reference (NOTE [backward owns its gradient])
   if constexpr (requires(Ctx& c, const Tensor& g) { Derived::Backward(c, g); }) {
-    return Derived::Backward(ctx, grads[0]);
+    return Derived::Backward(ctx, std::move(owned[0]));
   } else {
-    return Derived::Backward(ctx, static_cast<const TensorList&>(grads));
+    return Derived::Backward(ctx, static_cast<const TensorList&>(owned));
   }
 }
 

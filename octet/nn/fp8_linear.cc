@@ -184,7 +184,7 @@ Tensor Fp8LinearOp::Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w
   return y.Reshape(out_shape);
 }
 
-TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
+TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, Tensor dy) {
   auto state = std::static_pointer_cast<Fp8LinearState>(ctx.state);
   OCTET_CHECK(state && !state->orphaned(), kName, ": backward after the owning Linear was destroyed");
   const int64_t M = ctx.ints[0], N = ctx.ints[1];
@@ -198,6 +198,13 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, const Tensor& dy) {
   const Tensor dy_fp8 = state->Quantize(state->grad_output(), dy2, /*record=*/true,
                                         /*columnwise=*/ctx.NeedsInputGrad(1),
                                         ctx.NeedsInputGrad(2) ? &db32 : nullptr);  // (M,N) E5M2
+  // Past here only the bias gradient may read dY in floating point: where
+  // the cast summed it already, dY's bytes go back to the cache before the
+  // GEMMs below allocate (NOTE [backward owns its gradient]).
+  if (!ctx.NeedsInputGrad(2) || db32.defined()) {
+    dy = Tensor();
+    dy2 = Tensor();
+  }
   Tensor dx, dw, db;
   if (ctx.NeedsInputGrad(0)) {
     // dX = dY·W (M,K)

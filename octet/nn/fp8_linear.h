@@ -199,7 +199,9 @@ struct Fp8LinearOp : autograd::Op<Fp8LinearOp> {
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                         const std::shared_ptr<Fp8LinearState>& state, bool record, DType out_dtype, bool gelu,
                         const Fp8LinearInputStats& stats = {});
-  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy);
+  // Takes dY by value and drops it once quantized (NOTE [backward owns its
+  // gradient] in autograd/function.h).
+  static TensorList Backward(autograd::Ctx& ctx, Tensor dy);
 };
 
 }  // namespace octet::nn::amp

@@ -168,5 +168,43 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   EXPECT_TRUE(good.ok) << good.message;
 }
 
+// NOTE [backward owns its gradient]: a Backward that takes dY by value holds
+// the only reference the engine had; how many handles share its tensor, and
+// how many tensors its bytes, is recorded.
+struct OwnsItsGradient : autograd::Op<OwnsItsGradient> {
+  static constexpr const char* kName = "owns_its_gradient";
+  static inline long references = -1, storage_users = -1;
+  static Tensor Forward(autograd::Ctx&, const Tensor& x) { return MulScalar(x, 3.0); }
+  static TensorList Backward(autograd::Ctx&, Tensor dy) {
+    references = dy.impl_ptr().use_count();
+    storage_users = dy.storage().use_count();
+    Tensor dx = MulScalar(dy, 3.0);
+    dy = Tensor();  // what an op does once dY is used
+    return {dx};
+  }
+};
+
+TEST(Autograd, BackwardTakingItsGradientByValueHoldsTheOnlyReference) {
+  Tensor x = Leaf({0.5, -2}, {2});
+  // Square's backward makes a fresh dY = 2·y·1 that only the engine holds.
+  Sum(Square(OwnsItsGradient::Apply(x))).Backward();
+  EXPECT_EQ(OwnsItsGradient::references, 1);
+  EXPECT_EQ(OwnsItsGradient::storage_users, 1);
+  EXPECT_TRUE(AllClose(x.grad(), std::vector<double>{2 * 1.5 * 3, 2 * -6.0 * 3}, 0, 0));
+
+  // A hook that keeps the gradient holds a second reference: dropping the op's
+  // own leaves the hook's copy intact.
+  Tensor y = OwnsItsGradient::Apply(x);
+  Tensor kept;
+  y.RegisterHook([&](const Tensor& g) {
+    kept = g;
+    return Tensor();
+  });
+  Sum(Square(y)).Backward();
+  EXPECT_EQ(OwnsItsGradient::references, 2);
+  EXPECT_TRUE(AllClose(kept, std::vector<double>{3, -12}, 0, 0));
+  EXPECT_TRUE(AllClose(x.grad(), std::vector<double>{2 * 9, 2 * -36.0}, 0, 0));
+}
+
 }  // namespace
 }  // namespace octet
