@@ -185,8 +185,10 @@ TensorList LinearBackward(const autograd::Ctx& ctx, const Tensor& x, const Tenso
   const Tensor dy2 = Rows(dy);  // (R, N)
   Tensor dx, dweight, dbias;
   if (ctx.NeedsInputGrad(2)) dbias = Sum(dy2, {0});  // first: NOTE [bias gradient first]
-  if (ctx.NeedsInputGrad(0)) dx = GemmRaw(dy2, weight).View(x.shape());  // (R, N)·(N, K)
+  // wgrad before dgrad, as the FP8 Linear (nn/fp8_linear.cc): dX would sit
+  // unused through wgrad.
   if (ctx.NeedsInputGrad(1)) dweight = GemmRaw(dy2.T(), Rows(x));  // (N, R)·(R, K)
+  if (ctx.NeedsInputGrad(0)) dx = GemmRaw(dy2, weight).View(x.shape());  // (R, N)·(N, K)
   return {dx, dweight, dbias};
 }
 
@@ -214,9 +216,11 @@ struct LinearGeluOp : autograd::Op<LinearGeluOp> {
     ctx.Save(pre);
     return y;
   }
-  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+  // dY by value: dropped once dpre is made (NOTE [backward owns its gradient]).
+  static TensorList Backward(autograd::Ctx& ctx, Tensor dy) {
     // dpre = dy * gelu'(pre), then the Linear's gradients.
     const Tensor dpre = BinaryRaw(BinaryOp::kGeluBackward, dy, ctx.Saved(2));
+    dy = Tensor();
     return LinearBackward(ctx, ctx.Saved(0), ctx.Saved(1), dpre);
   }
 };
@@ -263,26 +267,30 @@ struct CastLinearOp : autograd::Op<CastLinearOp> {
     ctx.dtypes = {x.dtype(), weight.dtype(), bias.defined() ? bias.dtype() : compute};
     return y2.View(shape);
   }
-  static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) {
+  // dY by value: with the GELU, dropped once dz is made (NOTE [backward owns
+  // its gradient]).
+  static TensorList Backward(autograd::Ctx& ctx, Tensor dy) {
     const bool fused = ctx.ints[0] != 0, gelu = ctx.ints[1] != 0;
     const Tensor xc = ctx.Saved(0), wc = ctx.Saved(1);
     const Tensor dz = gelu ? BinaryRaw(BinaryOp::kGeluBackward, dy, ctx.Saved(2)) : dy;
+    dy = Tensor();
     const Tensor dz2 = Rows(dz);  // (R, N), compute dtype
     const DType compute = dz.dtype();
     Tensor dx, dweight, dbias;
     if (ctx.NeedsInputGrad(2)) dbias = Sum(dz2, {0}).To(ctx.dtypes[2]);  // NOTE [bias gradient first]
-    if (ctx.NeedsInputGrad(0)) {
-      // (R, N)·(N, K): a master weight is narrowed as the GEMM reads it.
-      dx = Empty({dz2.size(0), wc.size(1)}, {.dtype = compute, .device = dz.device()});
-      matmul_kernel(dz.device())(dz2, wc, Tensor(), dx, Tensor());
-      dx = dx.View(xc.shape()).To(ctx.dtypes[0]);
-    }
+    // wgrad before dgrad, as LinearBackward.
     if (ctx.NeedsInputGrad(1)) {
       // (N, R)·(R, K); fused: the f32 accumulators are the gradient.
       const DType out = fused ? ctx.dtypes[1] : compute;
       dweight = Empty({dz2.size(1), xc.shape().back()}, {.dtype = out, .device = dz.device()});
       matmul_kernel(dz.device())(dz2.T(), Rows(xc), Tensor(), dweight, Tensor());
       dweight = dweight.To(ctx.dtypes[1]);
+    }
+    if (ctx.NeedsInputGrad(0)) {
+      // (R, N)·(N, K): a master weight is narrowed as the GEMM reads it.
+      dx = Empty({dz2.size(0), wc.size(1)}, {.dtype = compute, .device = dz.device()});
+      matmul_kernel(dz.device())(dz2, wc, Tensor(), dx, Tensor());
+      dx = dx.View(xc.shape()).To(ctx.dtypes[0]);
     }
     return {dx, dweight, dbias};
   }
