@@ -1,6 +1,7 @@
 #include "examples/gpt/train_step.h"
 
 #include "absl/strings/str_cat.h"
+#include <octet/nn/amp.h>
 #include <octet/ops/pointwise.h>
 #include <octet/optim/clip.h>
 
@@ -36,6 +37,9 @@ TrainStep::Result TrainStep::Body(const std::vector<Tensor>& inputs, const std::
     const Tensor l64 = loss.detach().To(DType::kFloat64);
     r.loss_sum = micro == 0 ? l64 : Add(r.loss_sum, l64);
     dt_.BeforeBackward(micro, accum);
+    // The FP8 weight copies serve the next micro-batch's forward; the last
+    // backward releases them (NOTE [fp8 weight copy lifetime]).
+    if (accum > 1) nn::amp::KeepFp8WeightCopies(model_, micro + 1 < accum);
     (accum == 1 ? loss : MulScalar(loss, 1.0 / static_cast<double>(accum))).Backward();
   }
   const double clip = options_.grad_clip;

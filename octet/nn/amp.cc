@@ -49,6 +49,11 @@ void SetTelemetry(Module& model, bool enabled) {
     for (Fp8LinearState* st : m->Fp8States()) st->set_telemetry(enabled);
 }
 
+void KeepFp8WeightCopies(Module& model, bool keep) {
+  for (auto& [name, m] : model.NamedModules())
+    for (Fp8LinearState* st : m->Fp8States()) st->set_keep_weight_after_backward(keep);
+}
+
 double WorstSaturation(const std::vector<SlotStats>& stats) {
   double worst = 0.0;
   for (const SlotStats& s : stats)

@@ -71,6 +71,19 @@ std::vector<SlotStats> Telemetry(Module& model);
 // Turns the saturation/underflow counting of every FP8 GEMM in model on or off
 // (amax and scale are always recorded).
 void SetTelemetry(Module& model, bool enabled);
+// NOTE [fp8 weight copy lifetime] (nn/fp8_linear.cc): keep (true) or release
+// (false, the default) every FP8 Linear's cached FP8 weight copy after a
+// backward that computed the weight's gradient. Keep it for the backwards of
+// all micro-batches but the last of a gradient-accumulation step, so the
+// next micro-batch's forward reuses the copy instead of quantizing again:
+//
+//   for (micro = 0; micro < accum; ++micro) {
+//     amp::KeepFp8WeightCopies(model, micro + 1 < accum);
+//     model.Loss(x[micro], y[micro]).Backward();
+//   }
+//
+// Applies to the FP8 Linears model has now.
+void KeepFp8WeightCopies(Module& model, bool keep);
 // The largest `saturated` among the records with clip stats (0 if none).
 double WorstSaturation(const std::vector<SlotStats>& stats);
 

@@ -99,6 +99,14 @@ class Fp8LinearState {
   // wants it (NOTE [fp8 linear layouts]). w: (N,K) float.
   Tensor QuantizedWeight(const Tensor& w);
   int64_t weight_quantizations() const { return weight_quantizations_; }
+  // NOTE [fp8 weight copy lifetime]: whether the FP8 weight copy stays cached
+  // after a backward that computed the weight's gradient (default false:
+  // released there). KeepFp8WeightCopies (nn/amp.h) sets it model-wide.
+  bool keep_weight_after_backward() const { return keep_weight_after_backward_; }
+  void set_keep_weight_after_backward(bool keep) { keep_weight_after_backward_ = keep; }
+  // Called by the FP8 Linear's backward with the copy it used: releases the
+  // cached copy if it is that one and keep_weight_after_backward() is false.
+  void ReleaseWeightAfterBackward(const Tensor& used);
 
   // The bias as the FP8 GEMM's epilogue adds it (NOTE [fp8 linear bias]):
   // for a bfloat16 output a float32 b is rounded to bfloat16 once per bias
@@ -143,6 +151,7 @@ class Fp8LinearState {
   std::unique_ptr<Fp8Slot> input_, weight_, grad_output_;
   bool telemetry_ = false;
   bool orphaned_ = false;
+  bool keep_weight_after_backward_ = false;
   // Weight cache (NOTE [weight scaling]).
   std::shared_ptr<Storage> cached_storage_;
   uint64_t cached_version_ = 0;

@@ -6,6 +6,8 @@
 // touch the scaling state, scaling state round-trips.
 #include <octet/nn/amp.h>
 
+#include <octet/core/allocator.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -203,6 +205,49 @@ TEST(AmpFp8Linear, SavedActivationIsFp8AndTheWeightIsQuantizedOncePerVersion) {
   EXPECT_EQ(lin.fp8_state()->weight_quantizations(), 2);
 }
 
+// NOTE [fp8 weight copy lifetime]: a backward that computes the weight's
+// gradient releases the cached FP8 copy (its bytes go back to the cache),
+// unless the copies are kept for further micro-batches; a frozen weight's
+// copy stays.
+TEST(AmpFp8Linear, WeightCopyIsReleasedByTheBackwardThatMakesItsGradient) {
+  constexpr int64_t kIn = 512, kOut = 512;  // a 256 KiB FP8 copy: a cached CPU block
+  const Tensor x0 = RandomTensor({64, kIn}, 9, DType::kBFloat16, -1, 1);
+  // Two forward + backward steps with the same weights. Returns the cached
+  // CPU bytes still allocated after step 1 (its outputs and gradients gone)
+  // over those before it, and the weight quantizations of both steps.
+  auto two_steps = [&](Linear& lin, bool keep, bool frozen) {
+    amp::KeepFp8WeightCopies(lin, keep);
+    if (frozen) lin.weight().requires_grad_(false);
+    const size_t before = GetCpuMemoryStats().cached_allocated_bytes;
+    int64_t held = -1;
+    for (int step = 0; step < 2; ++step) {
+      {
+        const Tensor x = x0.detach().requires_grad_();
+        Sum(lin(x).To(DType::kFloat32)).Backward();
+      }
+      lin.ZeroGrad();
+      if (step == 0) held = static_cast<int64_t>(GetCpuMemoryStats().cached_allocated_bytes - before);
+    }
+    return std::pair{held, lin.fp8_state()->weight_quantizations()};
+  };
+  Linear released({.in = kIn, .out = kOut, .bias = false}), kept({.in = kIn, .out = kOut, .bias = false}),
+      frozen({.in = kIn, .out = kOut, .bias = false});
+  for (Linear* l : {&released, &kept, &frozen}) l->SetAmp(amp::Level::kO1);
+  const auto [released_held, released_q] = two_steps(released, false, false);
+  const auto [kept_held, kept_q] = two_steps(kept, true, false);
+  const auto [frozen_held, frozen_q] = two_steps(frozen, false, true);
+  EXPECT_EQ(released_held, 0);
+  EXPECT_EQ(kept_held, kIn * kOut);  // one byte per weight, nothing else left behind
+  // (plus dgrad's converted dY, kept for a wgrad that never comes: NOTE
+  // [converted A reuse] in ops/cpu/matmul_cpu.cc)
+  EXPECT_GE(frozen_held, kIn * kOut);
+  EXPECT_EQ(released_q, 2);  // the second forward quantizes again
+  EXPECT_EQ(kept_q, 1);
+  EXPECT_EQ(frozen_q, 1);
+  EXPECT_FALSE(released.fp8_state()->keep_weight_after_backward());
+  EXPECT_TRUE(kept.fp8_state()->keep_weight_after_backward());
+}
+
 // NOTE [fp8 linear bias]: the FP32 master bias reaches the GEMM as bfloat16,
 // rounded once per bias version; micro-batches share the cast copy.
 TEST(AmpFp8Linear, BiasIsCastToBf16OncePerVersion) {
@@ -249,6 +294,11 @@ TEST(AmpFp8Linear, TransposedCopiesGiveTheRowWiseResults) {
   rows.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
   tn.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
   amp::Fp8State fp8_rows(rows), fp8_tn(tn);
+  // The weights never change here: kept through backward, W and Wᵀ are
+  // quantized once for all three steps (NOTE [fp8 weight copy lifetime]),
+  // and both record the weight's amax once.
+  amp::KeepFp8WeightCopies(rows, true);
+  amp::KeepFp8WeightCopies(tn, true);
   for (int step = 0; step < 3; ++step) {
     const Tensor x = RandomTensor({2, 24, 48}, 30 + step, DType::kBFloat16, -3, 3);
     const Tensor dy = RandomTensor({2, 24, 40}, 40 + step, DType::kBFloat16, -1e-2, 1e-2);
