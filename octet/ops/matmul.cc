@@ -185,8 +185,7 @@ TensorList LinearBackward(const autograd::Ctx& ctx, const Tensor& x, const Tenso
   const Tensor dy2 = Rows(dy);  // (R, N)
   Tensor dx, dweight, dbias;
   if (ctx.NeedsInputGrad(2)) dbias = Sum(dy2, {0});  // first: NOTE [bias gradient first]
-  // wgrad before dgrad, as the FP8 Linear (nn/fp8_linear.cc): dX would sit
-  // unused through wgrad.
+  // NOTE [wgrad before dgrad] in nn/fp8_linear.cc.
   if (ctx.NeedsInputGrad(1)) dweight = GemmRaw(dy2.T(), Rows(x));  // (N, R)·(R, K)
   if (ctx.NeedsInputGrad(0)) dx = GemmRaw(dy2, weight).View(x.shape());  // (R, N)·(N, K)
   return {dx, dweight, dbias};
@@ -278,7 +277,7 @@ struct CastLinearOp : autograd::Op<CastLinearOp> {
     const DType compute = dz.dtype();
     Tensor dx, dweight, dbias;
     if (ctx.NeedsInputGrad(2)) dbias = Sum(dz2, {0}).To(ctx.dtypes[2]);  // NOTE [bias gradient first]
-    // wgrad before dgrad, as LinearBackward.
+    // NOTE [wgrad before dgrad] in nn/fp8_linear.cc.
     if (ctx.NeedsInputGrad(1)) {
       // (N, R)·(R, K); fused: the f32 accumulators are the gradient.
       const DType out = fused ? ctx.dtypes[1] : compute;
