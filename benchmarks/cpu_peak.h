@@ -3,6 +3,8 @@
 //
 //   Fp32FmaRate  FP32 FMAs on 16 independent accumulators per thread
 //   Bf16DotRate  VDPBF16PS on 16 independent accumulators per thread
+//   AmxBf16Rate  TDPBF16PS on 4 independent accumulator tiles per thread
+//                (0 without AMX, or where oneDNN does not use it)
 // the library's own micro-benchmarks (ops/cpu_gemm_path.h), run on every
 // OpenMP thread at once and summed. The machine is shared, so
 // BestPeak re-measures briefly each time and returns the highest rate seen so
@@ -30,16 +32,29 @@ inline double OnEveryThread(double (*rate)(int64_t), int64_t iters) {
 }
 inline double Fp32FmaRate(int64_t iters) { return OnEveryThread(&internal::Fp32FmaRate, iters); }
 inline double Bf16DotRate(int64_t iters) { return OnEveryThread(&internal::Bf16DotRate, iters); }
+inline double AmxRateOfThread(int64_t iters) { return internal::AmxBf16Rate(iters); }
+inline double AmxBf16Rate(int64_t iters) { return OnEveryThread(&AmxRateOfThread, iters); }
 
-enum class PeakKind { kFp32Fma = 0, kBf16Dot = 1 };
+enum class PeakKind { kFp32Fma = 0, kBf16Dot = 1, kAmxBf16 = 2 };
 
+inline const char* Name(PeakKind kind) {
+  return kind == PeakKind::kFp32Fma ? "fp32_fma" : kind == PeakKind::kBf16Dot ? "bf16_dot" : "amx_bf16";
+}
+
+// `iters` counts FMA-sized rounds: one round of 4 TDPBF16PS takes ~32 times
+// as long as one of 16 FMAs, so AMX runs iters / 32 of them.
 inline double MeasurePeak(PeakKind kind, int64_t iters) {
-  return kind == PeakKind::kFp32Fma ? Fp32FmaRate(iters) : Bf16DotRate(iters);
+  switch (kind) {
+    case PeakKind::kFp32Fma: return Fp32FmaRate(iters);
+    case PeakKind::kBf16Dot: return Bf16DotRate(iters);
+    case PeakKind::kAmxBf16: return AmxBf16Rate(iters / 32);
+  }
+  return 0.0;
 }
 
 // Highest peak measured so far (flop/s), refreshed with a short measurement.
 inline double BestPeak(PeakKind kind) {
-  static double best[2] = {0.0, 0.0};
+  static double best[3] = {0.0, 0.0, 0.0};
   double& b = best[static_cast<int>(kind)];
   for (int r = 0; r < 3; ++r) b = std::max(b, MeasurePeak(kind, 2'000'000));  // ~20 ms each
   return b;
@@ -58,11 +73,19 @@ inline double ProcessCpuSeconds() {
 // best of 5, so rarely disturbed by other work on the machine).
 inline double ThreadPeak(PeakKind kind) {
   const CpuGemmPathInfo info = GetCpuGemmPath();
-  return 1e9 * (kind == PeakKind::kFp32Fma ? info.fp32_fma_gflops : info.bf16_dot_gflops);
+  switch (kind) {
+    case PeakKind::kFp32Fma: return 1e9 * info.fp32_fma_gflops;
+    case PeakKind::kBf16Dot: return 1e9 * info.bf16_dot_gflops;
+    case PeakKind::kAmxBf16: return 1e9 * info.amx_bf16_gflops;
+  }
+  return 0.0;
 }
 
+// The instruction the BF16/FP8 GEMMs run on: FP32 FMAs, or BF16 ones (AMX
+// tiles where oneDNN uses them, else VDPBF16PS).
 inline PeakKind LowPrecisionPeakKind() {
-  return ActiveCpuGemmPath() == CpuGemmPath::kBf16Dot ? PeakKind::kBf16Dot : PeakKind::kFp32Fma;
+  if (ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma) return PeakKind::kFp32Fma;
+  return GetCpuGemmPath().amx_bf16_gflops > 0.0 ? PeakKind::kAmxBf16 : PeakKind::kBf16Dot;
 }
 
 }  // namespace octet::bench

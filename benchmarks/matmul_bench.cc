@@ -63,10 +63,11 @@ void BM_Peak(benchmark::State& state) {
   for (auto _ : state) rate = std::max(rate, MeasurePeak(kind, 10'000'000));
   state.counters["GFLOP/s"] = std::max(rate, BestPeak(kind)) * 1e-9;
   state.counters["threads"] = omp_get_max_threads();
-  state.SetLabel(kind == PeakKind::kFp32Fma ? "fp32_fma" : "bf16_dot");
+  state.SetLabel(bench::Name(kind));
 }
 BENCHMARK(BM_Peak)->Name("Peak/fp32_fma")->Arg(0)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Peak)->Name("Peak/bf16_dot")->Arg(1)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Peak)->Name("Peak/amx_bf16")->Arg(2)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 enum class GemmKind { kF32 = 0, kBf16 = 1, kFp8 = 2, kBf16Linear = 3, kFp8Linear = 4 };
 

@@ -356,13 +356,17 @@ absl::Status Run() {
   if (device.is_cpu()) std::printf(", %d threads", omp_get_max_threads());
   std::printf("\n");
   if (device.is_cpu() && level != nn::amp::Level::kO0) {
-    // NOTE [CPU GEMM path] in ops/cpu_gemm_path.h: where BF16 dot products
+    // NOTE [CPU GEMM path] in ops/cpu_gemm_path.h: where BF16 instructions
     // are slow, O1 and O2 compute their GEMMs with FP32 FMAs; they still save
     // memory, but need not be faster than O0 (docs/cpu-speed.md).
     const CpuGemmPathInfo gemm = GetCpuGemmPath();
-    std::printf("cpu gemm: bf16/fp8 operands on %s (%s; one thread: FP32 FMA %.0f, BF16 dot product %.0f GFLOP/s)\n",
-                gemm.path == CpuGemmPath::kBf16Dot ? "BF16 dot products" : "FP32 FMAs, widened exactly",
-                gemm.reason.c_str(), gemm.fp32_fma_gflops, gemm.bf16_dot_gflops);
+    std::printf(
+        "cpu gemm: bf16/fp8 operands on %s (%s; one thread: FP32 FMA %.0f, BF16 dot product %.0f, AMX BF16 %.0f "
+        "GFLOP/s)\n",
+        gemm.path == CpuGemmPath::kFp32Fma ? "FP32 FMAs, widened exactly"
+        : gemm.amx_bf16_gflops > 0.0       ? "BF16 (AMX tiles)"
+                                           : "BF16 (dot products)",
+        gemm.reason.c_str(), gemm.fp32_fma_gflops, gemm.bf16_dot_gflops, gemm.amx_bf16_gflops);
   }
 
   std::map<std::string, std::string> run_meta;

@@ -2,8 +2,10 @@
 //
 // NOTE [CPU GEMM path]: a BF16 (or FP8, which is exact in BF16) GEMM can run
 // on a CPU in two ways, both accumulating in f32:
-//   kBf16Dot  the operands stay BF16 and oneDNN's kernels use the BF16
-//             dot-product instruction (VDPBF16PS: 2 products per f32 lane);
+//   kBf16Dot  the operands stay BF16 and oneDNN's kernels use BF16
+//             instructions: AMX tiles (TDPBF16PS) where the CPU has them
+//             and oneDNN uses them, else the AVX-512 dot product
+//             (VDPBF16PS: 2 products per f32 lane);
 //   kFp32Fma  the operands are widened to f32 (exactly: every BF16 and FP8
 //             value is an f32 value) while they are copied or packed, and
 //             oneDNN's f32 kernels run on FP32 FMAs; a BF16 output is rounded
@@ -12,12 +14,18 @@
 // depends on the CPU: on AMD Zen 4/5, VDPBF16PS does twice the flops of an
 // FMA per cycle; on Intel Xeons with AVX-512 BF16 and no AMX it does half
 // (measured: FP32 FMA peak 351 GFLOP/s, VDPBF16PS 171, so a BF16 GEMM ran at
-// 0.63x the f32 one). So the path is chosen per process from the measured
-// rates of the two instructions on this CPU (a few ms of micro-benchmark at
-// the first BF16/FP8 GEMM), unless the environment variable OCTET_CPU_GEMM
-// says `bf16` or `fp32` (`auto` or empty: measure). Any other value is an
-// error at the first BF16/FP8 GEMM (and from GetCpuGemmPath). A CPU without
-// AVX-512 BF16 always gets kFp32Fma unless the override says otherwise.
+// 0.63x the f32 one); on Xeons with AMX, VDPBF16PS is again half the FMA
+// rate but the tiles are ~15x the FMA's (measured: FMA 222-242, VDPBF16PS
+// 110-117, AMX 3100-3500 GFLOP/s per thread; oneDNN's BF16 GEMMs ran at
+// 4.5-6x its f32 ones).
+// So the path is chosen per process from the measured rates of the
+// instructions on this CPU (a few ms of micro-benchmark at the first BF16/FP8
+// GEMM): kBf16Dot when max(VDPBF16PS, AMX / 4) >= 1.25 x FMA (AMX GEMMs reach
+// 0.3-0.4 times the share of their peak that FMA GEMMs reach of theirs),
+// unless the environment variable OCTET_CPU_GEMM says `bf16` or `fp32`
+// (`auto` or empty: measure). Any other value is an error at the first
+// BF16/FP8 GEMM (and from GetCpuGemmPath). A CPU without AVX-512 BF16 always
+// gets kFp32Fma unless the override says otherwise.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +45,17 @@ struct CpuGemmPathInfo {
   // 0 when the CPU lacks the instruction. Measured even under an override.
   double fp32_fma_gflops = 0.0;
   double bf16_dot_gflops = 0.0;
+  // The AMX tile BF16 rate (TDPBF16PS), 0 unless the CPU has AMX, Linux
+  // grants the process its tile state and oneDNN's BF16 kernels use it
+  // (not under ONEDNN_MAX_CPU_ISA below AVX512_CORE_AMX).
+  double amx_bf16_gflops = 0.0;
+  // Whether octet's own BF16 kernels (attention's tiles: NOTE [bf16
+  // attention tiles] in ops/cpu/attention_bf16.h) use VDPBF16PS: on the
+  // kBf16Dot path when OCTET_CPU_GEMM forces it or VDPBF16PS alone beats the
+  // FMA by 1.25x. Not where only AMX made the GEMMs pick kBf16Dot: those
+  // kernels have no AMX version, and VDPBF16PS runs at half the FMA rate
+  // on such CPUs.
+  bool bf16_dot_kernels = false;
   // Why this path: "OCTET_CPU_GEMM=fp32", "measured", "no AVX-512 BF16", ...
   std::string reason;
 };
@@ -50,6 +69,9 @@ CpuGemmPathInfo GetCpuGemmPath();
 // GetCpuGemmPath().path, without a lock or a copy once decided (what the
 // GEMMs call). Throws like GetCpuGemmPath.
 CpuGemmPath ActiveCpuGemmPath();
+
+// GetCpuGemmPath().bf16_dot_kernels, read the same way.
+bool ActiveBf16DotKernels();
 
 // NOTE [cpu gemm timing]: how much of a program's time its CPU GEMMs take,
 // and at what rate: what bounds a training step that is mostly GEMMs
@@ -87,6 +109,16 @@ namespace internal {
 // every thread by benchmarks/cpu_peak.h.
 double Fp32FmaRate(int64_t iters);
 double Bf16DotRate(int64_t iters);
+// `iters` rounds of 4 independent TDPBF16PS (NOTE [AMX probe] in
+// cpu_gemm_path.cc; 0 where amx_bf16_gflops would be 0). `sum`, if given,
+// receives one accumulator element: exactly iters * 32 * 2^-10.
+double AmxBf16Rate(int64_t iters, float* sum = nullptr);
+
+// The decision rule of NOTE [CPU GEMM path] on measured rates.
+bool PrefersBf16(const CpuGemmPathInfo& rates);
+// CpuGemmPathInfo::bf16_dot_kernels for a decided path (forced: by
+// OCTET_CPU_GEMM or for testing).
+bool UsesBf16DotKernels(const CpuGemmPathInfo& info, bool forced);
 
 // std::nullopt for "auto" or ""; throws octet::Error for an unknown value.
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value);

@@ -193,8 +193,8 @@ TEST(Attention, Bf16DotTilesMatchReference) {
   EXPECT_LT(max_diff, 2 * ForwardTol(DType::kBFloat16));
 }
 
-// NOTE [CPU GEMM path]: bfloat16 attention takes BF16 dot products exactly
-// where the GEMMs do.
+// NOTE [CPU GEMM path]: bfloat16 attention takes BF16 dot products where the
+// path is kBf16Dot and the dot product wins (a forced path counts as a win).
 TEST(Attention, Bf16DotTilesFollowTheGemmPath) {
   if (internal::DetectedAttentionIsa() != internal::AttentionIsa::kAvx512Bf16)
     GTEST_SKIP() << "this CPU has no AVX-512 BF16";

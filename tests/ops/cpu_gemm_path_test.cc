@@ -351,6 +351,71 @@ TEST(CpuGemmPath, ForcedBf16PathWithoutAvx512SaysWhy) {
       << error;
 }
 
+TEST(CpuGemmPath, AmxProbeComputesTheClosedForm) {
+  float sum = -1.0f;
+  const int64_t iters = 1000;
+  const double rate = internal::AmxBf16Rate(iters, &sum);
+  __builtin_cpu_init();
+  if (rate == 0.0) {
+    EXPECT_EQ(sum, -1.0f);  // nothing ran
+    if (__builtin_cpu_supports("amx-bf16") && CpuHasAvx512Bf16())
+      GTEST_SKIP() << "the CPU has AMX but Linux or oneDNN's ISA cap keeps it from oneDNN";
+    GTEST_SKIP() << "no AMX BF16 on this CPU";
+  }
+  // Every accumulator element gains 32 products of 1.0 x 2^-10 per instruction.
+  EXPECT_EQ(sum, static_cast<float>(iters) * 32.0f / 1024.0f);
+  // 16384 flop per instruction, at most one instruction per cycle on any
+  // core clocked below 10 GHz: a rate above that means a broken timer or count.
+  EXPECT_GT(rate, 0.0);
+  EXPECT_LT(rate, 16384.0 * 10e9);
+  EXPECT_GT(GetCpuGemmPath().amx_bf16_gflops, 0.0);
+}
+
+TEST(CpuGemmPath, AmxIsNotCountedWhereOneDnnIsCappedBelowIt) {
+  if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_bf16) != dnnl::status::success)
+    GTEST_SKIP() << "oneDNN already fixed its ISA in this process (run it alone, as ctest does)";
+  EXPECT_EQ(internal::AmxBf16Rate(100), 0.0);
+  EXPECT_EQ(GetCpuGemmPath().amx_bf16_gflops, 0.0);
+}
+
+TEST(CpuGemmPath, DecisionRuleWeighsAmxAtAQuarterOfItsRate) {
+  auto rates = [](double fma, double dot, double amx) {
+    CpuGemmPathInfo info;
+    info.fp32_fma_gflops = fma;
+    info.bf16_dot_gflops = dot;
+    info.amx_bf16_gflops = amx;
+    return info;
+  };
+  EXPECT_TRUE(internal::PrefersBf16(rates(228, 456, 0)));     // Zen 5: dot 2x FMA
+  EXPECT_FALSE(internal::PrefersBf16(rates(351, 171, 0)));    // Xeon without AMX
+  EXPECT_TRUE(internal::PrefersBf16(rates(242, 117, 2400)));  // Xeon with AMX
+  EXPECT_FALSE(internal::PrefersBf16(rates(242, 117, 1200)));  // 300 < 1.25 x 242
+  EXPECT_TRUE(internal::PrefersBf16(rates(242, 117, 1212)));   // 303 >= 302.5
+  EXPECT_FALSE(internal::PrefersBf16(rates(242, 0, 0)));      // no BF16 instruction at all
+}
+
+// Attention's BF16 tiles use VDPBF16PS only where it beats the FMA, or when
+// the path is forced: AMX alone makes the GEMMs, not those tiles, BF16.
+TEST(CpuGemmPath, Bf16DotKernelsOnlyWhereTheDotProductWins) {
+  auto decided = [](CpuGemmPath path, double fma, double dot, double amx) {
+    CpuGemmPathInfo info;
+    info.path = path;
+    info.fp32_fma_gflops = fma;
+    info.bf16_dot_gflops = dot;
+    info.amx_bf16_gflops = amx;
+    return info;
+  };
+  EXPECT_TRUE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kBf16Dot, 228, 456, 0), false));
+  EXPECT_FALSE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kBf16Dot, 242, 117, 3400), false));
+  EXPECT_TRUE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kBf16Dot, 242, 117, 3400), true));
+  EXPECT_FALSE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kFp32Fma, 228, 456, 0), true));
+  // And what this process decided agrees with the rule.
+  ScopedGemmEnv env("auto");
+  const CpuGemmPathInfo info = GetCpuGemmPath();
+  EXPECT_EQ(info.bf16_dot_kernels, internal::UsesBf16DotKernels(info, /*forced=*/false));
+  EXPECT_EQ(ActiveBf16DotKernels(), info.bf16_dot_kernels);
+}
+
 TEST(CpuGemmPath, OverrideIsHonoured) {
   {
     ScopedGemmEnv env("fp32");
@@ -371,7 +436,8 @@ TEST(CpuGemmPath, OverrideIsHonoured) {
     EXPECT_NE(info.reason.find(info.bf16_dot_gflops > 0 ? "measured" : "no AVX-512 BF16"), std::string::npos)
         << info.reason;
     // The decision rule of NOTE [CPU GEMM path].
-    const bool bf16 = info.bf16_dot_gflops > 0 && info.bf16_dot_gflops >= 1.25 * info.fp32_fma_gflops;
+    const double bf16_rate = std::max(info.bf16_dot_gflops, 0.25 * info.amx_bf16_gflops);
+    const bool bf16 = info.bf16_dot_gflops > 0 && bf16_rate >= 1.25 * info.fp32_fma_gflops;
     EXPECT_EQ(info.path, bf16 ? CpuGemmPath::kBf16Dot : CpuGemmPath::kFp32Fma);
   }
 }

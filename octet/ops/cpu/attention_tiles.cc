@@ -72,8 +72,8 @@ AttentionIsa ActiveAttentionIsa() {
   AttentionIsa best = DetectedAttentionIsa();
   // OCTET_DISABLE_AVX512 (read by the converters) switches the AVX-512 paths off here too.
   if (best >= AttentionIsa::kAvx512 && !ActiveConverterIsa().avx512) return AttentionIsa::kAvx2;
-  // BF16 dot products where the GEMMs found them faster than FP32 FMAs.
-  if (best == AttentionIsa::kAvx512Bf16 && ActiveCpuGemmPath() != CpuGemmPath::kBf16Dot)
+  // BF16 dot products where they beat FP32 FMAs (CpuGemmPathInfo::bf16_dot_kernels).
+  if (best == AttentionIsa::kAvx512Bf16 && !ActiveBf16DotKernels())
     best = AttentionIsa::kAvx512;
   return best;
 }

@@ -4,6 +4,8 @@
 #include <octet/ops/cpu_gemm_path_testing.h>
 
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +38,15 @@ constexpr int kRepeats = 5;
 // extra packing pass make the two paths about even (measured GEMM rates:
 // Zen 4 ratio 2.0 -> BF16 GEMM 1.6x the f32 one; Xeon ratio 0.49 -> 0.63x).
 constexpr double kBf16Advantage = 1.25;
+// AMX: oneDNN's AMX BF16 GEMMs reach a much smaller share of their
+// instruction's peak than its f32 GEMMs reach of the FMA's (Xeon with AMX,
+// 2026-11-28, octet_matmul_bench at the GPT shapes and 2048^3: 0.20-0.27
+// against 0.64-0.73, a ratio of 0.29-0.41), so AMX counts at a quarter of
+// its measured rate against the FMA rate.
+constexpr double kAmxGemmShare = 0.25;
+// TDPBF16PS rounds per measurement: 4 instructions of 16 cycles each, so
+// ~0.03-0.05 ms on a 2-4 GHz core.
+constexpr int64_t kAmxIters = 2000;
 
 double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -100,6 +111,70 @@ __attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate512(int64_t iter
   return static_cast<double>(iters) * kAccumulators * 64.0 / sec;
 }
 
+// AMX tiles (NOTE [AMX probe]): Linux hands a process the 8 KiB of tile
+// state only after it asks (arch_prctl ARCH_REQ_XCOMP_PERM for feature 18,
+// XTILEDATA); the grant covers every thread. oneDNN asks the same way.
+bool AmxPermitted() {
+  static const bool permitted = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+}
+
+// The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG).
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// NOTE [AMX probe]: flop/s of TDPBF16PS on four independent accumulator
+// tiles, tmm0-3 += {tmm4, tmm5} x {tmm6, tmm7}, as a GEMM's micro-kernel
+// pairs them. Every tile is 16 rows of 64 bytes: A 16x32 BF16, B 32x16 BF16
+// (pairs of rows interleaved), C 16x16 f32, so one instruction is
+// 16 * 16 * 32 * 2 = 16384 flop. With A all 1.0 and B all 2^-10 every
+// accumulator element gains 32 * 2^-10 per instruction, exactly; `sum`
+// receives C[0][0] of tmm0 for the test that checks it.
+__attribute__((target("amx-tile,amx-bf16"))) double AmxBf16RateOnTiles(int64_t iters, float* sum) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  alignas(64) float c[16 * 16];
+  std::fill(std::begin(a), std::end(a), uint16_t{0x3F80});  // 1.0
+  std::fill(std::begin(b), std::end(b), uint16_t{0x3A80});  // 2^-10
+  asm volatile("" : : "r"(&cfg), "r"(a), "r"(b) : "memory");  // the asm below reads them through pointers
+  _tile_loadconfig(&cfg);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(7, b, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  const double sec = Seconds(t0);
+  _tile_release();
+  if (sum != nullptr) *sum = c[0];
+  return static_cast<double>(iters) * 4 * 16384.0 / sec;
+}
+
 // CpuHasAvx512Bf16 also honours OCTET_DISABLE_AVX512 (core/convert.h).
 bool HasAvx512Bf16() {
   __builtin_cpu_init();
@@ -115,6 +190,7 @@ bool MeasureRates(CpuGemmPathInfo* out) {
   for (int r = 0; r < kRepeats; ++r) {
     info.fp32_fma_gflops = std::max(info.fp32_fma_gflops, internal::Fp32FmaRate(kIters) * 1e-9);
     info.bf16_dot_gflops = std::max(info.bf16_dot_gflops, internal::Bf16DotRate(kIters) * 1e-9);
+    info.amx_bf16_gflops = std::max(info.amx_bf16_gflops, internal::AmxBf16Rate(kAmxIters) * 1e-9);
   }
   return HasAvx512Bf16();
 }
@@ -131,17 +207,24 @@ CpuGemmPathInfo Decide() {
     info.path = CpuGemmPath::kFp32Fma;
     info.reason = "no AVX-512 BF16 on this CPU";
   } else {
-    info.path = info.bf16_dot_gflops >= kBf16Advantage * info.fp32_fma_gflops ? CpuGemmPath::kBf16Dot
-                                                                               : CpuGemmPath::kFp32Fma;
-    info.reason = "measured: BF16 dot " + std::string(info.path == CpuGemmPath::kBf16Dot ? ">=" : "<") +
-                  " 1.25x FP32 FMA";
+    info.path = internal::PrefersBf16(info) ? CpuGemmPath::kBf16Dot : CpuGemmPath::kFp32Fma;
+    const char* op = info.path == CpuGemmPath::kBf16Dot ? ">=" : "<";
+    info.reason = info.amx_bf16_gflops > 0.0
+                      ? std::string("measured: max(BF16 dot, AMX BF16 / 4) ") + op + " 1.25x FP32 FMA"
+                      : std::string("measured: BF16 dot ") + op + " 1.25x FP32 FMA";
   }
+  info.bf16_dot_kernels = internal::UsesBf16DotKernels(info, forced.has_value());
   return info;
+}
+
+// g_path's encoding: bit 0 the path, bit 1 bf16_dot_kernels.
+int Encode(const CpuGemmPathInfo& info) {
+  return static_cast<int>(info.path) | (info.bf16_dot_kernels ? 2 : 0);
 }
 
 std::mutex g_mu;
 std::optional<CpuGemmPathInfo> g_info;  // guarded by g_mu
-// g_info->path once decided, else -1: the GEMMs read it without the lock.
+// Encode(*g_info) once decided, else -1: the kernels read it without the lock.
 std::atomic<int> g_path{-1};
 
 }  // namespace
@@ -154,7 +237,7 @@ CpuGemmPathInfo GetCpuGemmPath() {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_info) return *g_info;
     g_info = Decide();  // throws (caching nothing) on a bad OCTET_CPU_GEMM
-    g_path.store(static_cast<int>(g_info->path), std::memory_order_release);
+    g_path.store(Encode(*g_info), std::memory_order_release);
     info = *g_info;
   }
   // Outside the lock: a log sink may run GEMMs itself.
@@ -166,7 +249,12 @@ CpuGemmPathInfo GetCpuGemmPath() {
 
 CpuGemmPath ActiveCpuGemmPath() {
   const int p = g_path.load(std::memory_order_acquire);
-  return p >= 0 ? static_cast<CpuGemmPath>(p) : GetCpuGemmPath().path;
+  return p >= 0 ? static_cast<CpuGemmPath>(p & 1) : GetCpuGemmPath().path;
+}
+
+bool ActiveBf16DotKernels() {
+  const int p = g_path.load(std::memory_order_acquire);
+  return p >= 0 ? (p & 2) != 0 : GetCpuGemmPath().bf16_dot_kernels;
 }
 
 namespace internal {
@@ -179,6 +267,21 @@ double Fp32FmaRate(int64_t iters) {
 }
 
 double Bf16DotRate(int64_t iters) { return HasAvx512Bf16() ? Bf16DotRate512(iters) : 0.0; }
+
+double AmxBf16Rate(int64_t iters, float* sum) {
+  if (!HasAvx512Bf16() || !AmxPermitted() || !cpu::DnnlUsesAmxBf16()) return 0.0;
+  return AmxBf16RateOnTiles(iters, sum);
+}
+
+bool PrefersBf16(const CpuGemmPathInfo& rates) {
+  const double bf16 = std::max(rates.bf16_dot_gflops, kAmxGemmShare * rates.amx_bf16_gflops);
+  return bf16 > 0.0 && bf16 >= kBf16Advantage * rates.fp32_fma_gflops;
+}
+
+bool UsesBf16DotKernels(const CpuGemmPathInfo& info, bool forced) {
+  if (info.path != CpuGemmPath::kBf16Dot) return false;
+  return forced || (info.bf16_dot_gflops > 0.0 && info.bf16_dot_gflops >= kBf16Advantage * info.fp32_fma_gflops);
+}
 
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value) {
   if (value.empty() || value == "auto") return std::nullopt;
@@ -203,7 +306,8 @@ void SetCpuGemmPathForTesting(std::optional<CpuGemmPath> path) {
   }
   g_info->path = *path;
   g_info->reason = "set for testing";
-  g_path.store(static_cast<int>(*path), std::memory_order_release);
+  g_info->bf16_dot_kernels = UsesBf16DotKernels(*g_info, /*forced=*/true);
+  g_path.store(Encode(*g_info), std::memory_order_release);
 }
 
 }  // namespace internal

@@ -551,6 +551,11 @@ bool DnnlHasBf16Matmul() {
   return has;
 }
 
+bool DnnlUsesAmxBf16() {
+  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & amx) == amx;
+}
+
 void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale) {
   try {
     std::shared_ptr<const Primitive> p = Cache().Get(spec);

@@ -62,6 +62,11 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
 // BF16 and FP8 GEMMs (NOTE [CPU GEMM path]).
 bool DnnlHasBf16Matmul();
 
+// Whether oneDNN's BF16 kernels may use AMX tiles: its effective ISA (the
+// CPU's, capped by ONEDNN_MAX_CPU_ISA or dnnl::set_max_cpu_isa) includes
+// AVX512_CORE_AMX. Fixes oneDNN's ISA, like the first primitive does.
+bool DnnlUsesAmxBf16();
+
 // Elements between the first and one past the last element that a view of
 // `dims` with `strides` touches (0 when a dim is 0).
 int64_t SpanOf(const Shape& dims, const Shape& strides);
