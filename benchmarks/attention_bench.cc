@@ -147,11 +147,12 @@ BENCHMARK(BM_UnfusedAttentionForwardBackward)->Apply(UnfusedArgs);
 
 // B, H, T, D, dtype (0 f32, 1 bf16), isa.
 void Args(benchmark::internal::Benchmark* b) {
-  for (int isa : {3, 2, 1, 0}) {
+  for (int isa : {4, 3, 2, 1, 0}) {
     for (int dtype : {0, 1}) {
-      // bf16 under AVX-512 (f32 tiles) and AVX-512 BF16 (dot products); f32
-      // under every ISA but the last (it runs the AVX-512 tiles there).
-      if (dtype == 1 ? isa < 2 : isa == 3) continue;
+      // bf16 under AVX-512 (f32 tiles), AVX-512 BF16 (dot products) and AMX
+      // (clamped to what the CPU has: the label names what ran); f32 under
+      // every ISA but the BF16 ones (it runs the AVX-512 tiles there).
+      if (dtype == 1 ? isa < 2 : isa >= 3) continue;
       b->Args({4, 12, 256, 64, dtype, isa});
       b->Args({1, 12, 1024, 64, dtype, isa});
       // The GPT example's default model and train_step_bench's small one

@@ -52,8 +52,11 @@ namespace internal {
 // products for bfloat16 attention (NOTE [bf16 attention tiles] in
 // ops/cpu/attention_bf16.h); it is the default only where the CPU GEMMs use
 // BF16 dot products too (NOTE [CPU GEMM path], ops/cpu_gemm_path.h), and
-// other dtypes run the kAvx512 tiles under it.
-enum class AttentionIsa { kGeneric, kAvx2, kAvx512, kAvx512Bf16 };
+// other dtypes run the kAvx512 tiles under it. kAmxBf16 is kAvx512Bf16 with
+// the tiles' products on AMX (NOTE [amx attention products] in
+// ops/cpu/attention_bf16_tiles.h): the default for bfloat16 attention where
+// the CPU has AMX, Linux grants it and the GEMMs run on BF16 too.
+enum class AttentionIsa { kGeneric, kAvx2, kAvx512, kAvx512Bf16, kAmxBf16 };
 const char* Name(AttentionIsa isa);
 // The best instruction set this CPU supports (ignoring the testing override).
 AttentionIsa DetectedAttentionIsa();

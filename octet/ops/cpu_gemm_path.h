@@ -114,6 +114,11 @@ double Bf16DotRate(int64_t iters);
 // receives one accumulator element: exactly iters * 32 * 2^-10.
 double AmxBf16Rate(int64_t iters, float* sum = nullptr);
 
+// Whether the CPU has AMX-BF16 tiles and Linux granted this process their
+// state (asked once, at the first call: NOTE [AMX probe] in
+// cpu_gemm_path.cc). octet's own AMX kernels run only where it is true.
+bool AmxTilesPermitted();
+
 // The decision rule of NOTE [CPU GEMM path] on measured rates.
 bool PrefersBf16(const CpuGemmPathInfo& rates);
 // CpuGemmPathInfo::bf16_dot_kernels for a decided path (forced: by

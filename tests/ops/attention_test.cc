@@ -153,26 +153,32 @@ TEST(Attention, EveryIsaMatchesReference) {
   internal::SetAttentionIsaForTesting(std::nullopt);
 }
 
-// NOTE [bf16 attention tiles]: bfloat16 attention on BF16 dot products,
-// where the CPU has them, against the float64 reference: T = 1, odd T and
-// D, T across tiles, D past 64 (two column blocks), both forward work
-// decompositions (4 heads and 1 head over two threads). P and dS are
-// rounded to bf16 there, so within the bf16 tolerances; and the results
-// differ from the f32 tiles' (the path really ran).
-TEST(Attention, Bf16DotTilesMatchReference) {
-  if (internal::DetectedAttentionIsa() != internal::AttentionIsa::kAvx512Bf16)
-    GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+// NOTE [bf16 attention tiles]: bfloat16 attention on BF16 dot products, and
+// with its products on AMX tiles (NOTE [amx attention products]), where the
+// CPU has them, against the float64 reference: T = 1, odd T and D, T across
+// tiles (and partial 16-row blocks), D past 64 (two column blocks), both
+// forward work decompositions (4 heads and 1 head over two threads). P and
+// dS are rounded to bf16 there, so within the bf16 tolerances; and the
+// results differ from the f32 tiles' (the path really ran).
+class Bf16TilesTest : public ::testing::TestWithParam<internal::AttentionIsa> {};
+
+TEST_P(Bf16TilesTest, MatchReference) {
+  const internal::AttentionIsa isa = GetParam();
+  if (internal::DetectedAttentionIsa() < isa)
+    GTEST_SKIP() << "this CPU has no " << internal::Name(isa) << " attention (it has "
+                 << internal::Name(internal::DetectedAttentionIsa()) << ")";
   double max_diff = 0.0;
   std::vector<Shape> shapes = ForwardShapes();
   shapes.push_back({1, 4, 200, 64});
+  shapes.push_back({2, 3, 75, 96});
   for (const Shape& shape : shapes) {
     const Inputs in = MakeInputs(shape, DType::kBFloat16, 90);
     const Tensor dout = RandomTensor(shape, 91, DType::kBFloat16);
     const std::vector<double> dov = dout.ToDoubles();
     const AttentionRef ref =
         AttentionReference(in.q.ToDoubles(), in.k.ToDoubles(), in.v.ToDoubles(), shape, DefaultScale(shape), &dov);
-    internal::SetAttentionIsaForTesting(internal::AttentionIsa::kAvx512Bf16);
-    ASSERT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512Bf16);
+    internal::SetAttentionIsaForTesting(isa);
+    ASSERT_EQ(internal::ActiveAttentionIsa(), isa);
     Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
            v = in.v.detach().requires_grad_();
     const Tensor out = CausalAttention(q, k, v);
@@ -189,19 +195,58 @@ TEST(Attention, Bf16DotTilesMatchReference) {
     for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(got[i] - f32_tiles[i]));
   }
   internal::SetAttentionIsaForTesting(std::nullopt);
-  EXPECT_GT(max_diff, 0.0) << "the BF16 dot-product tiles gave the f32 tiles' bits everywhere: did they run?";
+  EXPECT_GT(max_diff, 0.0) << "the " << internal::Name(isa) << " tiles gave the f32 tiles' bits everywhere: did they run?";
   EXPECT_LT(max_diff, 2 * ForwardTol(DType::kBFloat16));
 }
 
+// The AMX products agree with the dot products they replace up to the order
+// of the f32 sums: forward and gradients, bf16 and FP8 inputs.
+TEST(Attention, AmxProductsMatchDotProducts) {
+  if (internal::DetectedAttentionIsa() < internal::AttentionIsa::kAmxBf16) GTEST_SKIP() << "this CPU has no AMX";
+  for (const Shape& shape : {Shape{2, 2, 130, 64}, Shape{1, 3, 47, 40}, Shape{1, 1, 64, 32}}) {
+    const Inputs in = MakeInputs(shape, DType::kBFloat16, 70);
+    const Tensor dout = RandomTensor(shape, 71, DType::kBFloat16);
+    std::vector<std::vector<double>> results[2];
+    for (int amx = 0; amx < 2; ++amx) {
+      internal::SetAttentionIsaForTesting(amx ? internal::AttentionIsa::kAmxBf16 : internal::AttentionIsa::kAvx512Bf16);
+      Tensor q = in.q.detach().requires_grad_(), k = in.k.detach().requires_grad_(),
+             v = in.v.detach().requires_grad_();
+      const Tensor out = CausalAttention(q, k, v);
+      out.Backward(dout);
+      results[amx] = {out.ToDoubles(), q.grad().ToDoubles(), k.grad().ToDoubles(), v.grad().ToDoubles()};
+      // FP8 operands (O1's attention): codes read through the bf16 table.
+      const Tensor qkv = RandomTensor({shape[0], shape[2], 3 * shape[1] * shape[3]}, 72, DType::kFloat32);
+      const Tensor codes = Quantize(qkv, DType::kFloat8E4M3, 64.0f);
+      results[amx].push_back(CausalAttentionQkvFp8(codes, shape[1], DType::kBFloat16).ToDoubles());
+    }
+    internal::SetAttentionIsaForTesting(std::nullopt);
+    static const char* const kWhat[] = {"out", "dq", "dk", "dv", "fp8 out"};
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      double worst = 0.0, scale = 0.0;
+      for (size_t j = 0; j < results[0][i].size(); ++j) {
+        worst = std::max(worst, std::fabs(results[0][i][j] - results[1][i][j]));
+        scale = std::max(scale, std::fabs(results[0][i][j]));
+      }
+      // bf16 outputs: one or two roundings apart where the f32 sums differ.
+      EXPECT_LE(worst, 2.0 * std::ldexp(scale, -8)) << kWhat[i] << " " << ShapeStr(shape);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, Bf16TilesTest,
+                         ::testing::Values(internal::AttentionIsa::kAvx512Bf16, internal::AttentionIsa::kAmxBf16),
+                         [](const auto& info) { return std::string(internal::Name(info.param)); });
+
 // NOTE [CPU GEMM path]: bfloat16 attention takes BF16 dot products where the
-// path is kBf16Dot and the dot product wins (a forced path counts as a win).
+// path is kBf16Dot and the dot product wins (a forced path counts as a win),
+// and AMX tiles wherever the path is kBf16Dot and the CPU has them.
 TEST(Attention, Bf16DotTilesFollowTheGemmPath) {
-  if (internal::DetectedAttentionIsa() != internal::AttentionIsa::kAvx512Bf16)
+  if (internal::DetectedAttentionIsa() < internal::AttentionIsa::kAvx512Bf16)
     GTEST_SKIP() << "this CPU has no AVX-512 BF16";
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
   EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512);
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);
-  EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512Bf16);
+  EXPECT_EQ(internal::ActiveAttentionIsa(), internal::DetectedAttentionIsa());
   internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 

@@ -11,6 +11,7 @@
 
 #include <octet/core/bfloat16.h>
 #include <octet/core/error.h>
+#include <octet/ops/attention_kernels.h>
 #include <octet/ops/cpu/attention_bf16_tiles.h>
 #include <octet/ops/cpu/attention_pack.h>
 #include <octet/ops/cpu/attention_work.h>
@@ -27,6 +28,9 @@ struct PackLayout {
   uint16_t* At(uint16_t* base, int which, int64_t tile) const { return base + which * block + tile * kTile * dp; }
   int64_t dp, block, size;
 };
+
+// NOTE [amx attention products] (attention_bf16_tiles.h).
+bool UseAmx() { return octet::internal::ActiveAttentionIsa() == octet::internal::AttentionIsa::kAmxBf16; }
 
 enum FwdBlock { kFwdK, kFwdQt, kFwdV, kFwdBlocks };
 enum BwdBlock { kK, kV, kQt, kDOt, kQPairs, kDOPairs, kKPairs, kBwdBlocks };
@@ -62,6 +66,7 @@ void ForwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, dou
   float* lse = lse_t.data<float>();  // (B,H,T)
   const PackLayout lay(g, kFwdBlocks);
   const float c = static_cast<float>(scale * kLog2e);
+  const bool amx = UseAmx();
 
   auto query_tile = [&](FwdWorkspace& ws, uint16_t* base, int64_t bh, int64_t qtile) {
     const int64_t q0 = qtile * kTile, qn = g.TileRows(qtile);
@@ -69,6 +74,7 @@ void ForwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, dou
     std::fill(ws.l.get(), ws.l.get() + kTile, 0.0f);
     std::fill(ws.o.get(), ws.o.get() + qn * g.dp, 0.0f);
     FwdPairTile t{};
+    t.amx = amx;
     t.qv = lay.At(base, kFwdQt, qtile);
     t.dp = g.dp;
     t.qn = qn;
@@ -160,6 +166,7 @@ struct BwdWorkspace {
 BwdPairTile MakeTile(const Geometry& g, const PackLayout& lay, uint16_t* base, const float* stats, int64_t qtile,
                      int64_t ktile, float c, BwdWorkspace& ws) {
   BwdPairTile t{};
+  t.amx = UseAmx();
   t.k = lay.At(base, kK, ktile);
   t.v = lay.At(base, kV, ktile);
   t.kp = lay.At(base, kKPairs, ktile);

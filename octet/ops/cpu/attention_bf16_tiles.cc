@@ -372,44 +372,6 @@ OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uin
   }
 }
 
-namespace {
-
-// NOTE [pair transpose]: TransposePairs moves 16 x 16 blocks of 32-bit pairs
-// through registers (unpacks of 32 and 64 bits, then two rounds of 128-bit
-// lane shuffles: 64 shuffles a block) instead of gathering each output
-// vector (16 gathers of 16 a block, one per vector; gathers are slow on the
-// AMD cores these figures come from). Zen 5, 2026-11-28: its share of
-// octet_attention_bench's bf16 fwd+bwd (B8 H4 T128 D64) 8.1 % -> ~4 %;
-// three alternating rounds, ms: that shape 0.828-0.836 -> 0.776-0.796, D32
-// (B16 H4 T128) 1.04-1.08 -> 0.99-1.02, B4 H12 T256 D64 3.88-3.93 ->
-// 3.70-3.83. The same bits: a transpose moves values, and the attention
-// tests compare the tiles' results with references and across paths.
-// r[i]: row i of the block in; o[c]: column c of the block out.
-OCTET_BF16_TARGET OCTET_INLINE void Transpose16x16Epi32(const __m512i (&r)[16], __m512i (&o)[16]) {
-  __m512i t[16], u[16];
-  for (int k = 0; k < 8; ++k) {  // per 128-bit lane: (a0 b0 a1 b1), (a2 b2 a3 b3)
-    t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 4; ++k) {  // u[4k + m], lane L: column 4L + m of rows 4k..4k+3
-    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k + 0], t[4 * k + 2]);
-    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k + 0], t[4 * k + 2]);
-    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-  }
-  for (int m = 0; m < 4; ++m) {  // lane L of u[m], u[4+m], u[8+m], u[12+m] make column 4L + m
-    const __m512i a = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44), b = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44),
-                  d = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
-    o[m] = _mm512_shuffle_i32x4(a, c, 0x88);
-    o[4 + m] = _mm512_shuffle_i32x4(a, c, 0xDD);
-    o[8 + m] = _mm512_shuffle_i32x4(b, d, 0x88);
-    o[12 + m] = _mm512_shuffle_i32x4(b, d, 0xDD);
-  }
-}
-
-}  // namespace
-
 OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_t* out) {
   const int64_t w = dp / 2;  // pairs per plain row: a multiple of 16 (kBf16Pad)
   for (int64_t i0 = 0; i0 < kTile; i0 += 16)
@@ -424,9 +386,19 @@ OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_
 // ---------------------------------------------------------------------------
 // Tile pairs.
 
+// Dot, or AmxDot where the tile pair asks for AMX.
+template <bool kAccumulate>
+OCTET_BF16_TARGET OCTET_INLINE void Product(bool amx, const uint16_t* a, int64_t ars, int64_t acs, int64_t np,
+                                            const uint16_t* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                                            int64_t w, Tri tri) {
+  if (amx) return AmxDot(kAccumulate, a, ars, acs, np, b, ldb, c, ldc, m, w, tri);
+  Dot<kAccumulate>(a, ars, acs, np, b, ldb, c, ldc, m, w, tri);
+}
+
 OCTET_BF16_TARGET void FwdPairTileFn(const FwdPairTile& t) {
   const int64_t hp = t.dp / 2;
-  Dot<false>(t.k, hp, 1, hp, t.qv, kTile, t.st, kTile, t.kn, kTile, t.diagonal ? Tri::kColsFromRow : Tri::kFull);
+  Product<false>(t.amx, t.k, hp, 1, hp, t.qv, kTile, t.st, kTile, t.kn, kTile,
+                 t.diagonal ? Tri::kColsFromRow : Tri::kFull);
   const V c = Splat<V>(t.c);
   const V neg_inf = Splat<V>(-std::numeric_limits<float>::infinity());
   V mnew[NQ], alpha[NQ], sum[NQ];
@@ -464,8 +436,8 @@ OCTET_BF16_TARGET void FwdPairTileFn(const FwdPairTile& t) {
   }
   RescaleRows<S, NQ>(alpha, sum, t.l, t.o, t.qn, t.dp);
   // O (qn x Dp) += P (qn x kn) . V (kn x Dp): pair (i, j/2) of P at pv[j/2][i].
-  Dot<true>(t.pv, 1, kTile, (t.kn + 1) / 2, t.vv, t.dp, t.o, t.dp, t.qn, t.dp,
-            t.diagonal ? Tri::kContractToRow : Tri::kFull);
+  Product<true>(t.amx, t.pv, 1, kTile, (t.kn + 1) / 2, t.vv, t.dp, t.o, t.dp, t.qn, t.dp,
+                t.diagonal ? Tri::kContractToRow : Tri::kFull);
 }
 
 // Row j, vector v of P^T = exp2(S^T c - lse2) and dS^T = P^T o (dP^T - D);
@@ -483,8 +455,8 @@ OCTET_BF16_TARGET OCTET_INLINE void Grads(const BwdPairTile& t, int64_t j, int v
 OCTET_BF16_TARGET void BwdPairTileFn(const BwdPairTile& t) {
   const int64_t hp = t.dp / 2;
   const Tri cols = t.diagonal ? Tri::kColsFromRow : Tri::kFull;
-  Dot<false>(t.k, hp, 1, hp, t.qv, kTile, t.st, kTile, t.kn, kTile, cols);     // S^T = K Q^T
-  Dot<false>(t.v, hp, 1, hp, t.dov, kTile, t.dst, kTile, t.kn, kTile, cols);   // dP^T = V dO^T
+  Product<false>(t.amx, t.k, hp, 1, hp, t.qv, kTile, t.st, kTile, t.kn, kTile, cols);    // S^T = K Q^T
+  Product<false>(t.amx, t.v, hp, 1, hp, t.dov, kTile, t.dst, kTile, t.kn, kTile, cols);  // dP^T = V dO^T
   V lse2[NQ], di[NQ];
 #pragma GCC unroll 4
   for (int v = 0; v < NQ; ++v) {
@@ -514,9 +486,9 @@ OCTET_BF16_TARGET void BwdPairTileFn(const BwdPairTile& t) {
   const Tri from = t.diagonal ? Tri::kContractFromRow : Tri::kFull;
   const Tri to = t.diagonal ? Tri::kContractToRow : Tri::kFull;
   const int64_t qpairs = (t.qn + 1) / 2;
-  if (t.dv) Dot<true>(t.pt, kTile / 2, 1, qpairs, t.dop, t.dp, t.dv, t.dp, t.kn, t.dp, from);
-  if (t.dk) Dot<true>(t.dst16, kTile / 2, 1, qpairs, t.qp, t.dp, t.dk, t.dp, t.kn, t.dp, from);
-  if (t.dq) Dot<true>(t.dsv, 1, kTile, (t.kn + 1) / 2, t.kp, t.dp, t.dq, t.dp, t.qn, t.dp, to);
+  if (t.dv) Product<true>(t.amx, t.pt, kTile / 2, 1, qpairs, t.dop, t.dp, t.dv, t.dp, t.kn, t.dp, from);
+  if (t.dk) Product<true>(t.amx, t.dst16, kTile / 2, 1, qpairs, t.qp, t.dp, t.dk, t.dp, t.kn, t.dp, from);
+  if (t.dq) Product<true>(t.amx, t.dsv, 1, kTile, (t.kn + 1) / 2, t.kp, t.dp, t.dq, t.dp, t.qn, t.dp, to);
 }
 
 }  // namespace octet::cpu::attn

@@ -5,6 +5,10 @@
 // the CPU has AVX-512 BF16.
 #pragma once
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -12,11 +16,14 @@
 #include <octet/core/bfloat16.h>
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/attention_pack.h>
+#include <octet/ops/cpu/attention_simd.h>
 #include <octet/ops/cpu/attention_tiles.h>
 
 // Declarations carry the definitions' target attribute (GCC would take a
 // mismatch for a second version of the function).
 #define OCTET_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
+#define OCTET_AMX_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,amx-tile,amx-bf16")))
 
 namespace octet::cpu::attn {
 
@@ -75,6 +82,42 @@ OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uin
 // out (dp/2 pair rows x kTile): the 32-bit pairs of plain (kTile x dp) transposed.
 OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_t* out);
 
+#if defined(__x86_64__)
+// NOTE [pair transpose]: TransposePairs moves 16 x 16 blocks of 32-bit pairs
+// through registers (unpacks of 32 and 64 bits, then two rounds of 128-bit
+// lane shuffles: 64 shuffles a block) instead of gathering each output
+// vector (16 gathers of 16 a block, one per vector; gathers are slow on the
+// AMD cores these figures come from). Zen 5, 2026-11-28: its share of
+// octet_attention_bench's bf16 fwd+bwd (B8 H4 T128 D64) 8.1 % -> ~4 %;
+// three alternating rounds, ms: that shape 0.828-0.836 -> 0.776-0.796, D32
+// (B16 H4 T128) 1.04-1.08 -> 0.99-1.02, B4 H12 T256 D64 3.88-3.93 ->
+// 3.70-3.83. The same bits: a transpose moves values, and the attention
+// tests compare the tiles' results with references and across paths.
+// r[i]: row i of the block in; o[c]: column c of the block out.
+OCTET_BF16_TARGET OCTET_INLINE void Transpose16x16Epi32(const __m512i (&r)[16], __m512i (&o)[16]) {
+  __m512i t[16], u[16];
+  for (int k = 0; k < 8; ++k) {  // per 128-bit lane: (a0 b0 a1 b1), (a2 b2 a3 b3)
+    t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // u[4k + m], lane L: column 4L + m of rows 4k..4k+3
+    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k + 0], t[4 * k + 2]);
+    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k + 0], t[4 * k + 2]);
+    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {  // lane L of u[m], u[4+m], u[8+m], u[12+m] make column 4L + m
+    const __m512i a = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44), b = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44),
+                  d = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
+    o[m] = _mm512_shuffle_i32x4(a, c, 0x88);
+    o[4 + m] = _mm512_shuffle_i32x4(a, c, 0xDD);
+    o[8 + m] = _mm512_shuffle_i32x4(b, d, 0x88);
+    o[12 + m] = _mm512_shuffle_i32x4(b, d, 0xDD);
+  }
+}
+#endif  // __x86_64__
+
 // NOTE [bf16 row stores]: rows [0, rows) of src (f32, row stride sp, d
 // columns) times mul (row r times row_mul[r] where given) into rows t0..
 // of head bh of out, each rounded as FloatToBf16Bits rounds: StoreRows'
@@ -90,9 +133,36 @@ OCTET_BF16_TARGET void StoreRowsBf16(const float* src, int64_t sp, int64_t rows,
                                      const float* row_mul = nullptr);
 
 // ---------------------------------------------------------------------------
+// NOTE [amx attention products]: on CPUs with AMX (Intel Xeons since
+// Sapphire Rapids) the seven products of a tile pair run on AMX tiles
+// (TDPBF16PS: a 16 x 32 BF16 tile times a 32 x 16 one into 16 x 16 f32)
+// instead of VDPBF16PS, which there runs at half the FP32 FMA rate while the
+// tiles run at ~15x it. Everything else (packing, softmax, P and dS rounded
+// to bf16, the statistics) is the dot-product tiles' code, so the results
+// are those of NOTE [bf16 attention tiles] up to the order of the f32 sums.
+// AmxDot computes exactly what the dot-product tiles' Dot computes (the
+// attention_bf16_tiles.cc comment above Dot): for r < m rows and w columns
+// (a multiple of 16),
+//   c[r*ldc + col] (+)= sum_{p < np} dot(a pair (r, p), b pair (p, col)),
+// a pair at a + 2*(r*ars + p*acs), b pairs rows at b + 2*(p*ldb): b's pair
+// rows are AMX's B layout already; a is read as rows of contiguous pairs
+// (acs == 1) in place, or transposed into a scratch block first (ars == 1:
+// P and dS, written pair-interleaved by the softmax pass), 16 x 16 pairs
+// at a time in registers. Rows of a past m are read (a must hold
+// round_up(m, 16) rows: every caller's is a kTile-row tile) but their
+// results are discarded; pairs past np are read as zeros. Tri skips work
+// at 16-row granularity; the skipped terms are the causally masked zeros,
+// so a few more of them may be summed than Dot sums. The tile
+// configuration is loaded at every call: oneDNN's AMX kernels on the same
+// thread load their own in between.
+OCTET_AMX_TARGET void AmxDot(bool accumulate, const uint16_t* a, int64_t ars, int64_t acs, int64_t np,
+                             const uint16_t* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t w, Tri tri);
+
+// ---------------------------------------------------------------------------
 // Tile pairs: the products and softmax of one (query tile, key tile) pair.
 
 struct FwdPairTile {
+  bool amx;            // products on AMX tiles (AmxDot) instead of VDPBF16PS
   const uint16_t* k;   // keys (kn x Dp rows)
   const uint16_t* qv;  // Qᵀ of the query tile (pairs^T)
   const uint16_t* vv;  // V of the key tile (pair rows)
@@ -110,6 +180,7 @@ struct FwdPairTile {
 OCTET_BF16_TARGET void FwdPairTileFn(const FwdPairTile& t);
 
 struct BwdPairTile {
+  bool amx;                  // products on AMX tiles (AmxDot) instead of VDPBF16PS
   const uint16_t *k, *v;     // keys and values of the key tile (rows)
   const uint16_t *qv, *dov;  // Qᵀ and dOᵀ of the query tile (pairs^T)
   const uint16_t *qp, *dop;  // Q and dO of the query tile (pair rows)

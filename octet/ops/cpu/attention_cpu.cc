@@ -191,7 +191,8 @@ std::array<uint16_t, 256> Fp8CodeBits(const Tensor& codes) {
 }
 
 // Whether bfloat16 attention runs on BF16 dot products (NOTE [bf16 attention tiles]).
-bool UseBf16Dot() { return octet::internal::ActiveAttentionIsa() == octet::internal::AttentionIsa::kAvx512Bf16; }
+// kAmxBf16 runs the same tiles with their products on AMX.
+bool UseBf16Dot() { return octet::internal::ActiveAttentionIsa() >= octet::internal::AttentionIsa::kAvx512Bf16; }
 
 void CausalAttentionFwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                            const Tensor& lse) {

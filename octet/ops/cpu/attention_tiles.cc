@@ -43,6 +43,7 @@ const char* Name(AttentionIsa isa) {
     case AttentionIsa::kAvx2: return "avx2";
     case AttentionIsa::kAvx512: return "avx512";
     case AttentionIsa::kAvx512Bf16: return "avx512bf16";
+    case AttentionIsa::kAmxBf16: return "amxbf16";
   }
   return "?";
 }
@@ -53,8 +54,12 @@ AttentionIsa DetectedAttentionIsa() {
     __builtin_cpu_init();
     const bool fma = __builtin_cpu_supports("fma");
     if (fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-      return __builtin_cpu_supports("avx512bf16") ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512;
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+      if (!__builtin_cpu_supports("avx512bf16")) return AttentionIsa::kAvx512;
+      return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && AmxTilesPermitted()
+                 ? AttentionIsa::kAmxBf16
+                 : AttentionIsa::kAvx512Bf16;
+    }
     if (fma && __builtin_cpu_supports("avx2")) return AttentionIsa::kAvx2;
 #endif
     return AttentionIsa::kGeneric;
@@ -72,7 +77,11 @@ AttentionIsa ActiveAttentionIsa() {
   AttentionIsa best = DetectedAttentionIsa();
   // OCTET_DISABLE_AVX512 (read by the converters) switches the AVX-512 paths off here too.
   if (best >= AttentionIsa::kAvx512 && !ActiveConverterIsa().avx512) return AttentionIsa::kAvx2;
-  // BF16 dot products where they beat FP32 FMAs (CpuGemmPathInfo::bf16_dot_kernels).
+  // AMX where the GEMMs compute in BF16 too (OCTET_CPU_GEMM=fp32 keeps
+  // bfloat16 attention on FP32 tiles); BF16 dot products where they beat FP32
+  // FMAs (CpuGemmPathInfo::bf16_dot_kernels).
+  if (best == AttentionIsa::kAmxBf16 && ActiveCpuGemmPath() == CpuGemmPath::kBf16Dot) return best;
+  if (best == AttentionIsa::kAmxBf16) best = AttentionIsa::kAvx512Bf16;
   if (best == AttentionIsa::kAvx512Bf16 && !ActiveBf16DotKernels())
     best = AttentionIsa::kAvx512;
   return best;
@@ -309,7 +318,8 @@ TileFns<A> ActiveTileFns() {
   switch (internal::ActiveAttentionIsa()) {
 #if OCTET_ATTN_X86
     case internal::AttentionIsa::kAvx512:
-    case internal::AttentionIsa::kAvx512Bf16: return {&FwdTileAvx512<A>, &BwdTileAvx512<A>};
+    case internal::AttentionIsa::kAvx512Bf16:
+    case internal::AttentionIsa::kAmxBf16: return {&FwdTileAvx512<A>, &BwdTileAvx512<A>};
     case internal::AttentionIsa::kAvx2: return {&FwdTileAvx2<A>, &BwdTileAvx2<A>};
 #endif
     default: return {&FwdTileGeneric<A>, &BwdTileGeneric<A>};

@@ -114,7 +114,7 @@ __attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate512(int64_t iter
 // AMX tiles (NOTE [AMX probe]): Linux hands a process the 8 KiB of tile
 // state only after it asks (arch_prctl ARCH_REQ_XCOMP_PERM for feature 18,
 // XTILEDATA); the grant covers every thread. oneDNN asks the same way.
-bool AmxPermitted() {
+bool AmxPermittedOnce() {
   static const bool permitted = [] {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
@@ -269,9 +269,11 @@ double Fp32FmaRate(int64_t iters) {
 double Bf16DotRate(int64_t iters) { return HasAvx512Bf16() ? Bf16DotRate512(iters) : 0.0; }
 
 double AmxBf16Rate(int64_t iters, float* sum) {
-  if (!HasAvx512Bf16() || !AmxPermitted() || !cpu::DnnlUsesAmxBf16()) return 0.0;
+  if (!HasAvx512Bf16() || !AmxPermittedOnce() || !cpu::DnnlUsesAmxBf16()) return 0.0;
   return AmxBf16RateOnTiles(iters, sum);
 }
+
+bool AmxTilesPermitted() { return AmxPermittedOnce(); }
 
 bool PrefersBf16(const CpuGemmPathInfo& rates) {
   const double bf16 = std::max(rates.bf16_dot_gflops, kAmxGemmShare * rates.amx_bf16_gflops);
