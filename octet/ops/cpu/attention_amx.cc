@@ -153,6 +153,7 @@ OCTET_AMX_TARGET void AmxDot(bool accumulate, const uint16_t* a, int64_t ars, in
       }
     }
   }
+  _tile_release();
 }
 
 }  // namespace octet::cpu::attn
