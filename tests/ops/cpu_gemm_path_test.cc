@@ -162,6 +162,38 @@ TEST_P(GemmPathTest, Fp8ScaledMatmulMatchesFloat64) {
   }
 }
 
+// A given transposed (a weight gradient's dYᵀ): where oneDNN's BF16 matmul
+// runs on AMX, large ones are copied row-major first (NOTE [row-major A for
+// AMX] in ops/cpu/gemm_transpose_a.h, for N >= 512; 16 x 32 blocks with
+// partial blocks in both dims, and K past several panels); elsewhere read in
+// place. Same
+// results either way, bf16 and FP8, f32 and bf16 outputs.
+TEST_P(GemmPathTest, TransposedAMatchesFloat64) {
+  struct Case {
+    int64_t M, K, N;
+  };
+  uint64_t seed = 300;
+  // N >= 512: the copy's threshold (kRowMajorAMinN); N = 90 stays in place.
+  for (const Case& c : {Case{300, 70, 520}, Case{256, 32, 512}, Case{262, 1030, 530}, Case{300, 70, 90}, Case{17, 40, 8}}) {
+    const Tensor a16 = RandomTensor({c.K, c.M}, seed++, DType::kBFloat16).T();
+    const Tensor b16 = RandomTensor({c.K, c.N}, seed++, DType::kBFloat16, -1, 1);
+    EXPECT_TRUE(MatchesReference(Matmul(a16, b16), a16, b16, Tensor(), true)) << c.M << "x" << c.K << "x" << c.N;
+    const Tensor b32 = RandomTensor({c.K, c.N}, seed++, DType::kFloat32, -1, 1);
+    // The mixed form (f32 B and out) of an O2 weight gradient.
+    const Tensor out32 = Empty({c.M, c.N}, {.dtype = DType::kFloat32});
+    matmul_kernel(DeviceType::kCPU)(a16, b32, Tensor(), out32, Tensor());
+    EXPECT_TRUE(MatchesReference(out32, a16, b32.To(DType::kBFloat16), Tensor(), false))
+        << "mixed " << c.M << "x" << c.K << "x" << c.N;
+    const Tensor a8 = QuantizeCurrent(RandomTensor({c.K, c.M}, seed++, DType::kFloat32, -3, 3), DType::kFloat8E5M2).T();
+    const Tensor b8 = QuantizeCurrent(RandomTensor({c.K, c.N}, seed++, DType::kFloat32), DType::kFloat8E4M3);
+    for (DType out : {DType::kFloat32, DType::kBFloat16}) {
+      EXPECT_TRUE(MatchesReference(ScaledMatmul(a8, b8, out), AsF64(a8), AsF64(b8), Tensor(),
+                                   out == DType::kBFloat16))
+          << "fp8 " << c.M << "x" << c.K << "x" << c.N << " -> " << Name(out);
+    }
+  }
+}
+
 // NOTE [converted A reuse] (ops/cpu/matmul_cpu.cc): a converted A operand is
 // reused only for the same bytes of the same live storage at the same
 // version. Each step below would read stale values if one of the three

@@ -5,10 +5,6 @@
 // the CPU has AVX-512 BF16.
 #pragma once
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -17,6 +13,7 @@
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/attention_pack.h>
 #include <octet/ops/cpu/attention_simd.h>
+#include <octet/ops/cpu/transpose16x16.h>
 #include <octet/ops/cpu/attention_tiles.h>
 
 // Declarations carry the definitions' target attribute (GCC would take a
@@ -82,41 +79,6 @@ OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uin
 // out (dp/2 pair rows x kTile): the 32-bit pairs of plain (kTile x dp) transposed.
 OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_t* out);
 
-#if defined(__x86_64__)
-// NOTE [pair transpose]: TransposePairs moves 16 x 16 blocks of 32-bit pairs
-// through registers (unpacks of 32 and 64 bits, then two rounds of 128-bit
-// lane shuffles: 64 shuffles a block) instead of gathering each output
-// vector (16 gathers of 16 a block, one per vector; gathers are slow on the
-// AMD cores these figures come from). Zen 5, 2026-11-28: its share of
-// octet_attention_bench's bf16 fwd+bwd (B8 H4 T128 D64) 8.1 % -> ~4 %;
-// three alternating rounds, ms: that shape 0.828-0.836 -> 0.776-0.796, D32
-// (B16 H4 T128) 1.04-1.08 -> 0.99-1.02, B4 H12 T256 D64 3.88-3.93 ->
-// 3.70-3.83. The same bits: a transpose moves values, and the attention
-// tests compare the tiles' results with references and across paths.
-// r[i]: row i of the block in; o[c]: column c of the block out.
-OCTET_BF16_TARGET OCTET_INLINE void Transpose16x16Epi32(const __m512i (&r)[16], __m512i (&o)[16]) {
-  __m512i t[16], u[16];
-  for (int k = 0; k < 8; ++k) {  // per 128-bit lane: (a0 b0 a1 b1), (a2 b2 a3 b3)
-    t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 4; ++k) {  // u[4k + m], lane L: column 4L + m of rows 4k..4k+3
-    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k + 0], t[4 * k + 2]);
-    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k + 0], t[4 * k + 2]);
-    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-  }
-  for (int m = 0; m < 4; ++m) {  // lane L of u[m], u[4+m], u[8+m], u[12+m] make column 4L + m
-    const __m512i a = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44), b = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44),
-                  d = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
-    o[m] = _mm512_shuffle_i32x4(a, c, 0x88);
-    o[4 + m] = _mm512_shuffle_i32x4(a, c, 0xDD);
-    o[8 + m] = _mm512_shuffle_i32x4(b, d, 0x88);
-    o[12 + m] = _mm512_shuffle_i32x4(b, d, 0xDD);
-  }
-}
-#endif  // __x86_64__
 
 // NOTE [bf16 row stores]: rows [0, rows) of src (f32, row stride sp, d
 // columns) times mul (row r times row_mul[r] where given) into rows t0..
