@@ -50,8 +50,9 @@ namespace internal {
 // when the row converters may use AVX-512 (so OCTET_DISABLE_AVX512 turns it
 // off too, see core/convert.h). kAvx512Bf16 is kAvx512 plus BF16 dot
 // products for bfloat16 attention (NOTE [bf16 attention tiles] in
-// ops/cpu/attention_bf16.h); it is the default only where the CPU GEMMs use
-// BF16 dot products too (NOTE [CPU GEMM path], ops/cpu_gemm_path.h), and
+// ops/cpu/attention_bf16.h); it is the default only where the CPU GEMMs
+// compute in BF16 too and VDPBF16PS itself beats the FMA, or OCTET_CPU_GEMM
+// forces BF16 (CpuGemmPathInfo::bf16_dot_kernels, ops/cpu_gemm_path.h), and
 // other dtypes run the kAvx512 tiles under it. kAmxBf16 is kAvx512Bf16 with
 // the tiles' products on AMX (NOTE [amx attention products] in
 // ops/cpu/attention_bf16_tiles.h): the default for bfloat16 attention where
