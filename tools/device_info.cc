@@ -41,7 +41,8 @@ namespace {
 void PrintCpu() {
   const octet::CpuGemmPathInfo info = octet::GetCpuGemmPath();
   std::printf("CPU GEMM path for bf16/fp8 operands: %s (%s)\n", octet::Name(info.path), info.reason.c_str());
-  std::printf("  single-thread peaks: FP32 FMA %.1f GFLOP/s, BF16 dot product %.1f GFLOP/s%s, AMX BF16 %.1f GFLOP/s%s\n",
+  std::printf("  single-thread peaks: FP32 FMA %.1f GFLOP/s, BF16 dot product %.1f GFLOP/s%s, "
+              "AMX BF16 %.1f GFLOP/s%s\n",
               info.fp32_fma_gflops, info.bf16_dot_gflops, info.bf16_dot_gflops == 0.0 ? " (not available)" : "",
               info.amx_bf16_gflops, info.amx_bf16_gflops == 0.0 ? " (not available)" : "");
   std::printf("  override with OCTET_CPU_GEMM=bf16|fp32|auto\n");

@@ -195,7 +195,8 @@ TEST_P(Bf16TilesTest, MatchReference) {
     for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(got[i] - f32_tiles[i]));
   }
   internal::SetAttentionIsaForTesting(std::nullopt);
-  EXPECT_GT(max_diff, 0.0) << "the " << internal::Name(isa) << " tiles gave the f32 tiles' bits everywhere: did they run?";
+  EXPECT_GT(max_diff, 0.0) << "the " << internal::Name(isa)
+                           << " tiles gave the f32 tiles' bits everywhere: did they run?";
   EXPECT_LT(max_diff, 2 * ForwardTol(DType::kBFloat16));
 }
 

@@ -174,7 +174,8 @@ TEST_P(GemmPathTest, TransposedAMatchesFloat64) {
   };
   uint64_t seed = 300;
   // N >= 512: the copy's threshold (kRowMajorAMinN); N = 90 stays in place.
-  for (const Case& c : {Case{300, 70, 520}, Case{256, 32, 512}, Case{262, 1030, 530}, Case{300, 70, 90}, Case{17, 40, 8}}) {
+  for (const Case& c :
+       {Case{300, 70, 520}, Case{256, 32, 512}, Case{262, 1030, 530}, Case{300, 70, 90}, Case{17, 40, 8}}) {
     const Tensor a16 = RandomTensor({c.K, c.M}, seed++, DType::kBFloat16).T();
     const Tensor b16 = RandomTensor({c.K, c.N}, seed++, DType::kBFloat16, -1, 1);
     EXPECT_TRUE(MatchesReference(Matmul(a16, b16), a16, b16, Tensor(), true)) << c.M << "x" << c.K << "x" << c.N;

@@ -190,8 +190,9 @@ constexpr int64_t kRowMajorAMinN = 512;
 bool WantsRowMajorA(const MatView& a, int64_t N) {
   static const bool amx = DnnlUsesAmxBf16();
   // The copy is AVX-512 code: OCTET_DISABLE_AVX512 (core/convert.h) turns it off.
-  return amx && octet::internal::ActiveConverterIsa().avx512 && N >= kRowMajorAMinN && a.dtype == DType::kBFloat16 && a.dims.size() == 2 &&
-         a.dims[0] >= kPackMinRows && a.dims[1] >= 32 && a.strides[0] == 1 && a.strides[1] >= a.dims[0];
+  return amx && octet::internal::ActiveConverterIsa().avx512 && N >= kRowMajorAMinN &&
+         a.dtype == DType::kBFloat16 && a.dims.size() == 2 && a.dims[0] >= kPackMinRows && a.dims[1] >= 32 &&
+         a.strides[0] == 1 && a.strides[1] >= a.dims[0];
 }
 
 // A bf16 A's row-major copy in ws.
