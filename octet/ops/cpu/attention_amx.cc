@@ -2,6 +2,7 @@
 // products] in attention_bf16_tiles.h): AmxDot, the drop-in for the
 // dot-product tiles' Dot.
 #include <octet/ops/cpu/attention_bf16_tiles.h>
+#include <octet/ops/cpu/amx_tiles.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,30 +18,6 @@ namespace {
 constexpr int64_t kT = 16;
 
 int64_t RoundUp16(int64_t x) { return (x + kT - 1) / kT * kT; }
-
-// The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG): all
-// eight tiles 16 rows of 64 bytes. AmxDot uses tmm0-1 (C, two column
-// blocks), tmm4 (A) and tmm6-7 (B).
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-const TileConfig& Config() {
-  static const TileConfig config = [] {
-    TileConfig c;
-    for (int t = 0; t < 8; ++t) {
-      c.colsb[t] = 64;
-      c.rows[t] = kT;
-    }
-    return c;
-  }();
-  return config;
-}
 
 // Per-thread scratch: a as rows of contiguous pairs, b's last pair block
 // zero padded, and C blocks of a partial row block.
@@ -65,14 +42,7 @@ OCTET_AMX_TARGET void RowsOfPairs(const uint32_t* a32, int64_t ars, int64_t acs,
     return;
   }
   if (ars == 1) {  // column-major pairs (P, dS): 16 x 16 blocks through registers (NOTE [pair transpose])
-    for (int64_t p0 = 0; p0 < kp; p0 += kT)
-      for (int64_t r0 = 0; r0 < mr; r0 += kT) {
-        __m512i in[16], out[16];
-        for (int j = 0; j < 16; ++j)
-          in[j] = p0 + j < np ? _mm512_loadu_si512(a32 + (p0 + j) * acs + r0) : _mm512_setzero_si512();
-        Transpose16x16Epi32(in, out);
-        for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (r0 + i) * kp + p0, out[i]);
-      }
+    TransposeEpi32Blocks(a32, acs, kp, np, mr, dst, kp);
     return;
   }
   for (int64_t r = 0; r < mr; ++r)
@@ -104,8 +74,11 @@ OCTET_AMX_TARGET void AmxDot(bool accumulate, const uint16_t* a, int64_t ars, in
     for (int64_t p = b_tail; p < np; ++p)
       std::memcpy(s.b.data() + (p - b_tail) * w, b32 + p * ldb, static_cast<size_t>(w) * sizeof(uint32_t));
   }
-  asm volatile("" : : "r"(&Config()), "r"(ap), "r"(s.b.data()) : "memory");  // the tile loads read memory
-  _tile_loadconfig(&Config());
+  // Tiles as FullTiles() configures them: tmm0-1 C (two column blocks),
+  // tmm4 A, tmm6-7 B.
+  const TileConfig& config = FullTiles();
+  asm volatile("" : : "r"(&config), "r"(ap), "r"(s.b.data()) : "memory");  // the tile loads read memory
+  _tile_loadconfig(&config);
   for (int64_t r0 = 0; r0 < m; r0 += kT) {
     const int64_t rows = std::min(kT, m - r0);
     const bool full = rows == kT;

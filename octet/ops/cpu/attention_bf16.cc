@@ -164,9 +164,9 @@ struct BwdWorkspace {
 };
 
 BwdPairTile MakeTile(const Geometry& g, const PackLayout& lay, uint16_t* base, const float* stats, int64_t qtile,
-                     int64_t ktile, float c, BwdWorkspace& ws) {
+                     int64_t ktile, float c, bool amx, BwdWorkspace& ws) {
   BwdPairTile t{};
-  t.amx = UseAmx();
+  t.amx = amx;
   t.k = lay.At(base, kK, ktile);
   t.v = lay.At(base, kV, ktile);
   t.kp = lay.At(base, kKPairs, ktile);
@@ -203,6 +203,7 @@ void BackwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, co
   const float s = static_cast<float>(scale);
   const OutOperand<bfloat16> dq(dq_t), dk(dk_t), dv(dv_t);  // each may be undefined
   const bool want_kv = dk || dv;
+  const bool amx = UseAmx();
 
   // Accumulates the dK/dV of key tile `ktile` over query tiles ktile.. and stores them.
   auto key_tile = [&](BwdWorkspace& ws, uint16_t* base, const float* stats, int64_t bh, int64_t ktile,
@@ -210,7 +211,7 @@ void BackwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, co
     std::fill(ws.dk.get(), ws.dk.get() + kTile * g.dp, 0.0f);
     std::fill(ws.dv.get(), ws.dv.get() + kTile * g.dp, 0.0f);
     for (int64_t qtile = ktile; qtile < g.nt; ++qtile) {
-      BwdPairTile t = MakeTile(g, lay, base, stats, qtile, ktile, c, ws);
+      BwdPairTile t = MakeTile(g, lay, base, stats, qtile, ktile, c, amx, ws);
       t.dk = dk ? ws.dk.get() : nullptr;
       t.dv = dv ? ws.dv.get() : nullptr;
       t.dq = dq_head ? dq_head + qtile * kTile * g.dp : nullptr;
@@ -264,7 +265,7 @@ void BackwardBf16Dot(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, co
           float* acc = ws.dq.get();
           std::fill(acc, acc + kTile * g.dp, 0.0f);
           for (int64_t ktile = 0; ktile <= qtile; ++ktile) {
-            BwdPairTile t = MakeTile(g, lay, base, stats.get() + bh * stats_size, qtile, ktile, c, ws);
+            BwdPairTile t = MakeTile(g, lay, base, stats.get() + bh * stats_size, qtile, ktile, c, amx, ws);
             t.dq = acc;
             BwdPairTileFn(t);
           }

@@ -374,13 +374,8 @@ OCTET_BF16_TARGET void InterleaveRowPairs(const uint16_t* plain, int64_t dp, uin
 
 OCTET_BF16_TARGET void TransposePairs(const uint16_t* plain, int64_t dp, uint16_t* out) {
   const int64_t w = dp / 2;  // pairs per plain row: a multiple of 16 (kBf16Pad)
-  for (int64_t i0 = 0; i0 < kTile; i0 += 16)
-    for (int64_t p0 = 0; p0 < w; p0 += 16) {
-      __m512i r[16], o[16];
-      for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_si512(plain + 2 * ((i0 + j) * w + p0));
-      Transpose16x16Epi32(r, o);
-      for (int c = 0; c < 16; ++c) _mm512_storeu_si512(out + 2 * ((p0 + c) * kTile + i0), o[c]);
-    }
+  TransposeEpi32Blocks(reinterpret_cast<const uint32_t*>(plain), w, kTile, kTile, w, reinterpret_cast<uint32_t*>(out),
+                       kTile);
 }
 
 // ---------------------------------------------------------------------------

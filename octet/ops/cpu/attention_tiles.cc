@@ -56,9 +56,7 @@ AttentionIsa DetectedAttentionIsa() {
     if (fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
       if (!__builtin_cpu_supports("avx512bf16")) return AttentionIsa::kAvx512;
-      return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") && AmxTilesPermitted()
-                 ? AttentionIsa::kAmxBf16
-                 : AttentionIsa::kAvx512Bf16;
+      return AmxTilesPermitted() ? AttentionIsa::kAmxBf16 : AttentionIsa::kAvx512Bf16;
     }
     if (fma && __builtin_cpu_supports("avx2")) return AttentionIsa::kAvx2;
 #endif

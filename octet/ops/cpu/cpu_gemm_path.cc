@@ -16,6 +16,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
 #include <octet/core/log.h>
+#include <octet/ops/cpu/amx_tiles.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 
 namespace octet {
@@ -111,29 +112,6 @@ __attribute__((target("avx512f,avx512bf16"))) double Bf16DotRate512(int64_t iter
   return static_cast<double>(iters) * kAccumulators * 64.0 / sec;
 }
 
-// AMX tiles (NOTE [AMX probe]): Linux hands a process the 8 KiB of tile
-// state only after it asks (arch_prctl ARCH_REQ_XCOMP_PERM for feature 18,
-// XTILEDATA); the grant covers every thread. oneDNN asks the same way.
-bool AmxPermittedOnce() {
-  static const bool permitted = [] {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return permitted;
-}
-
-// The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG).
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 // NOTE [AMX probe]: flop/s of TDPBF16PS on four independent accumulator
 // tiles, tmm0-3 += {tmm4, tmm5} x {tmm6, tmm7}, as a GEMM's micro-kernel
 // pairs them. Every tile is 16 rows of 64 bytes: A 16x32 BF16, B 32x16 BF16
@@ -142,11 +120,7 @@ static_assert(sizeof(TileConfig) == 64);
 // accumulator element gains 32 * 2^-10 per instruction, exactly; `sum`
 // receives C[0][0] of tmm0 for the test that checks it.
 __attribute__((target("amx-tile,amx-bf16"))) double AmxBf16RateOnTiles(int64_t iters, float* sum) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
+  const cpu::TileConfig& cfg = cpu::FullTiles();
   alignas(64) uint16_t a[16 * 32], b[16 * 32];
   alignas(64) float c[16 * 16];
   std::fill(std::begin(a), std::end(a), uint16_t{0x3F80});  // 1.0
@@ -269,11 +243,22 @@ double Fp32FmaRate(int64_t iters) {
 double Bf16DotRate(int64_t iters) { return HasAvx512Bf16() ? Bf16DotRate512(iters) : 0.0; }
 
 double AmxBf16Rate(int64_t iters, float* sum) {
-  if (!HasAvx512Bf16() || !AmxPermittedOnce() || !cpu::DnnlUsesAmxBf16()) return 0.0;
+  if (!HasAvx512Bf16() || !AmxTilesPermitted() || !cpu::DnnlUsesAmxBf16()) return 0.0;
   return AmxBf16RateOnTiles(iters, sum);
 }
 
-bool AmxTilesPermitted() { return AmxPermittedOnce(); }
+// AMX tiles (NOTE [AMX probe]): Linux hands a process the 8 KiB of tile
+// state only after it asks (arch_prctl ARCH_REQ_XCOMP_PERM for feature 18,
+// XTILEDATA); the grant covers every thread. oneDNN asks the same way.
+bool AmxTilesPermitted() {
+  static const bool permitted = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+}
 
 bool PrefersBf16(const CpuGemmPathInfo& rates) {
   const double bf16 = std::max(rates.bf16_dot_gflops, kAmxGemmShare * rates.amx_bf16_gflops);

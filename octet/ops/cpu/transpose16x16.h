@@ -5,6 +5,8 @@
 // where the CPU has AVX-512.
 #pragma once
 
+#include <cstdint>
+
 #include <octet/core/macros.h>
 
 #if defined(__x86_64__)
@@ -44,6 +46,22 @@ __attribute__((target("avx512f"))) OCTET_INLINE void Transpose16x16Epi32(const _
     o[8 + m] = _mm512_shuffle_i32x4(b, d, 0x88);
     o[12 + m] = _mm512_shuffle_i32x4(b, d, 0xDD);
   }
+}
+
+// dst[c * ds + r] = src[r * ss + c] for r < rows and c < cols (32-bit
+// elements; both multiples of 16), with src rows from `valid_rows` on read
+// as zeros: 16 x 16 blocks through Transpose16x16Epi32.
+__attribute__((target("avx512f"))) OCTET_INLINE void TransposeEpi32Blocks(const uint32_t* src, int64_t ss,
+                                                                          int64_t rows, int64_t valid_rows,
+                                                                          int64_t cols, uint32_t* dst, int64_t ds) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      __m512i in[16], out[16];
+      for (int j = 0; j < 16; ++j)
+        in[j] = r0 + j < valid_rows ? _mm512_loadu_si512(src + (r0 + j) * ss + c0) : _mm512_setzero_si512();
+      Transpose16x16Epi32(in, out);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (c0 + i) * ds + r0, out[i]);
+    }
 }
 
 }  // namespace octet::cpu
