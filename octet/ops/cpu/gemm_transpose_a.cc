@@ -14,6 +14,13 @@ namespace {
 constexpr int64_t kPanel = 32;
 
 #if defined(__x86_64__)
+// GCC 12 warns that the __Y of its own AVX-512 intrinsic headers "may be
+// used uninitialized" once Transpose16x16Epi32 is inlined here (its
+// _mm512_undefined_* placeholders; a plain or masked load of the operands
+// warns alike): not a use of any value of ours, so the warning is off for
+// this function alone.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // dst[m * ldd + r] = rows[r * rs + m] for r < kn, m < M (kn <= kPanel).
 __attribute__((target("avx512f,avx512bw"))) void TransposePanel(const uint16_t* rows, int64_t rs, int64_t kn,
                                                                  int64_t M, uint16_t* dst, int64_t ldd) {
@@ -41,6 +48,7 @@ __attribute__((target("avx512f,avx512bw"))) void TransposePanel(const uint16_t* 
   for (int64_t m = m0; m < M; ++m)
     for (int64_t r = 0; r < kn; ++r) dst[m * ldd + r] = rows[r * rs + m];
 }
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
