@@ -411,37 +411,32 @@ TEST(CpuGemmPath, AmxIsNotCountedWhereOneDnnIsCappedBelowIt) {
   EXPECT_EQ(GetCpuGemmPath().amx_bf16_gflops, 0.0);
 }
 
+// Measured rates (GFLOP/s) and the path decided from them.
+CpuGemmPathInfo Rates(double fma, double dot, double amx, CpuGemmPath path = CpuGemmPath::kBf16Dot) {
+  CpuGemmPathInfo info;
+  info.path = path;
+  info.fp32_fma_gflops = fma;
+  info.bf16_dot_gflops = dot;
+  info.amx_bf16_gflops = amx;
+  return info;
+}
+
 TEST(CpuGemmPath, DecisionRuleWeighsAmxAtAQuarterOfItsRate) {
-  auto rates = [](double fma, double dot, double amx) {
-    CpuGemmPathInfo info;
-    info.fp32_fma_gflops = fma;
-    info.bf16_dot_gflops = dot;
-    info.amx_bf16_gflops = amx;
-    return info;
-  };
-  EXPECT_TRUE(internal::PrefersBf16(rates(228, 456, 0)));     // Zen 5: dot 2x FMA
-  EXPECT_FALSE(internal::PrefersBf16(rates(351, 171, 0)));    // Xeon without AMX
-  EXPECT_TRUE(internal::PrefersBf16(rates(242, 117, 2400)));  // Xeon with AMX
-  EXPECT_FALSE(internal::PrefersBf16(rates(242, 117, 1200)));  // 300 < 1.25 x 242
-  EXPECT_TRUE(internal::PrefersBf16(rates(242, 117, 1212)));   // 303 >= 302.5
-  EXPECT_FALSE(internal::PrefersBf16(rates(242, 0, 0)));      // no BF16 instruction at all
+  EXPECT_TRUE(internal::PrefersBf16(Rates(228, 456, 0)));     // Zen 5: dot 2x FMA
+  EXPECT_FALSE(internal::PrefersBf16(Rates(351, 171, 0)));    // Xeon without AMX
+  EXPECT_TRUE(internal::PrefersBf16(Rates(242, 117, 2400)));  // Xeon with AMX
+  EXPECT_FALSE(internal::PrefersBf16(Rates(242, 117, 1200)));  // 300 < 1.25 x 242
+  EXPECT_TRUE(internal::PrefersBf16(Rates(242, 117, 1212)));   // 303 >= 302.5
+  EXPECT_FALSE(internal::PrefersBf16(Rates(242, 0, 0)));      // no BF16 instruction at all
 }
 
 // Attention's BF16 tiles use VDPBF16PS only where it beats the FMA, or when
 // the path is forced: AMX alone makes the GEMMs, not those tiles, BF16.
 TEST(CpuGemmPath, Bf16DotKernelsOnlyWhereTheDotProductWins) {
-  auto decided = [](CpuGemmPath path, double fma, double dot, double amx) {
-    CpuGemmPathInfo info;
-    info.path = path;
-    info.fp32_fma_gflops = fma;
-    info.bf16_dot_gflops = dot;
-    info.amx_bf16_gflops = amx;
-    return info;
-  };
-  EXPECT_TRUE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kBf16Dot, 228, 456, 0), false));
-  EXPECT_FALSE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kBf16Dot, 242, 117, 3400), false));
-  EXPECT_TRUE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kBf16Dot, 242, 117, 3400), true));
-  EXPECT_FALSE(internal::UsesBf16DotKernels(decided(CpuGemmPath::kFp32Fma, 228, 456, 0), true));
+  EXPECT_TRUE(internal::UsesBf16DotKernels(Rates(228, 456, 0), false));
+  EXPECT_FALSE(internal::UsesBf16DotKernels(Rates(242, 117, 3400), false));
+  EXPECT_TRUE(internal::UsesBf16DotKernels(Rates(242, 117, 3400), true));
+  EXPECT_FALSE(internal::UsesBf16DotKernels(Rates(228, 456, 0, CpuGemmPath::kFp32Fma), true));
   // And what this process decided agrees with the rule.
   ScopedGemmEnv env("auto");
   const CpuGemmPathInfo info = GetCpuGemmPath();
