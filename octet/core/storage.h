@@ -8,10 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include <octet/core/device.h>
 
 namespace octet {
+
+struct AmaxNote;  // core/amax_note.h
 
 // Held by std::shared_ptr (Tensor::storage()); weak_from_this lets a graph
 // capture remember the storages it bumped without keeping them alive.
@@ -35,12 +38,21 @@ class Storage : public std::enable_shared_from_this<Storage> {
   void BumpVersion();
   void BumpVersionUnrecorded() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // NOTE [amax notes] in core/amax_note.h: a consumer of the elements' amax
+  // asks for notes; the writer that can take the amax on the way leaves one.
+  void WantAmaxNotes() { wants_amax_notes_.store(true, std::memory_order_relaxed); }
+  bool wants_amax_notes() const { return wants_amax_notes_.load(std::memory_order_relaxed); }
+  void SetAmaxNote(std::shared_ptr<const AmaxNote> note) { amax_note_.store(std::move(note)); }
+  std::shared_ptr<const AmaxNote> amax_note() const { return amax_note_.load(); }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   bool owned_ = true;
   std::atomic<uint64_t> version_{0};
+  std::atomic<bool> wants_amax_notes_{false};
+  std::atomic<std::shared_ptr<const AmaxNote>> amax_note_;
 };
 
 }  // namespace octet

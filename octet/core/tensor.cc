@@ -140,7 +140,8 @@ std::vector<float> Tensor::ToFloats() const {
 std::string Describe(const Tensor& t) {
   if (!t.defined()) return "undefined tensor";
   std::string s = std::string(Name(t.dtype())) + ShapeStr(t.shape());
-  if (!t.device().is_cpu()) s += " " + ToString(t.device());
+  // Appended, not `" " + ...`: GCC 12 warns falsely (-Wrestrict) about that inlined memcpy.
+  if (!t.device().is_cpu()) s.append(" ").append(ToString(t.device()));
   return s;
 }
 

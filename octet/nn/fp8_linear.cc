@@ -63,6 +63,8 @@ Tensor Fp8LinearState::QuantizedWeight(const Tensor& w) {
     // weight is read as W (fprop) and as Wᵀ (dgrad): column-wise data too.
     Recipe current = recipe_;
     current.scaling = Scaling::kCurrent;
+    // NOTE [amax notes]: the optimizer step may take the next amax on the way.
+    w.storage()->WantAmaxNotes();
     // The stale copy goes first, so that the new one can take its memory
     // (NOTE [arena segments] in core/caching_allocator.h).
     cached_fp8_ = Tensor();

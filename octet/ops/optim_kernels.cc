@@ -5,6 +5,7 @@
 namespace octet {
 
 OCTET_DEFINE_KERNEL(adamw_kernel, AdamWKernelFn);
+OCTET_DEFINE_KERNEL(adamw_param_amax_kernel, AdamWKernelFn);
 OCTET_DEFINE_KERNEL(sgd_kernel, SgdKernelFn);
 OCTET_DEFINE_KERNEL(unscale_grad_kernel, UnscaleGradKernelFn);
 

@@ -63,10 +63,19 @@ struct AdamWTensorArgs {
   Tensor m_scale, m_scale_inv, m_amax;
   Tensor v_scale, v_scale_inv, v_amax;
   double weight_decay = 0.0;
+  // Optional f32 (1): the kernel writes there max |new param| (NaN when any
+  // is NaN), bit for bit what the amax kernel would read (NOTE [amax notes]
+  // in core/amax_note.h). Only through adamw_param_amax_kernel, and only for
+  // float32 parameters without a master copy.
+  Tensor param_amax;
 };
 
 using AdamWKernelFn = void(const AdamWHyper& hyper, const std::vector<AdamWTensorArgs>& tensors);
 OCTET_DECLARE_KERNEL(adamw_kernel, AdamWKernelFn);
+// The same update where it may also be asked for param_amax (NOTE [amax
+// notes] in core/amax_note.h): registered by the backends that take it (the
+// CPU); elsewhere the optimizer asks for none.
+OCTET_DECLARE_KERNEL(adamw_param_amax_kernel, AdamWKernelFn);
 
 // ---- SGD -------------------------------------------------------------------------
 

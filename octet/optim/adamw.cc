@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include <octet/autograd/grad_mode.h>
+#include <octet/core/amax_note.h>
 #include <octet/core/graph.h>
 #include <octet/core/graph_internal.h>
 #include <octet/ops/optim_kernels.h>
@@ -180,14 +181,32 @@ void AdamW::Step() {
     a.weight_decay = s.weight_decay;
     args.push_back(std::move(a));
   }
+  // NOTE [amax notes] (core/amax_note.h): where the backend can, the update
+  // takes the new amax of the float32 weights whose amax is read next (the
+  // FP8 weight copies), one f32 each in a buffer of this step. A capture runs
+  // no kernel: no notes.
+  std::vector<size_t> noted;
+  const Device device = args.empty() ? Device() : args.front().param.device();
+  for (size_t i = 0; i < args.size() && !captured && adamw_param_amax_kernel.Has(device.type); ++i) {
+    const Tensor& p = args[i].param;
+    if (p.dtype() == DType::kFloat32 && !args[i].master.defined() && p.is_contiguous() &&
+        p.storage()->wants_amax_notes()) {
+      noted.push_back(i);
+    }
+  }
+  if (!noted.empty()) {
+    const Tensor amaxes = Empty({static_cast<int64_t>(noted.size())}, {.dtype = DType::kFloat32, .device = device});
+    for (size_t j = 0; j < noted.size(); ++j) args[noted[j]].param_amax = amaxes.Narrow(0, static_cast<int64_t>(j), 1);
+  }
   if (!args.empty()) {
-    adamw_kernel(args.front().param.device())(h, args);
+    (noted.empty() ? adamw_kernel : adamw_param_amax_kernel)(device)(h, args);
     for (const AdamWTensorArgs& a : args) {
       a.param.storage()->BumpVersion();
       a.m.storage()->BumpVersion();
       a.v.storage()->BumpVersion();
       if (a.master.defined()) a.master.storage()->BumpVersion();
     }
+    for (size_t i : noted) NoteAmax(args[i].param, args[i].param_amax);
   }
   if (!captured) IncrementStep();
 }

@@ -58,7 +58,7 @@ constexpr AllowedDeviceTest kAllowedDeviceTests[] = {
     // Element access for tests and printing reads device memory on the host.
     {"octet/core/tensor.cc", "return To(kCPU).At(idx)", "data movement: At() copies a device tensor to the host"},
     {"octet/core/tensor.cc", "return To(kCPU).ToDoubles()", "data movement: ToDoubles() copies to the host"},
-    {"octet/core/tensor.cc", "s += \" \" + ToString(t.device())", "Describe() names a non-CPU device"},
+    {"octet/core/tensor.cc", "s.append(\" \").append(ToString(t.device()))", "Describe() names a non-CPU device"},
     {"octet/core/tensor.cc", "return *t.data<float>()",
      "data movement: a CPU scale is a plain load, a device one a counted host read"},
     {"octet/ops/shape.cc", "internal::CountHostRead()", "NOTE [host reads]: a copy to the CPU is counted"},

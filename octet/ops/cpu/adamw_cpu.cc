@@ -14,8 +14,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -207,6 +208,17 @@ OCTET_INLINE void UpdateChunkBody(const Coeffs<float>& k, const float* __restric
   }
 }
 
+// A parameter's amax (AdamWTensorArgs::param_amax), folded in by the update
+// jobs that share the tensor. The maximum does not depend on the order.
+struct ParamAmax {
+  std::mutex mu;
+  float* out = nullptr;
+  void Fold(float part) {
+    std::lock_guard<std::mutex> lock(mu);
+    *out = MaxNaN(*out, part);
+  }
+};
+
 // NOTE [adamw one region]: the optimizer step runs every f32-compute tensor
 // in one OpenMP region over their concatenated elements (and, with scaled
 // state, every tensor's amax blocks in one region before it), not a region
@@ -254,6 +266,19 @@ void PlanTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a, StepPlan* plan
       .m_scale_inv = kScaled ? a.m_scale_inv.data<float>()[0] : 1.0f,
       .v_scale_inv = kScaled ? a.v_scale_inv.data<float>()[0] : 1.0f,
   });
+  // NOTE [amax notes]: the new parameter's amax, where the optimizer asks.
+  // It is taken from the f32 values in place, so only where they are the
+  // parameter itself (float32, no master copy).
+  constexpr bool kParamInPlace = std::is_same_v<P, float> && !kMaster;
+  OCTET_CHECK(!a.param_amax.defined() || kParamInPlace,
+              "adamw: the parameter amax is taken only for float32 parameters without a master copy, not for ",
+              Describe(a.param), kMaster ? " with a master copy" : "");
+  std::shared_ptr<ParamAmax> param_amax;
+  if (a.param_amax.defined()) {
+    param_amax = std::make_shared<ParamAmax>();
+    param_amax->out = a.param_amax.data<float>();
+    *param_amax->out = 0.0f;  // the jobs fold into it
+  }
   // The builds this CPU runs (ops/cpu/isa.h).
   const auto amax_chunk = IsaBuild<&AmaxChunkBody>();
   const auto update_chunk = IsaBuild<&UpdateChunkBody>();
@@ -288,9 +313,10 @@ void PlanTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a, StepPlan* plan
     });
   }
 
-  plan->update.push_back({t->n, [t, update_chunk](int64_t begin, int64_t end) {
+  plan->update.push_back({t->n, [t, update_chunk, param_amax](int64_t begin, int64_t end) {
                             constexpr int64_t kLen = ChunkFor<P, G, M, V, kMaster>();
                             float gbuf[kLen], mbuf[kLen], vbuf[kLen], pbuf[kLen];
+                            float amax = 0.0f;
                             for (int64_t c = begin; c < end; c += kLen) {
                               const int64_t len = std::min(kLen, end - c);
                               const float* g = Widen(t->grad + c, gbuf, len);
@@ -300,10 +326,15 @@ void PlanTensorF32(const AdamWHyper& h, const AdamWTensorArgs& a, StepPlan* plan
                               // fp8 m: QuantizeRow applies m_scale; other m: the loop does (exactly 1 when unscaled).
                               const float m_mul = kScaled ? 1.0f : t->m_scale;
                               update_chunk(t->k, g, mm, vv, pp, len, t->v_scale_inv, m_mul, t->v_scale);
+                              // The chunk is still in L1: no extra memory traffic.
+                              if constexpr (kParamInPlace) {
+                                if (param_amax) amax = MaxNaN(amax, AmaxRow(pp, len));
+                              }
                               Narrow(pp, t->param + c, len);  // master: its rounding goes to the parameter
                               Narrow(mm, t->m + c, len, t->m_scale);
                               Narrow(vv, t->v + c, len);
                             }
+                            if (param_amax) param_amax->Fold(amax);
                           }});
 }
 
@@ -330,6 +361,8 @@ OCTET_INLINE void StoreF64(T* x, int64_t i, double v) {
 template <typename G, typename M, typename V>
 void AdamWTensorF64(const AdamWHyper& h, const AdamWTensorArgs& a) {
   constexpr bool kScaled = std::is_same_v<M, float8_e4m3>;
+  OCTET_CHECK(!a.param_amax.defined(), "adamw: the parameter amax is taken only for float32 parameters, not for ",
+              Describe(a.param));
   const int64_t n = a.param.numel();
   double* param = a.param.data<double>();
   const G* grad = a.grad.data<G>();
@@ -397,5 +430,6 @@ void AdamWCpu(const AdamWHyper& hyper, const std::vector<AdamWTensorArgs>& tenso
 }  // namespace
 
 OCTET_REGISTER_KERNEL(adamw_kernel, DeviceType::kCPU, &AdamWCpu);
+OCTET_REGISTER_KERNEL(adamw_param_amax_kernel, DeviceType::kCPU, &AdamWCpu);
 
 }  // namespace octet::cpu
