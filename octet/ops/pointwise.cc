@@ -21,7 +21,6 @@ OCTET_DEFINE_KERNEL(binary_kernel, BinaryKernelFn);
 OCTET_DEFINE_KERNEL(compare_kernel, CompareKernelFn);
 OCTET_DEFINE_KERNEL(where_kernel, WhereKernelFn);
 OCTET_DEFINE_KERNEL(gelu_fp8_kernel, GeluFp8KernelFn);
-OCTET_DEFINE_KERNEL(gelu_backward_fp8_kernel, GeluBackwardFp8KernelFn);
 
 const char* Name(UnaryOp op) {
   static const char* const kNames[] = {"neg",  "exp",     "log", "sqrt",   "rsqrt",     "tanh",      "relu",
@@ -300,30 +299,6 @@ Tensor GeluFp8(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sa
   CheckDefined(GeluFp8Op::kName, x, "x");
   return GeluFp8Op::Apply(x, scale, fp8, sat);
 }
-bool GeluBackwardFp8Fuses(Device device) { return gelu_backward_fp8_kernel.Has(device.type); }
-
-GeluBackwardFp8Result GeluBackwardFp8(const Tensor& dq, const Tensor& h, DType fp8, const Tensor& scale,
-                                      bool want_dbias, Fp8Saturation sat) {
-  constexpr const char* kName = "gelu_backward_fp8";
-  CheckDefined(kName, dq, "dq");
-  CheckDefined(kName, h, "h");
-  CheckRank(kName, h, "h", 2);
-  OCTET_CHECK(dq.shape() == h.shape() && dq.dtype() == h.dtype(), kName, ": dq ", Describe(dq), " and h ",
-              Describe(h), " must have the same shape and dtype");
-  OCTET_CHECK(h.dtype() == DType::kFloat32 || h.dtype() == DType::kBFloat16, kName,
-              ": h must be float32 or bfloat16, got ", Describe(h));
-  CheckSameDevice(kName, dq, h);
-  CheckFp8Target(kName, h, fp8, scale);
-  OCTET_CHECK(GeluBackwardFp8Fuses(h.device()), kName, ": no fused kernel on ", h.device(),
-              " (GeluBackwardFp8Fuses says where there is one)");
-  std::shared_ptr<ScaleMeta> meta = NewFp8OutputMeta(scale, h.device());
-  Tensor q = Empty(h.shape(), {.dtype = fp8, .device = h.device()});
-  Tensor dbias = want_dbias ? Empty({h.size(1)}, {.dtype = DType::kFloat32, .device = h.device()}) : Tensor();
-  gelu_backward_fp8_kernel(h.device())(dq.detach().Contiguous(), h.detach().Contiguous(), meta->scale, sat, q,
-                                        meta->scale_inv, meta->amax, dbias);
-  return {q.WithScaleMeta(std::move(meta)), std::move(dbias)};
-}
-
 Tensor Sigmoid(const Tensor& x) { return ApplyUnary(UnaryOp::kSigmoid, x); }
 Tensor Abs(const Tensor& x) { return ApplyUnary(UnaryOp::kAbs, x); }
 Tensor Square(const Tensor& x) { return ApplyUnary(UnaryOp::kSquare, x); }

@@ -47,30 +47,6 @@ Tensor Gelu(const Tensor& x);  // tanh approximation, see NOTE [gelu] in functor
 // Errors: an FP8 or integer x, a target dtype that is not FP8, a scale that
 // is not float32 with one element on x's device.
 Tensor GeluFp8(const Tensor& x, DType fp8, const Tensor& scale, Fp8Saturation sat = Fp8Saturation::kSatFinite);
-// NOTE [gelu backward to fp8]: GELU's backward for an FP8 GEMM that reads its
-// result (the MLP's fc Linear at O1, whose output gradient is cast to FP8
-// with its bias gradient summed): in one pass, without writing dh,
-//   dh    = dq * gelu'(h), rounded to h's dtype: the bits of
-//           BinaryRaw(BinaryOp::kGeluBackward, dq, h);
-//   q     = fp8(dh * scale), ScaleMeta as Quantize gives it (scale copy,
-//           scale_inv, amax = max |dh|);
-//   dbias = dh's float32 column sums (want_dbias), rows added in order.
-// So q and dbias are the bytes of QuantizeWithBiasGrad(dh, fp8, scale, sat)
-// (ops/cast.h), and q those of Quantize without it. Not differentiable
-// (a backward-pass helper). Only where a backend has the kernel:
-// GeluBackwardFp8Fuses(device) (the CPU; elsewhere the caller computes the
-// three steps).
-//   dq, h: (M, N), the same dtype, float32 or bfloat16, on one device; fp8
-//   and scale as for Quantize.
-// Errors: shapes, dtypes or devices that differ, a rank other than 2, a
-// target or scale Quantize would refuse, a device without the kernel.
-struct GeluBackwardFp8Result {
-  Tensor q;      // (M, N) FP8
-  Tensor dbias;  // (N) float32, or undefined without want_dbias
-};
-bool GeluBackwardFp8Fuses(Device device);
-GeluBackwardFp8Result GeluBackwardFp8(const Tensor& dq, const Tensor& h, DType fp8, const Tensor& scale,
-                                      bool want_dbias, Fp8Saturation sat = Fp8Saturation::kSatFinite);
 Tensor Sigmoid(const Tensor& x);
 Tensor Abs(const Tensor& x);
 Tensor Square(const Tensor& x);

@@ -33,17 +33,4 @@ OCTET_DECLARE_KERNEL(compare_kernel, CompareKernelFn);
 OCTET_DECLARE_KERNEL(where_kernel, WhereKernelFn);
 OCTET_DECLARE_KERNEL(gelu_fp8_kernel, GeluFp8KernelFn);
 
-// NOTE [gelu backward to fp8] in ops/pointwise.h: dh = T(dq * gelu'(h)) as
-// the binary kernel computes it, q = fp8(dh * scale[0]) (with `sat`),
-// amax[0] = max |dh|, scale_inv[0] = 1 / scale[0], and, when dbias is
-// defined, dbias[c] = the sum over rows r = 0..M-1 of float(dh[r, c]) in
-// that order from +0 (the bits of ColumnSumsF32 over dh).
-//   dq, h: (M, N) contiguous, the same dtype T (f32 or bf16); q: (M, N) FP8
-//   contiguous; scale, scale_inv, amax: float32 [1]; dbias: (N) f32 or
-//   undefined.
-using GeluBackwardFp8KernelFn = void(const Tensor& dq, const Tensor& h, const Tensor& scale, Fp8Saturation sat,
-                                     const Tensor& q, const Tensor& scale_inv, const Tensor& amax,
-                                     const Tensor& dbias);
-OCTET_DECLARE_KERNEL(gelu_backward_fp8_kernel, GeluBackwardFp8KernelFn);
-
 }  // namespace octet

@@ -279,78 +279,6 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
   *scale_inv.data<float>() = 1.0f / s;
 }
 
-// NOTE [gelu backward to fp8] (ops/pointwise.h): GELU's backward, the FP8
-// cast of its result and the result's column sums in one pass that never
-// writes the result. Threads take blocks of columns and walk down all rows,
-// so each column's sum adds rows 0..R-1 in order from +0: the order, and so
-// the bits, of ColumnSumsF32 over the materialised result. Each row segment
-// is computed by the binary loop's own body (BinaryRunBody: the same
-// functor, the same widening and the same rounding to T), quantized by the
-// row converters Quantize uses, and added into the block's sums while it is
-// in L1.
-inline constexpr int64_t kGeluBwdMaxCols = 512;
-
-template <typename T>
-OCTET_INLINE void GeluBwdSegmentBody(const T* dq, const T* h, int64_t n, T* dh, float* acc) {
-  BinaryRunBody<T, true, true>(dq, h, dh, n, functors::BinaryFn<BinaryOp::kGeluBackward>{}, 0.0f);
-  for (int64_t i = 0; i < n; ++i) acc[i] += ConvertElement<float>(dh[i]);
-}
-
-template <typename T>
-float QuantizeSegment(const T* x, float scale, DType fp8, Fp8Saturation sat, uint8_t* q, int64_t n) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    return QuantizeBf16Row(reinterpret_cast<const uint16_t*>(x), scale, fp8, sat, q, n);
-  } else {
-    return QuantizeRow(x, scale, fp8, sat, q, n);
-  }
-}
-
-void GeluBackwardFp8Cpu(const Tensor& dq, const Tensor& h, const Tensor& scale, Fp8Saturation sat, const Tensor& q,
-                        const Tensor& scale_inv, const Tensor& amax, const Tensor& dbias) {
-  const float s = *scale.data<float>();
-  const int64_t R = h.size(0), C = h.size(1);
-  // Column blocks: at least two per thread where the width allows, so that
-  // narrow matrices still split; the split does not change any bit.
-  const int64_t threads = std::max(1, omp_get_max_threads());
-  const int64_t want = (C + 2 * threads - 1) / (2 * threads);
-  const int64_t width = std::clamp<int64_t>((want + 63) / 64 * 64, 64, kGeluBwdMaxCols);
-  const int64_t blocks = (C + width - 1) / width;
-  std::vector<float> part(std::max<int64_t>(blocks, 1), 0.0f);
-  uint8_t* qp = static_cast<uint8_t*>(q.raw_data());
-  float* db = dbias.defined() ? dbias.data<float>() : nullptr;
-  const DType fp8 = q.dtype();
-  auto run = [&]<typename T>() {
-    const T* dqp = dq.data<T>();
-    const T* hp = h.data<T>();
-    const auto segment = IsaBuild<&GeluBwdSegmentBody<T>>();  // NOTE [pointwise isa dispatch]
-    ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-      alignas(64) T dh[kGeluBwdMaxCols];
-      alignas(64) float acc[kGeluBwdMaxCols];
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t c0 = b * width, m = std::min(width, C - c0);
-        std::fill(acc, acc + m, 0.0f);
-        float am = 0.0f;
-        for (int64_t r = 0; r < R; ++r) {
-          const int64_t at = r * C + c0;
-          segment(dqp + at, hp + at, m, dh, acc);
-          am = MaxNaN(am, QuantizeSegment(dh, s, fp8, sat, qp + at, m));
-        }
-        if (db != nullptr) std::copy(acc, acc + m, db + c0);
-        part[b] = am;
-      }
-    });
-  };
-  if (h.dtype() == DType::kBFloat16) {
-    run.operator()<bfloat16>();
-  } else {
-    OCTET_CHECK(h.dtype() == DType::kFloat32, "gelu_backward_fp8 (CPU): h must be float32 or bfloat16, got ",
-                Describe(h));
-    run.operator()<float>();
-  }
-  *amax.data<float>() = CombineAmax(part);
-  *scale_inv.data<float>() = 1.0f / s;
-}
-
 }  // namespace
 
 OCTET_REGISTER_KERNEL(unary_kernel, DeviceType::kCPU, &UnaryCpu);
@@ -358,6 +286,5 @@ OCTET_REGISTER_KERNEL(binary_kernel, DeviceType::kCPU, &BinaryCpu);
 OCTET_REGISTER_KERNEL(compare_kernel, DeviceType::kCPU, &CompareCpu);
 OCTET_REGISTER_KERNEL(where_kernel, DeviceType::kCPU, &WhereCpu);
 OCTET_REGISTER_KERNEL(gelu_fp8_kernel, DeviceType::kCPU, &GeluFp8Cpu);
-OCTET_REGISTER_KERNEL(gelu_backward_fp8_kernel, DeviceType::kCPU, &GeluBackwardFp8Cpu);
 
 }  // namespace octet::cpu
