@@ -81,6 +81,7 @@ struct MatmulCacheStats {
   int64_t plain_b = 0;
   int64_t b_reorders = 0;
   int64_t padded_a = 0;
+  int64_t amx_gemms = 0;  // GEMMs run by octet's AMX GEMM (NOTE [amx gemm] in ops/cpu/amx_gemm.cc)
 };
 MatmulCacheStats GetMatmulCacheStats();
 void ClearMatmulCacheForTesting();

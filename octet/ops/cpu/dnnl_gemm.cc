@@ -112,6 +112,7 @@
 
 #include <octet/core/bf16_simd_internal.h>
 #include <octet/core/convert.h>
+#include <octet/ops/cpu/amx_gemm.h>
 #include <octet/ops/cpu/gemm_pack.h>
 #include <octet/ops/cpu/gemm_timing.h>
 #include <octet/ops/cpu/loops.h>
@@ -227,7 +228,7 @@ memory::desc Md(const Shape& dims, const Shape& strides, DType dtype) {
 }
 
 // MatmulCacheStats::plain_b, b_reorders and padded_a.
-std::atomic<int64_t> g_plain_b{0}, g_b_reorders{0}, g_padded_a{0};
+std::atomic<int64_t> g_plain_b{0}, g_b_reorders{0}, g_padded_a{0}, g_amx_gemms{0};
 
 struct Primitive {
   dnnl::matmul prim;
@@ -478,7 +479,8 @@ class PrimitiveCache {
   MatmulCacheStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
     return {hits_, misses_, static_cast<int64_t>(map_.size()), g_plain_b.load(std::memory_order_relaxed),
-            g_b_reorders.load(std::memory_order_relaxed), g_padded_a.load(std::memory_order_relaxed)};
+            g_b_reorders.load(std::memory_order_relaxed), g_padded_a.load(std::memory_order_relaxed),
+            g_amx_gemms.load(std::memory_order_relaxed)};
   }
 
   void Clear() {
@@ -536,6 +538,50 @@ std::string ViewStr(const MatView& v) {
   return std::string(Name(v.dtype)) + ShapeStr(v.dims) + " strides " + ShapeStr(v.strides);
 }
 
+// Whether spec, packed as p, runs on octet's AMX GEMM (NOTE [amx gemm] in
+// amx_gemm.cc): a bf16 A read in place row-major, an f32 or bf16 out
+// row-major, no batch, a geometry AmxGemm takes, and N <= 3 K.
+bool RunsOnAmxGemm(const DnnlGemmSpec& s, const Primitive& p) {
+  if (!p.vnni_pack || p.a_ld > 0 || s.a.dtype != DType::kBFloat16 || !AmxGemmEnabled()) return false;
+  const size_t r = s.out.dims.size();
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (s.a.dims[d] != 1 || s.b.dims[d] != 1 || s.out.dims[d] != 1) return false;
+  const int64_t k = s.a.dims[r - 1], n = s.out.dims[r - 1];
+  if (n > 3 * k) return false;  // oneDNN's kernels are faster there (NOTE [amx gemm])
+  return s.a.strides[r - 1] == 1 && s.out.strides[r - 1] == 1 && AmxGemmTakes(p.layout, k, s.out.dtype);
+}
+
+// spec's GEMM on octet's AMX GEMM, with B already packed.
+void RunAmxGemm(const DnnlGemmSpec& s, const uint16_t* packed, const PackedBLayout& layout, const void* bias,
+                const float* scale) {
+  const size_t r = s.out.dims.size();
+  AmxGemmArgs g;
+  g.a = static_cast<const uint16_t*>(s.a.data);
+  g.lda = s.a.strides[r - 2];
+  g.b = packed;
+  g.layout = layout;
+  g.m = s.out.dims[r - 2];
+  g.n = s.out.dims[r - 1];
+  g.k = s.a.dims[r - 1];
+  g.out = const_cast<void*>(s.out.data);
+  g.ldc = s.out.strides[r - 2];
+  g.out_dtype = s.out.dtype;
+  thread_local std::vector<float> bias_f32;
+  if (s.bias_mode != BiasMode::kNone) {
+    bias_f32.resize(static_cast<size_t>(g.n));
+    for (int64_t j = 0; j < g.n; ++j)
+      bias_f32[j] = s.bias_dtype == DType::kBFloat16
+                        ? Bf16BitsToFloat(static_cast<const uint16_t*>(bias)[j * s.bias_stride])
+                        : static_cast<const float*>(bias)[j * s.bias_stride];
+    g.bias = bias_f32.data();
+    g.bias_first = s.bias_mode == BiasMode::kArg;
+  }
+  g.scale = s.scale ? scale : nullptr;
+  if (g.m > 1) OCTET_CHECK(g.lda >= g.k && g.ldc >= g.n, "matmul: AMX GEMM strides lda ", g.lda, ", ldc ", g.ldc);
+  AmxGemm(g);
+  g_amx_gemms.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 bool DnnlHasBf16Matmul() {
@@ -581,6 +627,12 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
       PackVnniB(spec.b.data, b_source, spec.b.dims[0], spec.b.dims[1], spec.b.strides[0], spec.b.strides[1], p->layout,
                 static_cast<uint16_t*>(packed));
+      if (RunsOnAmxGemm(spec, *p)) {
+        pack_timer.reset();
+        GemmTimer execute_timer(GemmTimer::kExecute);
+        RunAmxGemm(spec, static_cast<const uint16_t*>(packed), p->layout, bias, scale);
+        return;
+      }
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->packed) {
       // oneDNN's reorder packs what octet's converters made of B (b_user_md).
