@@ -46,6 +46,9 @@ void PrintCpu() {
               info.fp32_fma_gflops, info.bf16_dot_gflops, info.bf16_dot_gflops == 0.0 ? " (not available)" : "",
               info.amx_bf16_gflops, info.amx_bf16_gflops == 0.0 ? " (not available)" : "");
   std::printf("  override with OCTET_CPU_GEMM=bf16|fp32|auto\n");
+  std::printf("  BF16 GEMMs with a packed B and N <= 3K: %s\n",
+              octet::ActiveCpuAmxGemm() ? "octet's AMX kernel (OCTET_CPU_AMX_GEMM=0: oneDNN's matmul)"
+                                        : "oneDNN's matmul (no AMX, or OCTET_CPU_AMX_GEMM=0)");
 }
 
 #if OCTET_WITH_CUDA

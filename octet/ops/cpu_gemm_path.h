@@ -73,6 +73,11 @@ CpuGemmPath ActiveCpuGemmPath();
 // GetCpuGemmPath().bf16_dot_kernels, read the same way.
 bool ActiveBf16DotKernels();
 
+// Whether BF16 GEMMs with a packed B run on octet's own AMX kernel where it
+// is faster than oneDNN's (NOTE [amx gemm] in ops/cpu/amx_gemm.cc): the CPU
+// has AMX-BF16, oneDNN may use it, and OCTET_CPU_AMX_GEMM is not 0.
+bool ActiveCpuAmxGemm();
+
 // NOTE [cpu gemm timing]: how much of a program's time its CPU GEMMs take,
 // and at what rate: what bounds a training step that is mostly GEMMs
 // (issue 12 asks every shortfall to name its bound). Off by default, when

@@ -16,6 +16,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/error.h>
 #include <octet/core/log.h>
+#include <octet/ops/cpu/amx_gemm.h>
 #include <octet/ops/cpu/amx_tiles.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 
@@ -220,6 +221,8 @@ CpuGemmPathInfo GetCpuGemmPath() {
             "; one thread: FP32 FMA ", info.fp32_fma_gflops, " GFLOP/s, BF16 dot ", info.bf16_dot_gflops, " GFLOP/s)");
   return info;
 }
+
+bool ActiveCpuAmxGemm() { return cpu::AmxGemmEnabled(); }
 
 CpuGemmPath ActiveCpuGemmPath() {
   const int p = g_path.load(std::memory_order_acquire);
