@@ -10,8 +10,10 @@
 // 4 * n_block bytes apart) — and computes 32 x 32 blocks of C on four
 // accumulator tiles: per 32 values of K two A tiles (16 rows each, loaded in
 // place) and two B tiles, four TDPBF16PS. The work is cut into chunks of
-// 256 rows x 32 columns, ordered rows-major so that a thread's consecutive
-// chunks share their A rows (in L2) and stream B; the accumulators go
+// 256 rows x 64 columns, ordered rows-major so that a thread's consecutive
+// chunks share their A rows (in L2) and stream B; inside a chunk the two
+// 32-column blocks of a row block come one after the other, so each output
+// row gets 128 contiguous bytes (bf16) at a time; the accumulators go
 // through a 32 x 32 f32 block on the stack, where the epilogue adds the bias,
 // scales, and rounds to bf16 or stores f32. Rows past m come from a
 // zero-padded copy of the last rows (tile loads read 16 whole rows);
@@ -43,7 +45,16 @@
 // chunks, non-temporal stores of the output (+3 ms a wide O1 step). Writing
 // the output is a fair part of the wide-output GEMMs: without the epilogue
 // 1024x768x3072 took 2.17 ms against 2.81, 768x1024x3072 (f32) 2.12 against
-// 2.87, which is where oneDNN's 2.45 on the former comes from. A's rows
+// 2.87, which is where oneDNN's 2.45 on the former comes from. 64-column
+// chunks (the two blocks of a row block back to back) against 32: mean call
+// 1.646 / 1.584 / 1.610 against 1.669 / 1.687 / 1.662 ms over the step's
+// AMX GEMMs in three alternating runs, ~1.3 ms a wide O1 step; they did not
+// win back the N > 3 K shapes (1024x768x3072 2.70 against 2.95). Preparing
+// an FP8 or transposed A inside the kernel, a chunk of rows at a time into
+// an L2 buffer (instead of the conversion and row-major copy passes of
+// matmul_cpu.cc), lost 2-3 ms a wide O1 step and 2-8 ms a small one: the
+// separate passes stream A faster than the threads prepare it between their
+// tiles. A's rows
 // must be 64-byte aligned to be fast (half the speed otherwise): K a
 // multiple of 32 and octet's 64-byte aligned storage give that.
 #include <octet/ops/cpu/amx_gemm.h>
@@ -72,6 +83,7 @@ namespace {
 constexpr int64_t kRows = 32;        // rows of a C block (two tiles)
 constexpr int64_t kCols = 32;        // columns of a C block (two tiles)
 constexpr int64_t kChunkRows = 256;  // rows of a chunk (NOTE [amx gemm])
+constexpr int64_t kChunkCols = 64;   // columns of a chunk: two C blocks side by side
 
 std::atomic<int> g_forced{-1};
 
@@ -137,41 +149,43 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
   alignas(64) float acc[kRows * kCols];
   _tile_loadconfig(&FullTiles());
   for (int64_t w = w0; w < w1; ++w) {
-    const int64_t mc = w / nblocks, c0 = w % nblocks * kCols;
-    const bool two_cols = c0 + 16 < L.n_padded;
-    // B's tiles for columns c0 and c0 + 16 at k-block 0.
-    const uint16_t* b0 = g.b + c0 / L.n_block * L.stride_nb + c0 % L.n_block * 2;
-    const uint16_t* b1 = g.b + (c0 + 16) / L.n_block * L.stride_nb + (c0 + 16) % L.n_block * 2;
+    const int64_t mc = w / nblocks, cc = w % nblocks * kChunkCols;
     const int64_t r_end = std::min(g.m, (mc + 1) * kChunkRows);
     for (int64_t r0 = mc * kChunkRows; r0 < r_end; r0 += kRows) {
       const uint16_t* a0 = r0 < full_rows ? g.a + r0 * g.lda : tail;
       const int64_t lda = r0 < full_rows ? g.lda : g.k;
       const uint16_t* a1 = a0 + 16 * lda;
       const bool two_rows = r0 + 16 < g.m;
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      for (int64_t kb = 0, kk = 0; kk < g.k; ++kb, kk += 32) {
-        _tile_loadd(4, a0 + kk, lda * 2);
-        _tile_loadd(6, b0 + kb * L.stride_kb, b_row_bytes);
-        _tile_dpbf16ps(0, 4, 6);
-        if (two_cols) {
-          _tile_loadd(7, b1 + kb * L.stride_kb, b_row_bytes);
-          _tile_dpbf16ps(1, 4, 7);
+      for (int64_t c0 = cc; c0 < std::min(g.n, cc + kChunkCols); c0 += kCols) {
+        const bool two_cols = c0 + 16 < L.n_padded;
+        // B's tiles for columns c0 and c0 + 16 at k-block 0.
+        const uint16_t* b0 = g.b + c0 / L.n_block * L.stride_nb + c0 % L.n_block * 2;
+        const uint16_t* b1 = g.b + (c0 + 16) / L.n_block * L.stride_nb + (c0 + 16) % L.n_block * 2;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t kb = 0, kk = 0; kk < g.k; ++kb, kk += 32) {
+          _tile_loadd(4, a0 + kk, lda * 2);
+          _tile_loadd(6, b0 + kb * L.stride_kb, b_row_bytes);
+          _tile_dpbf16ps(0, 4, 6);
+          if (two_cols) {
+            _tile_loadd(7, b1 + kb * L.stride_kb, b_row_bytes);
+            _tile_dpbf16ps(1, 4, 7);
+          }
+          if (two_rows) {
+            _tile_loadd(5, a1 + kk, lda * 2);
+            _tile_dpbf16ps(2, 5, 6);
+            if (two_cols) _tile_dpbf16ps(3, 5, 7);
+          }
         }
-        if (two_rows) {
-          _tile_loadd(5, a1 + kk, lda * 2);
-          _tile_dpbf16ps(2, 5, 6);
-          if (two_cols) _tile_dpbf16ps(3, 5, 7);
-        }
+        _tile_stored(0, acc, kCols * 4);
+        _tile_stored(1, acc + 16, kCols * 4);
+        _tile_stored(2, acc + 16 * kCols, kCols * 4);
+        _tile_stored(3, acc + 16 * kCols + 16, kCols * 4);
+        asm volatile("" : : "r"(acc) : "memory");  // the tile stores wrote acc
+        Epilogue(g, acc, r0, std::min(kRows, g.m - r0), c0, std::min(kCols, g.n - c0));
       }
-      _tile_stored(0, acc, kCols * 4);
-      _tile_stored(1, acc + 16, kCols * 4);
-      _tile_stored(2, acc + 16 * kCols, kCols * 4);
-      _tile_stored(3, acc + 16 * kCols + 16, kCols * 4);
-      asm volatile("" : : "r"(acc) : "memory");  // the tile stores wrote acc
-      Epilogue(g, acc, r0, std::min(kRows, g.m - r0), c0, std::min(kCols, g.n - c0));
     }
   }
   _tile_release();
@@ -212,7 +226,7 @@ void AmxGemm(const AmxGemmArgs& g) {
       std::memcpy(tail.data() + (r - full_rows) * g.k, g.a + r * g.lda, static_cast<size_t>(g.k) * 2);
     tail_rows = tail.data();
   }
-  const int64_t nblocks = (g.n + kCols - 1) / kCols;
+  const int64_t nblocks = (g.n + kChunkCols - 1) / kChunkCols;
   const int64_t mchunks = (g.m + kChunkRows - 1) / kChunkRows;
   ParallelFor(mchunks * nblocks, 1, [&](int64_t w0, int64_t w1) { Chunks(g, tail_rows, nblocks, w0, w1); });
 #else
