@@ -45,7 +45,11 @@
 // chunks, non-temporal stores of the output (+3 ms a wide O1 step). Writing
 // the output is a fair part of the wide-output GEMMs: without the epilogue
 // 1024x768x3072 took 2.17 ms against 2.81, 768x1024x3072 (f32) 2.12 against
-// 2.87, which is where oneDNN's 2.45 on the former comes from. 64-column
+// 2.87, which is where oneDNN's 2.45 on the former comes from. Fetching the
+// output lines for writing (PREFETCHW) while the tiles compute: mean call
+// 1.902 / 1.925 -> 1.856 / 1.862 ms (1024x768x3072 2.94 / 2.98 -> 2.87 /
+// 2.84), wide O2 step 97.7 / 96.5 / 96.9 -> 92.9 / 93.4 / 96.1 ms on a noisy
+// stretch; still not enough for the N > 3 K shapes. 64-column
 // chunks (the two blocks of a row block back to back) against 32: mean call
 // 1.646 / 1.584 / 1.610 against 1.669 / 1.687 / 1.662 ms over the step's
 // AMX GEMMs in three alternating runs, ~1.3 ms a wide O1 step; they did not
@@ -99,7 +103,7 @@ bool Decide() {
 
 #if defined(__x86_64__)
 #define OCTET_AMX_GEMM_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,amx-tile,amx-bf16")))
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,amx-tile,amx-bf16,prfchw")))
 
 // The epilogue of one C block: acc (32 x 32 f32, row-major) into out rows
 // [r0, r0 + rows) and columns [c0, c0 + cols).
@@ -147,6 +151,7 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
   const int64_t full_rows = g.m / kRows * kRows;
   const int64_t b_row_bytes = 4 * L.n_block;  // one pair-row of a block
   alignas(64) float acc[kRows * kCols];
+  const int64_t out_size = g.out_dtype == DType::kFloat32 ? 4 : 2;
   _tile_loadconfig(&FullTiles());
   for (int64_t w = w0; w < w1; ++w) {
     const int64_t mc = w / nblocks, cc = w % nblocks * kChunkCols;
@@ -165,7 +170,17 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
         _tile_zero(1);
         _tile_zero(2);
         _tile_zero(3);
+        const int64_t rows_here = std::min(kRows, g.m - r0);
+        const int64_t per_step = (rows_here + g.k / 32 - 1) / (g.k / 32);
+        char* out_row0 = static_cast<char*>(g.out) + (r0 * g.ldc + c0) * out_size;
         for (int64_t kb = 0, kk = 0; kk < g.k; ++kb, kk += 32) {
+          // The block's output lines, fetched for writing while the tiles
+          // compute (PREFETCHW): a few rows each step of K.
+          for (int64_t r = kb * per_step; r < std::min(rows_here, (kb + 1) * per_step); ++r) {
+            char* line = out_row0 + r * g.ldc * out_size;
+            __builtin_prefetch(line, 1, 3);
+            if (out_size == 4) __builtin_prefetch(line + 64, 1, 3);
+          }
           _tile_loadd(4, a0 + kk, lda * 2);
           _tile_loadd(6, b0 + kb * L.stride_kb, b_row_bytes);
           _tile_dpbf16ps(0, 4, 6);
