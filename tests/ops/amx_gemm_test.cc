@@ -109,9 +109,10 @@ TEST_F(AmxGemmTest, MatchesFloat64ReferenceOnEveryEdge) {
             const double p = prod[i * c.n + j];
             const double ref = variant == 0 ? p : variant == 1 ? (p + bias[j]) * scale : p * scale + bias[j];
             const double got = bf16 ? Bf16BitsToFloat(out_b[at]) : out_f[at];
-            const double tol = 4e-6 * mag[i * c.n + j] * (variant == 0 ? 1.0 : scale) + (bf16 ? std::fabs(ref) / 256 : 0) +
-                               1e-6;
-            if (std::fabs(got - ref) > tol && bad++ < 5) ADD_FAILURE() << "(" << i << ", " << j << "): " << got << " vs " << ref;
+            const double tol =
+                4e-6 * mag[i * c.n + j] * (variant == 0 ? 1.0 : scale) + (bf16 ? std::fabs(ref) / 256 : 0) + 1e-6;
+            if (std::fabs(got - ref) > tol && bad++ < 5)
+              ADD_FAILURE() << "(" << i << ", " << j << "): " << got << " vs " << ref;
           }
         }
         EXPECT_EQ(bad, 0);

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_testing.h>
+#include <octet/ops/cpu/amx_gemm.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
@@ -308,6 +310,51 @@ TEST(Matmul, ConvertedFp8OperandIsKeptForOneReuseThenGivenBack) {
   EXPECT_EQ(GetCpuMemoryStats().cached_allocated_bytes, before + 2 * out_bytes);
   // Read from the kept copy, the result is what a fresh conversion gives.
   EXPECT_EQ(second.ToDoubles(), ScaledMatmul(a.Clone(), c, DType::kFloat32).ToDoubles());
+}
+
+// NOTE [amx gemm]: with octet's AMX GEMM on (where the CPU has it) the
+// public ops give oneDNN's results up to the order of the f32 sums, for
+// bf16 Linears (bias as the matmul's argument) and FP8 GEMMs (scale and
+// bias post-ops), batched inputs, bf16 and f32 outputs, and shapes on both
+// sides of its limits (K not a multiple of 32, N > 3K, and fewer than the
+// 256 rows for which B is packed at all, WorthPacking).
+TEST(Matmul, AmxGemmAgreesWithOneDnnThroughTheOps) {
+  if (!cpu::AmxGemmEnabled()) GTEST_SKIP() << "no AMX GEMM on this CPU";
+  struct Shape3 {
+    Shape x;
+    int64_t out;
+    bool amx;  // whether octet's AMX GEMM takes it
+  };
+  const std::vector<Shape3> shapes = {{{300, 64}, 96, true},  {{2, 150, 128}, 64, true}, {{129, 96}, 40, false},
+                                      {{300, 48}, 64, false}, {{260, 32}, 128, false},  {{520, 256}, 256, true}};
+  uint64_t seed = 70;
+  for (const Shape3& sh : shapes) {
+    const int64_t k = sh.x.back();
+    const Tensor x = RandomTensor(sh.x, seed++, DType::kBFloat16);
+    const Tensor w = RandomTensor({sh.out, k}, seed++, DType::kBFloat16);
+    const Tensor bias = RandomTensor({sh.out}, seed++, DType::kBFloat16);
+    const Tensor xq = Quantize(RandomTensor(sh.x, seed++, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
+    const Tensor wq = Quantize(RandomTensor({k, sh.out}, seed++, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
+    const Tensor fbias = RandomTensor({sh.out}, seed++, DType::kFloat32);
+    auto both = [&](const std::function<Tensor()>& op) {
+      cpu::SetAmxGemmForTesting(1);
+      const int64_t before = cpu::GetMatmulCacheStats().amx_gemms;
+      const std::vector<double> amx = op().ToDoubles();
+      const int64_t ran = cpu::GetMatmulCacheStats().amx_gemms - before;
+      cpu::SetAmxGemmForTesting(0);
+      const std::vector<double> dnnl = op().ToDoubles();
+      cpu::SetAmxGemmForTesting(-1);
+      EXPECT_EQ(ran > 0, sh.amx) << ShapeStr(sh.x) << " x " << sh.out;
+      ASSERT_EQ(amx.size(), dnnl.size());
+      for (size_t i = 0; i < amx.size(); ++i)
+        ASSERT_NEAR(amx[i], dnnl[i], std::fabs(dnnl[i]) / 64 + 0.05)
+            << ShapeStr(sh.x) << " x " << sh.out << " at " << i;
+    };
+    SCOPED_TRACE(ShapeStr(sh.x) + " x " + std::to_string(sh.out));
+    both([&] { return Linear(x, w, bias); });
+    both([&] { return ScaledMatmul(xq, wq, DType::kBFloat16, fbias); });
+    both([&] { return ScaledMatmul(xq, wq, DType::kFloat32); });
+  }
 }
 
 // ---- gradients ---------------------------------------------------------------------------
