@@ -161,6 +161,8 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
       const int64_t lda = r0 < full_rows ? g.lda : g.k;
       const uint16_t* a1 = a0 + 16 * lda;
       const bool two_rows = r0 + 16 < g.m;
+      const int64_t rows = std::min(kRows, g.m - r0);
+      const int64_t per_step = (rows + g.k / 32 - 1) / (g.k / 32);  // output rows prefetched a step of K
       for (int64_t c0 = cc; c0 < std::min(g.n, cc + kChunkCols); c0 += kCols) {
         const bool two_cols = c0 + 16 < L.n_padded;
         // B's tiles for columns c0 and c0 + 16 at k-block 0.
@@ -170,13 +172,11 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
         _tile_zero(1);
         _tile_zero(2);
         _tile_zero(3);
-        const int64_t rows_here = std::min(kRows, g.m - r0);
-        const int64_t per_step = (rows_here + g.k / 32 - 1) / (g.k / 32);
         char* out_row0 = static_cast<char*>(g.out) + (r0 * g.ldc + c0) * out_size;
         for (int64_t kb = 0, kk = 0; kk < g.k; ++kb, kk += 32) {
           // The block's output lines, fetched for writing while the tiles
           // compute (PREFETCHW): a few rows each step of K.
-          for (int64_t r = kb * per_step; r < std::min(rows_here, (kb + 1) * per_step); ++r) {
+          for (int64_t r = kb * per_step; r < std::min(rows, (kb + 1) * per_step); ++r) {
             char* line = out_row0 + r * g.ldc * out_size;
             __builtin_prefetch(line, 1, 3);
             if (out_size == 4) __builtin_prefetch(line + 64, 1, 3);
@@ -199,7 +199,7 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
         _tile_stored(2, acc + 16 * kCols, kCols * 4);
         _tile_stored(3, acc + 16 * kCols + 16, kCols * 4);
         asm volatile("" : : "r"(acc) : "memory");  // the tile stores wrote acc
-        Epilogue(g, acc, r0, std::min(kRows, g.m - r0), c0, std::min(kCols, g.n - c0));
+        Epilogue(g, acc, r0, rows, c0, std::min(kCols, g.n - c0));
       }
     }
   }

@@ -1,6 +1,6 @@
 // The AMX tile configuration octet's own AMX code loads (internal to
-// ops/cpu/: the GEMM-path probe in cpu_gemm_path.cc and the attention's
-// products in attention_amx.cc). x86-64 only.
+// ops/cpu/: the GEMM-path probe in cpu_gemm_path.cc, the attention's
+// products in attention_amx.cc and the GEMM in amx_gemm.cc). x86-64 only.
 #pragma once
 
 #include <cstdint>
