@@ -82,6 +82,7 @@ struct MatmulCacheStats {
   int64_t b_reorders = 0;
   int64_t padded_a = 0;
   int64_t amx_gemms = 0;  // GEMMs run by octet's AMX GEMM (NOTE [amx gemm] in ops/cpu/amx_gemm.cc)
+  int64_t packed_b = 0;   // GEMMs whose B octet's packers (PackF32B, PackVnniB) packed first
 };
 MatmulCacheStats GetMatmulCacheStats();
 void ClearMatmulCacheForTesting();

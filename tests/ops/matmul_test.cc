@@ -217,9 +217,10 @@ TEST_P(MatmulGrid, LinearMatchesReference) {
 
 TEST_P(MatmulGrid, LargeGemmsWithPackedWeights) {
   // >= 256 rows: B is reordered into oneDNN's blocked layout first (NOTE
-  // [packed weights] in ops/cpu/matmul_cpu.cc), from plain and transposed B.
+  // [packed weights] in ops/cpu/matmul_cpu.cc), from plain and transposed B;
+  // an f32 B only above 2^18 elements (NOTE [small f32 B stays plain]).
   const DType dtype = GetParam();
-  const int64_t M = 300, K = 70, N = 90;
+  const int64_t M = 300, K = dtype == DType::kFloat32 ? 520 : 70, N = dtype == DType::kFloat32 ? 530 : 90;
   const Tensor a = RandomTensor({M, K}, 30, dtype), b = RandomTensor({K, N}, 31, dtype);
   const Tensor bt = RandomTensor({N, K}, 32, dtype), bias = RandomTensor({N}, 33, dtype);
   const Tol tol = TolFor(dtype, K);
@@ -228,6 +229,30 @@ TEST_P(MatmulGrid, LargeGemmsWithPackedWeights) {
   EXPECT_TRUE(Matches(Linear(a, bt, bias), RefMatmul(a, bt.T().Contiguous(), bias), tol));
   const Tensor a3 = RandomTensor({2, 150, K}, 34, dtype);  // folds into 300 rows
   EXPECT_TRUE(Matches(Linear(a3, bt, bias), RefMatmul(a3, bt.T().Contiguous(), bias), tol));
+}
+
+// NOTE [small f32 B stays plain] (ops/cpu/matmul_cpu.cc): with 256 rows or
+// more, an f32 GEMM packs its B only when B has more than 2^18 elements;
+// either way the product is right. A bf16 B is packed at any of these sizes.
+TEST(Matmul, SmallF32WeightsStayPlainLargeOnesArePacked) {
+  const int64_t M = 300;
+  struct Case {
+    int64_t K, N;
+    bool packed;
+  };
+  for (const Case& c : {Case{256, 1024, false}, Case{512, 512, false}, Case{513, 512, true}, Case{600, 700, true}}) {
+    const Tensor a = RandomTensor({M, c.K}, 40 + c.K, DType::kFloat32);
+    const Tensor b = RandomTensor({c.K, c.N}, 41 + c.N, DType::kFloat32);
+    const Tensor w = RandomTensor({c.N, c.K}, 42 + c.N, DType::kFloat32);
+    const int64_t before = cpu::GetMatmulCacheStats().packed_b;
+    const Tensor y = Matmul(a, b);
+    const Tensor yl = Linear(a, w);  // B = wᵀ, column-major
+    const int64_t packs = cpu::GetMatmulCacheStats().packed_b - before;
+    EXPECT_EQ(packs, c.packed ? 2 : 0) << "K " << c.K << " N " << c.N;
+    EXPECT_TRUE(Matches(y, RefMatmul(a, b), TolFor(DType::kFloat32, c.K))) << "K " << c.K << " N " << c.N;
+    EXPECT_TRUE(Matches(yl, RefMatmul(a, w.T().Contiguous()), TolFor(DType::kFloat32, c.K)))
+        << "K " << c.K << " N " << c.N;
+  }
 }
 
 TEST(Matmul, ConcurrentCallsFromSeveralThreads) {
@@ -278,8 +303,9 @@ TEST(Matmul, PrimitivesAreCached) {
 // call returns, leaving only the output allocated.
 TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
   if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
-  // 512 rows: B (256, 512) is packed first (WorthPacking); 512 KiB of it.
-  const Tensor a = RandomTensor({512, 256}, 1, DType::kFloat32), b = RandomTensor({256, 512}, 2, DType::kFloat32);
+  // 512 rows: B (640, 512) is packed first (WorthPacking; NOTE [small f32 B
+  // stays plain]); 1.25 MiB of it.
+  const Tensor a = RandomTensor({512, 640}, 1, DType::kFloat32), b = RandomTensor({640, 512}, 2, DType::kFloat32);
   Matmul(a, b);  // creates the primitive
   ResetCpuPeakMemoryStats();
   const CpuMemoryStats before = GetCpuMemoryStats();
@@ -287,7 +313,7 @@ TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
   const CpuMemoryStats after = GetCpuMemoryStats();
   const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
   EXPECT_EQ(after.cached_allocated_bytes, before.cached_allocated_bytes + out_bytes);
-  EXPECT_GE(after.peak_cached_allocated_bytes, before.cached_allocated_bytes + out_bytes + 256 * 512 * sizeof(float));
+  EXPECT_GE(after.peak_cached_allocated_bytes, before.cached_allocated_bytes + out_bytes + 640 * 512 * sizeof(float));
 }
 
 // NOTE [converted A reuse] in ops/cpu/matmul_cpu.cc: an FP8 A is converted

@@ -227,8 +227,8 @@ memory::desc Md(const Shape& dims, const Shape& strides, DType dtype) {
                       memory::dims(strides.begin(), strides.end()));
 }
 
-// MatmulCacheStats::plain_b, b_reorders and padded_a.
-std::atomic<int64_t> g_plain_b{0}, g_b_reorders{0}, g_padded_a{0}, g_amx_gemms{0};
+// MatmulCacheStats::plain_b, b_reorders, padded_a, amx_gemms and packed_b.
+std::atomic<int64_t> g_plain_b{0}, g_b_reorders{0}, g_padded_a{0}, g_amx_gemms{0}, g_packed_b{0};
 
 struct Primitive {
   dnnl::matmul prim;
@@ -480,7 +480,7 @@ class PrimitiveCache {
     std::lock_guard<std::mutex> lock(mu_);
     return {hits_, misses_, static_cast<int64_t>(map_.size()), g_plain_b.load(std::memory_order_relaxed),
             g_b_reorders.load(std::memory_order_relaxed), g_padded_a.load(std::memory_order_relaxed),
-            g_amx_gemms.load(std::memory_order_relaxed)};
+            g_amx_gemms.load(std::memory_order_relaxed), g_packed_b.load(std::memory_order_relaxed)};
   }
 
   void Clear() {
@@ -622,12 +622,14 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
       PackF32B(spec.b.data, b_source, spec.b.dims[0], spec.b.dims[1], spec.b.strides[0], spec.b.strides[1], p->layout,
                static_cast<float*>(packed), spec.b_round_bf16);
+      g_packed_b.fetch_add(1, std::memory_order_relaxed);
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, packed));
     } else if (p->vnni_pack) {
       // See NOTE [packed weights]; FP8 is converted, f32 rounded, in the same pass.
       void* packed = buffers.packed_b.Get(p->b_md.get_size());
       PackVnniB(spec.b.data, b_source, spec.b.dims[0], spec.b.dims[1], spec.b.strides[0], spec.b.strides[1], p->layout,
                 static_cast<uint16_t*>(packed));
+      g_packed_b.fetch_add(1, std::memory_order_relaxed);
       if (RunsOnAmxGemm(spec, *p)) {
         pack_timer.reset();
         GemmTimer execute_timer(GemmTimer::kExecute);

@@ -180,6 +180,24 @@ bool WorthPacking(const MatView& b, const MatView& out) {
   return out.dims.size() == 2 && out.dims[0] >= kPackMinRows && b.dims[0] * b.dims[1] >= 4096;
 }
 
+// NOTE [small f32 B stays plain]: an f32 GEMM reading an f32 B as it is (no
+// conversion to fuse with the packing) leaves B plain when it has at most
+// kPlainF32BMaxElements elements (1 MiB, half this Xeon's L2): oneDNN's
+// on-the-fly packing of such a B, which stays in L2, costs less than the
+// separate packing pass and its write of a second copy. The default GPT's
+// f32 GEMMs are all of that size but two (the MLP's weight gradients, a
+// 1024 x 1024 B): 51 packs a step, 8 ms of a ~105 ms O0 step
+// (scripts/omp_regions.sh). octet_train_step_bench on the AMX Xeon,
+// 2026-11-29, three alternating rounds, ms: small O0 105 / 104 / 108 ->
+// 101 / 96.3 / 101 (all f32 B packed -> those up to 1 MiB plain); leaving
+// every f32 B plain made the wide O0 step 20 % slower (443 against 373 ms),
+// and leaving its 768 x 768 ones plain (2.4 MiB) changed nothing (369 / 367
+// / 360 against 355 / 369 / 363), so the bound is set below them.
+constexpr int64_t kPlainF32BMaxElements = int64_t{1} << 18;
+bool WorthPackingF32(const MatView& b, const MatView& out) {
+  return WorthPacking(b, out) && b.dims[0] * b.dims[1] > kPlainF32BMaxElements;
+}
+
 // NOTE [row-major A for AMX] (gemm_transpose_a.h): a column-major 2-D bf16
 // A with at least kPackMinRows rows and N >= kRowMajorAMinN output columns,
 // where oneDNN's BF16 matmul runs on AMX. The copy costs a pass over A
@@ -517,7 +535,8 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
   Workspace& row_major = ThreadRowMajorA();
   const ReleaseOnExit release({&row_major});
   if (WantsRowMajorA(spec.a, out.shape().back())) spec.a = RowMajorA(spec.a, row_major);
-  spec.pack_b = WorthPacking(spec.b, spec.out);
+  const bool plain_f32 = spec.a.dtype == DType::kFloat32 && spec.b.dtype == DType::kFloat32 && !spec.b_user_dtype;
+  spec.pack_b = plain_f32 ? WorthPackingF32(spec.b, spec.out) : WorthPacking(spec.b, spec.out);
   Tensor kbias;
   if (bias.defined()) {
     kbias = bias.stride(0) == 1 ? bias : bias.Contiguous();
