@@ -237,7 +237,7 @@ void DTypes(benchmark::internal::Benchmark* b) { b->Arg(0)->Arg(1)->Unit(benchma
 
 // {dtype, rows, columns}: the size above, then the GPT example's.
 void LayerNormShapes(benchmark::internal::Benchmark* b) {
-  for (const auto& [rows, c] : {std::pair<int64_t, int64_t>{kRows, kC}, {2048, 128}, {1024, 768}})
+  for (const auto& [rows, c] : {std::pair<int64_t, int64_t>{kRows, kC}, {2048, 128}, {1024, 256}, {1024, 768}})
     for (int64_t d : {0, 1}) b->Args({d, rows, c});
   b->ArgNames({"bf16", "rows", "cols"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }

@@ -268,13 +268,15 @@ TEST(Norm, IsaBuildsGiveIdenticalBits) {
 TEST(Norm, NativeBf16RowsMatchTheGenericLoop) {
   const internal::ConverterIsa cpu = internal::DetectedConverterIsa();
   if (!cpu.avx512 || !cpu.bf16) GTEST_SKIP() << "this CPU has no AVX-512 BF16: the native rows never run";
-  for (int64_t c : {777, 128}) {
+  // 64-256 values: NOTE [short bf16 rows in registers]; rows taken three,
+  // two and one at a time.
+  for (const auto& [c, rows] : {std::pair<int64_t, int64_t>{777, 4096}, {128, 4096}, {128, 4097}, {64, 4099},
+                                {192, 4097}, {256, 4097}}) {
     std::vector<std::vector<uint8_t>> results;
     for (bool native : {false, true}) {
       internal::SetConverterIsaForTesting({true, true, native, true});
       std::vector<uint8_t> all;
       const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all, t); };
-      const int64_t rows = 4096;
       Tensor x = RandomTensor({rows, c}, 81, DType::kBFloat16, -3, 3).requires_grad_();
       Tensor w = RandomTensor({c}, 83, DType::kBFloat16, 0.5, 1.5).requires_grad_();
       Tensor b = RandomTensor({c}, 84, DType::kBFloat16).requires_grad_();
@@ -288,7 +290,7 @@ TEST(Norm, NativeBf16RowsMatchTheGenericLoop) {
       results.push_back(all);
     }
     internal::ForceScalarConvertersForTesting(false);
-    EXPECT_EQ(results[0], results[1]) << "width " << c;
+    EXPECT_EQ(results[0], results[1]) << "width " << c << ", rows " << rows;
   }
 }
 
@@ -298,8 +300,9 @@ TEST(Norm, NativeBf16RowsMatchTheGenericLoop) {
 // AddLayerNorm and LayerNormFp8 (its codes and per-row statistics), with a
 // ragged width and an odd row count.
 TEST(Norm, RowsGiveTheSameBitsAloneAsInABatch) {
-  const int64_t rows = 7, c = 777;
-  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+  const int64_t rows = 7;
+  for (const auto& [dtype, c] : {std::pair<DType, int64_t>{DType::kFloat32, 777}, {DType::kBFloat16, 777},
+                                 {DType::kFloat64, 777}, {DType::kBFloat16, 128}, {DType::kBFloat16, 256}}) {
     for (bool avx512 : {false, true}) {
       internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
       const Tensor x = RandomTensor({rows, c}, 71, dtype, -3, 3), r = RandomTensor({rows, c}, 72, dtype);

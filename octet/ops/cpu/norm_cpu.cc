@@ -149,6 +149,110 @@ struct FwdArgs {
   bool native_bf16_out;  // NOTE [native bf16 norm output]
 };
 
+#if OCTET_CONVERT_X86_KERNELS
+// NOTE [short bf16 rows in registers]: the forward reads a row three times
+// (mean, variance, output: NOTE [paired row statistics]), and a bf16 row is
+// widened on each read, two instructions per 16 values on the vector ports
+// an f32 row leaves to its loads. On short rows, whose data sits in L1,
+// those widenings and the output's narrowing were what bf16 paid over f32:
+// LayerNorm forward at the default GPT's (2048, 128) took 100 us in bf16
+// against 91 in f32 (octet_norm_bench, AMX Xeon, 2026-11-29). A row of at
+// most kShortRowMaxBlocks x 16 values, a multiple of 64, is therefore
+// widened once into registers and the three passes run on the registers,
+// three rows at a time up to 128 values and two above: the passes are
+// chains of dependent adds (and the lanes' sum in order), so rows side by
+// side hide each other's latency. Measured (octet_norm_bench
+// BM_LayerNormFwd, medians of 3, three alternating rounds, us, f32 / bf16):
+// (2048, 128) 86-93 / 100 before, 89-95 / 90-99 with two rows, 89-94 /
+// 82-88 with three, 94-95 / 90-92 with four (spilled); (1024, 256) 84-86 /
+// 95-100 with one row, 81-86 with two. The arithmetic is RowStats' and
+// NormOutputLanes': lane l of the mean and of the variance accumulates
+// elements l, l + 16, ... from a zero start in block order, the variance's
+// products fused, and the lanes are added in order (Lanes::Sum), so the
+// bits are the generic loop's (Norm.NativeBf16RowsMatchTheGenericLoop).
+constexpr int64_t kShortRowMaxBlocks = 16;
+
+// The lanes of v added in order from 0 (Lanes<float>::Sum's order).
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE float SumLanesInOrder(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  float r = 0;
+  for (int i = 0; i < 16; ++i) r += l[i];
+  return r;
+}
+
+// Rows [r, r + kRows) of a forward without residual or FP8 output, kBlocks
+// x 16 values each (NOTE [short bf16 rows in registers]).
+template <int kBlocks, int kRows, bool kCenter>
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBf16(const FwdArgs<bfloat16, float>& a, int64_t r) {
+  using namespace convert_internal;
+  __m512 x[kRows][kBlocks];
+  for (int k = 0; k < kRows; ++k)
+    for (int j = 0; j < kBlocks; ++j)
+      x[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.x + (r + k) * a.c) + 16 * j);
+  float mu[kRows] = {}, var[kRows];
+  if constexpr (kCenter) {
+    __m512 acc[kRows];
+    for (int k = 0; k < kRows; ++k) acc[k] = _mm512_setzero_ps();
+    for (int j = 0; j < kBlocks; ++j)
+      for (int k = 0; k < kRows; ++k) acc[k] = _mm512_add_ps(acc[k], x[k][j]);
+    for (int k = 0; k < kRows; ++k) mu[k] = SumLanesInOrder(acc[k]) * a.inv_c;
+  }
+  {
+    __m512 acc[kRows], vmu[kRows];
+    for (int k = 0; k < kRows; ++k) {
+      acc[k] = _mm512_setzero_ps();
+      vmu[k] = _mm512_set1_ps(mu[k]);
+    }
+    for (int j = 0; j < kBlocks; ++j)
+      for (int k = 0; k < kRows; ++k) {
+        const __m512 d = _mm512_sub_ps(x[k][j], vmu[k]);
+        acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
+      }
+    for (int k = 0; k < kRows; ++k) var[k] = SumLanesInOrder(acc[k]) * a.inv_c;
+  }
+  for (int k = 0; k < kRows; ++k) {
+    const float rs = 1.0f / std::sqrt(var[k] + a.eps);
+    if constexpr (kCenter) a.mean[r + k] = mu[k];
+    a.rstd[r + k] = rs;
+    const __m512 vmu = _mm512_set1_ps(mu[k]), vrs = _mm512_set1_ps(rs);
+    auto* y = reinterpret_cast<uint16_t*>(a.y + (r + k) * a.c);
+    for (int j = 0; j < kBlocks; j += 2) {
+      const __m512 lo = NormOutputLanes(x[k][j], vmu, vrs, LoadFloatx16(a.w + 16 * j), LoadFloatx16(a.b + 16 * j));
+      const __m512 hi =
+          NormOutputLanes(x[k][j + 1], vmu, vrs, LoadFloatx16(a.w + 16 * j + 16), LoadFloatx16(a.b + 16 * j + 16));
+      _mm512_storeu_si512(y + 16 * j, FloatToBf16x32Native(lo, hi));
+    }
+  }
+}
+
+// Rows [r0, r1) as ShortRowsBf16 takes them: three at a time up to 8
+// blocks, else two (NOTE [short bf16 rows in registers]).
+template <int kBlocks, bool kCenter>
+OCTET_TARGET_AVX512_BF16 void ShortRowsRangeBf16(const FwdArgs<bfloat16, float>& a, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  if constexpr (kBlocks <= 8)
+    for (; r + 3 <= r1; r += 3) ShortRowsBf16<kBlocks, 3, kCenter>(a, r);
+  for (; r + 2 <= r1; r += 2) ShortRowsBf16<kBlocks, 2, kCenter>(a, r);
+  for (; r < r1; ++r) ShortRowsBf16<kBlocks, 1, kCenter>(a, r);
+}
+
+// The range function for a.c values a row, or null when the rows are not
+// short (NOTE [short bf16 rows in registers]).
+template <bool kCenter>
+auto ShortRowsFor(const FwdArgs<bfloat16, float>& a) -> void (*)(const FwdArgs<bfloat16, float>&, int64_t, int64_t) {
+  if (!a.native_bf16_out || a.res != nullptr || a.c % 64 != 0) return nullptr;
+  switch (a.c / 16) {
+    case 4: return &ShortRowsRangeBf16<4, kCenter>;
+    case 8: return &ShortRowsRangeBf16<8, kCenter>;
+    case 12: return &ShortRowsRangeBf16<12, kCenter>;
+    case 16: return &ShortRowsRangeBf16<16, kCenter>;
+    default: return nullptr;
+  }
+}
+static_assert(kShortRowMaxBlocks == 16, "ShortRowsFor's cases");
+#endif
+
 // NOTE [paired row statistics]: the mean and the variance of a row are sums
 // over 16 lanes, one chain of dependent vector adds (or FMAs) each; a row of
 // a few hundred elements is bound by that chain's latency more than by its
@@ -338,6 +442,14 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .inv_c = A(1) / static_cast<A>(c),
                            .fp8 = fp8,
                            .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && CpuHasAvx512Bf16()};
+#if OCTET_CONVERT_X86_KERNELS
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (const auto short_rows = ShortRowsFor<kCenter>(args)) {  // NOTE [short bf16 rows in registers]
+      ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) { short_rows(args, r0, r1); });
+      return;
+    }
+  }
+#endif
   const auto run = IsaBuild<&NormFwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
   ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     std::vector<A> xbuf(c), rbuf(c), ybuf(c);
