@@ -473,6 +473,94 @@ struct BwdArgs {
   bool native_bf16_dx;  // NOTE [native bf16 norm output]
 };
 
+#if OCTET_CONVERT_X86_KERNELS
+// The backward's side of NOTE [short bf16 rows in registers]: a row's x and
+// dy are widened once (two rows side by side up to 128 values) and its two
+// sums, dx, and the dweight / dbias terms all run on the registers, with
+// NormBwdRows' arithmetic: its lane sums in order, g * xhat and dy * xhat
+// fused into their sums as the compiled loop fuses them (-ffp-contract=fast
+// fuses a product into the sum it feeds there, and would here too).
+// Norm.NativeBf16RowsMatchTheGenericLoop holds dx to the generic loop's bits;
+// dweight and dbias it sees only after their rounding to bf16. LayerNorm
+// forward + backward (octet_norm_bench BM_LayerNormFwdBwd, medians of 3,
+// three rounds, us, f32 / bf16): (2048, 128) 209-222 / 227-254 before ->
+// 188-199 after; (1024, 256) 215-219 / 207 -> 178-189.
+template <int kBlocks, int kRows, bool kCenter>
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortBwdRowsBf16(const BwdArgs<bfloat16, float>& a, int64_t r,
+                                                            float* dw_acc, float* db_acc) {
+  using namespace convert_internal;
+  __m512 x[kRows][kBlocks], dy[kRows][kBlocks];
+  for (int k = 0; k < kRows; ++k)
+    for (int j = 0; j < kBlocks; ++j) {
+      x[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.x + (r + k) * a.c) + 16 * j);
+      dy[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.dy + (r + k) * a.c) + 16 * j);
+    }
+  __m512 vmu[kRows], vrs[kRows];
+  for (int k = 0; k < kRows; ++k) {
+    vmu[k] = _mm512_set1_ps(kCenter ? a.mean[r + k] : 0.0f);
+    vrs[k] = _mm512_set1_ps(a.rstd[r + k]);
+  }
+  if (a.dx != nullptr) {
+    __m512 sg[kRows], sgx[kRows];
+    for (int k = 0; k < kRows; ++k) sg[k] = sgx[k] = _mm512_setzero_ps();
+    for (int j = 0; j < kBlocks; ++j) {
+      const __m512 w = _mm512_loadu_ps(a.w + 16 * j);
+      for (int k = 0; k < kRows; ++k) {
+        const __m512 g = _mm512_mul_ps(dy[k][j], w);
+        sg[k] = _mm512_add_ps(sg[k], g);
+        sgx[k] = _mm512_fmadd_ps(g, _mm512_mul_ps(_mm512_sub_ps(x[k][j], vmu[k]), vrs[k]), sgx[k]);
+      }
+    }
+    for (int k = 0; k < kRows; ++k) {
+      const float mean_g = kCenter ? SumLanesInOrder(sg[k]) * a.inv_c : 0.0f;
+      const float mean_gx = SumLanesInOrder(sgx[k]) * a.inv_c;
+      const __m512 vg = _mm512_set1_ps(mean_g), vgx = _mm512_set1_ps(mean_gx);
+      auto* out = reinterpret_cast<uint16_t*>(a.dx + (r + k) * a.c);
+      for (int j = 0; j < kBlocks; j += 2) {
+        const __m512 lo =
+            LayerNormDxLanes(x[k][j], dy[k][j], _mm512_loadu_ps(a.w + 16 * j), vmu[k], vrs[k], vg, vgx);
+        const __m512 hi =
+            LayerNormDxLanes(x[k][j + 1], dy[k][j + 1], _mm512_loadu_ps(a.w + 16 * j + 16), vmu[k], vrs[k], vg, vgx);
+        _mm512_storeu_si512(out + 16 * j, FloatToBf16x32Native(lo, hi));
+      }
+    }
+  }
+  for (int k = 0; k < kRows; ++k)
+    for (int j = 0; j < kBlocks; ++j) {
+      if (dw_acc != nullptr) {
+        const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(x[k][j], vmu[k]), vrs[k]);
+        _mm512_storeu_ps(dw_acc + 16 * j, _mm512_fmadd_ps(dy[k][j], xhat, _mm512_loadu_ps(dw_acc + 16 * j)));
+      }
+      if (db_acc != nullptr)
+        _mm512_storeu_ps(db_acc + 16 * j, _mm512_add_ps(_mm512_loadu_ps(db_acc + 16 * j), dy[k][j]));
+    }
+}
+
+template <int kBlocks, bool kCenter>
+OCTET_TARGET_AVX512_BF16 void ShortBwdRangeBf16(const BwdArgs<bfloat16, float>& a, int64_t r0, int64_t r1,
+                                                float* dw_acc, float* db_acc) {
+  int64_t r = r0;
+  if constexpr (kBlocks <= 8)
+    for (; r + 2 <= r1; r += 2) ShortBwdRowsBf16<kBlocks, 2, kCenter>(a, r, dw_acc, db_acc);
+  for (; r < r1; ++r) ShortBwdRowsBf16<kBlocks, 1, kCenter>(a, r, dw_acc, db_acc);
+}
+
+// The backward's range function for short rows, or null (LayerNorm's dx
+// only: the native dx row's condition, NOTE [native bf16 norm output]).
+template <bool kCenter>
+auto ShortBwdRowsFor(const BwdArgs<bfloat16, float>& a)
+    -> void (*)(const BwdArgs<bfloat16, float>&, int64_t, int64_t, float*, float*) {
+  if (!kCenter || !a.native_bf16_dx || a.dsum != nullptr || a.c % 64 != 0) return nullptr;
+  switch (a.c / 16) {
+    case 4: return &ShortBwdRangeBf16<4, kCenter>;
+    case 8: return &ShortBwdRangeBf16<8, kCenter>;
+    case 12: return &ShortBwdRangeBf16<12, kCenter>;
+    case 16: return &ShortBwdRangeBf16<16, kCenter>;
+    default: return nullptr;
+  }
+}
+#endif
+
 // Rows [r0, r1): dx rows, and dy*xhat / dy added into dw_acc / db_acc (C)
 // when those are non-null. xbuf, dybuf, dxbuf, dsbuf: (C) scratch (dsbuf only
 // with dsum).
@@ -553,7 +641,21 @@ void NormBwd(const Tensor& dy,      // (N,C)
                            .rstd = rstd.data<A>(),
                            .inv_c = A(1) / static_cast<A>(c),
                            .native_bf16_dx = std::is_same_v<T, bfloat16> && CpuHasAvx512Bf16()};
-  const auto rows = IsaBuild<&NormBwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
+  const auto generic_rows = IsaBuild<&NormBwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
+  void (*short_rows)(const BwdArgs<T, A>&, int64_t, int64_t, A*, A*) = nullptr;
+#if OCTET_CONVERT_X86_KERNELS
+  if constexpr (std::is_same_v<T, bfloat16>) short_rows = ShortBwdRowsFor<kCenter>(args);
+#endif
+  // Rows [r0, r1) by the short-row kernel (NOTE [short bf16 rows in
+  // registers]: no scratch rows) or the generic one.
+  const auto rows = [&](const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw, A* db, A* xb, A* dyb, A* dxb,
+                        A* dsb) {
+    if (short_rows != nullptr) {
+      short_rows(a, r0, r1, dw, db);
+    } else {
+      generic_rows(a, r0, r1, dw, db, xb, dyb, dxb, dsb);
+    }
+  };
 
   const bool parallel = n * c >= kParallelGrain;
   if (!want_dw && !want_db) {
