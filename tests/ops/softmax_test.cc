@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include <octet/autograd/gradcheck.h>
@@ -355,6 +356,35 @@ TEST(CrossEntropy, IsaBuildsGiveIdenticalBits) {
     const char* const names[] = {"softmax", "softmax backward", "log_softmax", "log_softmax backward",
                                  "cross_entropy", "cross_entropy backward"};
     for (size_t k = 0; k < results[0].size(); ++k) EXPECT_EQ(results[0][k], results[1][k]) << names[k] << " " << Name(dtype);
+  }
+}
+
+// NOTE [bf16 cross-entropy in registers] (ops/cpu/softmax_cpu.cc): where the
+// CPU has AVX-512 BF16, a bf16 row's forward runs an intrinsic form of the
+// AVX-512 build's loop; both give the same loss and logsumexp bits (the
+// latter seen through the backward), for row widths with and without a tail,
+// short and long, and logits wide enough to reach the exponential's clamp.
+TEST(CrossEntropy, NativeBf16RowsMatchTheGenericLoop) {
+  const internal::ConverterIsa cpu = internal::DetectedConverterIsa();
+  if (!cpu.avx512 || !cpu.bf16) GTEST_SKIP() << "this CPU has no AVX-512 BF16: the native rows never run";
+  for (const auto& [rows, v, range] : {std::tuple<int64_t, int64_t, double>{2048, 256, 9}, {301, 333, 9},
+                                       {64, 4096, 9}, {128, 15, 9}, {97, 48, 120}}) {
+    std::vector<int64_t> targets(rows);
+    for (int64_t i = 0; i < rows; ++i) targets[i] = i == 5 ? kIgnore : (i * 37) % v;
+    const Tensor t = FromVector(targets, {rows});
+    std::vector<std::vector<uint8_t>> results;
+    for (bool native : {false, true}) {
+      internal::SetConverterIsaForTesting({true, true, native, true});
+      Tensor logits = RandomTensor({rows, v}, 75 + v, DType::kBFloat16, -range, range).requires_grad_();
+      const Tensor loss = CrossEntropy(logits, t, kIgnore, Reduction::kNone);
+      loss.Backward(RandomTensor({rows}, 76, loss.dtype()));
+      std::vector<uint8_t> all;
+      ::octet::testing::AppendBytes(&all, loss);
+      ::octet::testing::AppendBytes(&all, logits.grad());
+      results.push_back(all);
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(results[0], results[1]) << "rows " << rows << ", width " << v;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/norm_bf16_rows.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/norm_kernels.h>
 
@@ -49,88 +50,10 @@ struct Fp8RowOut {
   float* row_amax = nullptr;  // (N): max |y| of each row
 };
 
-// NOTE [native bf16 norm output]: a bf16 row's output was computed into
-// f32 scratch by the generic loop and narrowed by a second pass
-// (FloatToBf16Row); on short rows that pass and its store were most of what
-// bf16 paid over f32 (NOTE [paired row statistics]). On CPUs with AVX-512
-// BF16 the forward's output row (LayerNorm, RMSNorm, AddLayerNorm) and
-// LayerNorm's dx row (without a dsum) are instead computed and narrowed in
-// registers, 32 lanes at a time (FloatToBf16x32Native), with the generic
-// loop's operations: y = fma((x - mu) * rs, w, b) and dx = rs * fma(-xhat,
-// mean_gx, fma(dy, w, -mean_g)). Those FMAs are written out (std::fma) in
-// the generic loops too: left to -ffp-contract, the -O1 sanitizer build did
-// not fuse them and its two paths disagreed. The tail runs the same
-// operations on masked lanes. Norm.NativeBf16RowsMatchTheGenericLoop holds
-// the two to the same bits (a one-FMA difference changes a bf16 result about
-// once in 2^16 elements, so it compares millions). Measured (octet_norm_bench,
-// two threads, Zen 5, 2026-11-28, three alternating runs against the library
-// before, bf16 time over f32 time, before -> after): LayerNorm forward (2048,
-// 128) 1.28-1.40 -> 1.02-1.24, (1024, 768) 1.15-1.21 -> 0.93-0.99, (4096,
-// 768) 1.11-1.17 -> 0.93-1.06; forward + backward (2048, 128) 1.17-1.39 ->
-// 1.13-1.19, (1024, 768) 0.94-1.05 -> 0.94-0.98.
-#if OCTET_CONVERT_X86_KERNELS
-// 16 lanes of the output: (x - mu) * rs, then one FMA with w and b.
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 NormOutputLanes(__m512 x, __m512 mu, __m512 rs, __m512 w, __m512 b) {
-  return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_sub_ps(x, mu), rs), w, b);
-}
-
-OCTET_TARGET_AVX512_BF16 void NormOutputRowBf16Native(const bfloat16* x, float mu, float rs, const float* w,
-                                                      const float* b, bfloat16* y, int64_t c) {
-  using namespace convert_internal;
-  const auto* xs = reinterpret_cast<const uint16_t*>(x);
-  auto* ys = reinterpret_cast<uint16_t*>(y);
-  const __m512 vmu = _mm512_set1_ps(mu), vrs = _mm512_set1_ps(rs);
-  int64_t i = 0;
-  for (; i + 32 <= c; i += 32) {
-    const __m512 lo = NormOutputLanes(LoadFloatx16(xs + i), vmu, vrs, LoadFloatx16(w + i), LoadFloatx16(b + i));
-    const __m512 hi =
-        NormOutputLanes(LoadFloatx16(xs + i + 16), vmu, vrs, LoadFloatx16(w + i + 16), LoadFloatx16(b + i + 16));
-    _mm512_storeu_si512(ys + i, FloatToBf16x32Native(lo, hi));
-  }
-  for (; i < c; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>(LowBits64(c - i));
-    const __m512 v = NormOutputLanes(MaskLoadFloatx16(m, xs + i), vmu, vrs, MaskLoadFloatx16(m, w + i),
-                                     MaskLoadFloatx16(m, b + i));
-    _mm256_mask_storeu_epi16(ys + i, m, FloatToBf16x16Native(v));
-  }
-}
-
-// 16 lanes of LayerNorm's dx, rs * (dy * w - mean_g - (x - mu) * rs * mean_gx),
-// with the roundings NormBwdRows's loop spells out (NOTE [native bf16 norm
-// output]).
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 LayerNormDxLanes(__m512 x, __m512 dy, __m512 w, __m512 mu, __m512 rs,
-                                                              __m512 mean_g, __m512 mean_gx) {
-  const __m512 g = _mm512_fmsub_ps(dy, w, mean_g);
-  const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(x, mu), rs);
-  return _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mean_gx, g));
-}
-
-// LayerNorm's dx row (no dsum) in bf16, narrowed in registers.
-OCTET_TARGET_AVX512_BF16 void LayerNormDxRowBf16Native(const bfloat16* x, const bfloat16* dy, const float* w, float mu,
-                                                       float rs, float mean_g, float mean_gx, bfloat16* dx,
-                                                       int64_t c) {
-  using namespace convert_internal;
-  const auto* xs = reinterpret_cast<const uint16_t*>(x);
-  const auto* dys = reinterpret_cast<const uint16_t*>(dy);
-  auto* out = reinterpret_cast<uint16_t*>(dx);
-  const __m512 vmu = _mm512_set1_ps(mu), vrs = _mm512_set1_ps(rs);
-  const __m512 vg = _mm512_set1_ps(mean_g), vgx = _mm512_set1_ps(mean_gx);
-  int64_t i = 0;
-  for (; i + 32 <= c; i += 32) {
-    const __m512 lo =
-        LayerNormDxLanes(LoadFloatx16(xs + i), LoadFloatx16(dys + i), LoadFloatx16(w + i), vmu, vrs, vg, vgx);
-    const __m512 hi = LayerNormDxLanes(LoadFloatx16(xs + i + 16), LoadFloatx16(dys + i + 16), LoadFloatx16(w + i + 16),
-                                       vmu, vrs, vg, vgx);
-    _mm512_storeu_si512(out + i, FloatToBf16x32Native(lo, hi));
-  }
-  for (; i < c; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>(LowBits64(c - i));
-    const __m512 v = LayerNormDxLanes(MaskLoadFloatx16(m, xs + i), MaskLoadFloatx16(m, dys + i),
-                                      MaskLoadFloatx16(m, w + i), vmu, vrs, vg, vgx);
-    _mm256_mask_storeu_epi16(out + i, m, FloatToBf16x16Native(v));
-  }
-}
-#endif
+// NOTE [native bf16 norm output] and NOTE [short bf16 rows in registers]
+// (ops/cpu/norm_bf16_rows.cc): on CPUs with AVX-512 BF16, bf16 rows are
+// computed and narrowed in registers by the kernels of norm_bf16_rows.h,
+// with the generic loops' arithmetic.
 
 // What NormFwdRows reads and writes (NormFwd's arguments as pointers).
 template <typename T, typename A = AccType<T>>
@@ -148,110 +71,6 @@ struct FwdArgs {
   const Fp8RowOut* fp8;
   bool native_bf16_out;  // NOTE [native bf16 norm output]
 };
-
-#if OCTET_CONVERT_X86_KERNELS
-// NOTE [short bf16 rows in registers]: the forward reads a row three times
-// (mean, variance, output: NOTE [paired row statistics]), and a bf16 row is
-// widened on each read, two instructions per 16 values on the vector ports
-// an f32 row leaves to its loads. On short rows, whose data sits in L1,
-// those widenings and the output's narrowing were what bf16 paid over f32:
-// LayerNorm forward at the default GPT's (2048, 128) took 100 us in bf16
-// against 91 in f32 (octet_norm_bench, AMX Xeon, 2026-11-29). A row of at
-// most kShortRowMaxBlocks x 16 values, a multiple of 64, is therefore
-// widened once into registers and the three passes run on the registers,
-// three rows at a time up to 128 values and two above: the passes are
-// chains of dependent adds (and the lanes' sum in order), so rows side by
-// side hide each other's latency. Measured (octet_norm_bench
-// BM_LayerNormFwd, medians of 3, three alternating rounds, us, f32 / bf16):
-// (2048, 128) 86-93 / 100 before, 89-95 / 90-99 with two rows, 89-94 /
-// 82-88 with three, 94-95 / 90-92 with four (spilled); (1024, 256) 84-86 /
-// 95-100 with one row, 81-86 with two. The arithmetic is RowStats' and
-// NormOutputLanes': lane l of the mean and of the variance accumulates
-// elements l, l + 16, ... from a zero start in block order, the variance's
-// products fused, and the lanes are added in order (Lanes::Sum), so the
-// bits are the generic loop's (Norm.NativeBf16RowsMatchTheGenericLoop).
-constexpr int64_t kShortRowMaxBlocks = 16;
-
-// The lanes of v added in order from 0 (Lanes<float>::Sum's order).
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE float SumLanesInOrder(__m512 v) {
-  alignas(64) float l[16];
-  _mm512_store_ps(l, v);
-  float r = 0;
-  for (int i = 0; i < 16; ++i) r += l[i];
-  return r;
-}
-
-// Rows [r, r + kRows) of a forward without residual or FP8 output, kBlocks
-// x 16 values each (NOTE [short bf16 rows in registers]).
-template <int kBlocks, int kRows, bool kCenter>
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBf16(const FwdArgs<bfloat16, float>& a, int64_t r) {
-  using namespace convert_internal;
-  __m512 x[kRows][kBlocks];
-  for (int k = 0; k < kRows; ++k)
-    for (int j = 0; j < kBlocks; ++j)
-      x[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.x + (r + k) * a.c) + 16 * j);
-  float mu[kRows] = {}, var[kRows];
-  if constexpr (kCenter) {
-    __m512 acc[kRows];
-    for (int k = 0; k < kRows; ++k) acc[k] = _mm512_setzero_ps();
-    for (int j = 0; j < kBlocks; ++j)
-      for (int k = 0; k < kRows; ++k) acc[k] = _mm512_add_ps(acc[k], x[k][j]);
-    for (int k = 0; k < kRows; ++k) mu[k] = SumLanesInOrder(acc[k]) * a.inv_c;
-  }
-  {
-    __m512 acc[kRows], vmu[kRows];
-    for (int k = 0; k < kRows; ++k) {
-      acc[k] = _mm512_setzero_ps();
-      vmu[k] = _mm512_set1_ps(mu[k]);
-    }
-    for (int j = 0; j < kBlocks; ++j)
-      for (int k = 0; k < kRows; ++k) {
-        const __m512 d = _mm512_sub_ps(x[k][j], vmu[k]);
-        acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
-      }
-    for (int k = 0; k < kRows; ++k) var[k] = SumLanesInOrder(acc[k]) * a.inv_c;
-  }
-  for (int k = 0; k < kRows; ++k) {
-    const float rs = 1.0f / std::sqrt(var[k] + a.eps);
-    if constexpr (kCenter) a.mean[r + k] = mu[k];
-    a.rstd[r + k] = rs;
-    const __m512 vmu = _mm512_set1_ps(mu[k]), vrs = _mm512_set1_ps(rs);
-    auto* y = reinterpret_cast<uint16_t*>(a.y + (r + k) * a.c);
-    for (int j = 0; j < kBlocks; j += 2) {
-      const __m512 lo = NormOutputLanes(x[k][j], vmu, vrs, LoadFloatx16(a.w + 16 * j), LoadFloatx16(a.b + 16 * j));
-      const __m512 hi =
-          NormOutputLanes(x[k][j + 1], vmu, vrs, LoadFloatx16(a.w + 16 * j + 16), LoadFloatx16(a.b + 16 * j + 16));
-      _mm512_storeu_si512(y + 16 * j, FloatToBf16x32Native(lo, hi));
-    }
-  }
-}
-
-// Rows [r0, r1) as ShortRowsBf16 takes them: three at a time up to 8
-// blocks, else two (NOTE [short bf16 rows in registers]).
-template <int kBlocks, bool kCenter>
-OCTET_TARGET_AVX512_BF16 void ShortRowsRangeBf16(const FwdArgs<bfloat16, float>& a, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  if constexpr (kBlocks <= 8)
-    for (; r + 3 <= r1; r += 3) ShortRowsBf16<kBlocks, 3, kCenter>(a, r);
-  for (; r + 2 <= r1; r += 2) ShortRowsBf16<kBlocks, 2, kCenter>(a, r);
-  for (; r < r1; ++r) ShortRowsBf16<kBlocks, 1, kCenter>(a, r);
-}
-
-// The range function for a.c values a row, or null when the rows are not
-// short (NOTE [short bf16 rows in registers]).
-template <bool kCenter>
-auto ShortRowsFor(const FwdArgs<bfloat16, float>& a) -> void (*)(const FwdArgs<bfloat16, float>&, int64_t, int64_t) {
-  if (!a.native_bf16_out || a.res != nullptr || a.c % 64 != 0) return nullptr;
-  switch (a.c / 16) {
-    case 4: return &ShortRowsRangeBf16<4, kCenter>;
-    case 8: return &ShortRowsRangeBf16<8, kCenter>;
-    case 12: return &ShortRowsRangeBf16<12, kCenter>;
-    case 16: return &ShortRowsRangeBf16<16, kCenter>;
-    default: return nullptr;
-  }
-}
-static_assert(kShortRowMaxBlocks == 16, "ShortRowsFor's cases");
-#endif
 
 // NOTE [paired row statistics]: the mean and the variance of a row are sums
 // over 16 lanes, one chain of dependent vector adds (or FMAs) each; a row of
@@ -443,9 +262,20 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .fp8 = fp8,
                            .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && CpuHasAvx512Bf16()};
 #if OCTET_CONVERT_X86_KERNELS
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    if (const auto short_rows = ShortRowsFor<kCenter>(args)) {  // NOTE [short bf16 rows in registers]
-      ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) { short_rows(args, r0, r1); });
+  if constexpr (std::is_same_v<T, bfloat16>) {  // NOTE [short bf16 rows in registers]
+    const Bf16NormFwdRowsFn short_rows =
+        args.native_bf16_out && args.res == nullptr ? ShortBf16NormFwdRowsFor(kCenter, c) : nullptr;
+    if (short_rows != nullptr) {
+      const Bf16NormFwdRows rows{.c = c,
+                                 .w = args.w,
+                                 .b = args.b,
+                                 .x = args.x,
+                                 .y = args.y,
+                                 .mean = args.mean,
+                                 .rstd = args.rstd,
+                                 .eps = args.eps,
+                                 .inv_c = args.inv_c};
+      ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) { short_rows(rows, r0, r1); });
       return;
     }
   }
@@ -472,94 +302,6 @@ struct BwdArgs {
   A inv_c;
   bool native_bf16_dx;  // NOTE [native bf16 norm output]
 };
-
-#if OCTET_CONVERT_X86_KERNELS
-// The backward's side of NOTE [short bf16 rows in registers]: a row's x and
-// dy are widened once (two rows side by side up to 128 values) and its two
-// sums, dx, and the dweight / dbias terms all run on the registers, with
-// NormBwdRows' arithmetic: its lane sums in order, g * xhat and dy * xhat
-// fused into their sums as the compiled loop fuses them (-ffp-contract=fast
-// fuses a product into the sum it feeds there, and would here too).
-// Norm.NativeBf16RowsMatchTheGenericLoop holds dx to the generic loop's bits;
-// dweight and dbias it sees only after their rounding to bf16. LayerNorm
-// forward + backward (octet_norm_bench BM_LayerNormFwdBwd, medians of 3,
-// three rounds, us, f32 / bf16): (2048, 128) 209-222 / 227-254 before ->
-// 188-199 after; (1024, 256) 215-219 / 207 -> 178-189.
-template <int kBlocks, int kRows, bool kCenter>
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortBwdRowsBf16(const BwdArgs<bfloat16, float>& a, int64_t r,
-                                                            float* dw_acc, float* db_acc) {
-  using namespace convert_internal;
-  __m512 x[kRows][kBlocks], dy[kRows][kBlocks];
-  for (int k = 0; k < kRows; ++k)
-    for (int j = 0; j < kBlocks; ++j) {
-      x[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.x + (r + k) * a.c) + 16 * j);
-      dy[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.dy + (r + k) * a.c) + 16 * j);
-    }
-  __m512 vmu[kRows], vrs[kRows];
-  for (int k = 0; k < kRows; ++k) {
-    vmu[k] = _mm512_set1_ps(kCenter ? a.mean[r + k] : 0.0f);
-    vrs[k] = _mm512_set1_ps(a.rstd[r + k]);
-  }
-  if (a.dx != nullptr) {
-    __m512 sg[kRows], sgx[kRows];
-    for (int k = 0; k < kRows; ++k) sg[k] = sgx[k] = _mm512_setzero_ps();
-    for (int j = 0; j < kBlocks; ++j) {
-      const __m512 w = _mm512_loadu_ps(a.w + 16 * j);
-      for (int k = 0; k < kRows; ++k) {
-        const __m512 g = _mm512_mul_ps(dy[k][j], w);
-        sg[k] = _mm512_add_ps(sg[k], g);
-        sgx[k] = _mm512_fmadd_ps(g, _mm512_mul_ps(_mm512_sub_ps(x[k][j], vmu[k]), vrs[k]), sgx[k]);
-      }
-    }
-    for (int k = 0; k < kRows; ++k) {
-      const float mean_g = kCenter ? SumLanesInOrder(sg[k]) * a.inv_c : 0.0f;
-      const float mean_gx = SumLanesInOrder(sgx[k]) * a.inv_c;
-      const __m512 vg = _mm512_set1_ps(mean_g), vgx = _mm512_set1_ps(mean_gx);
-      auto* out = reinterpret_cast<uint16_t*>(a.dx + (r + k) * a.c);
-      for (int j = 0; j < kBlocks; j += 2) {
-        const __m512 lo =
-            LayerNormDxLanes(x[k][j], dy[k][j], _mm512_loadu_ps(a.w + 16 * j), vmu[k], vrs[k], vg, vgx);
-        const __m512 hi =
-            LayerNormDxLanes(x[k][j + 1], dy[k][j + 1], _mm512_loadu_ps(a.w + 16 * j + 16), vmu[k], vrs[k], vg, vgx);
-        _mm512_storeu_si512(out + 16 * j, FloatToBf16x32Native(lo, hi));
-      }
-    }
-  }
-  for (int k = 0; k < kRows; ++k)
-    for (int j = 0; j < kBlocks; ++j) {
-      if (dw_acc != nullptr) {
-        const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(x[k][j], vmu[k]), vrs[k]);
-        _mm512_storeu_ps(dw_acc + 16 * j, _mm512_fmadd_ps(dy[k][j], xhat, _mm512_loadu_ps(dw_acc + 16 * j)));
-      }
-      if (db_acc != nullptr)
-        _mm512_storeu_ps(db_acc + 16 * j, _mm512_add_ps(_mm512_loadu_ps(db_acc + 16 * j), dy[k][j]));
-    }
-}
-
-template <int kBlocks, bool kCenter>
-OCTET_TARGET_AVX512_BF16 void ShortBwdRangeBf16(const BwdArgs<bfloat16, float>& a, int64_t r0, int64_t r1,
-                                                float* dw_acc, float* db_acc) {
-  int64_t r = r0;
-  if constexpr (kBlocks <= 8)
-    for (; r + 2 <= r1; r += 2) ShortBwdRowsBf16<kBlocks, 2, kCenter>(a, r, dw_acc, db_acc);
-  for (; r < r1; ++r) ShortBwdRowsBf16<kBlocks, 1, kCenter>(a, r, dw_acc, db_acc);
-}
-
-// The backward's range function for short rows, or null (LayerNorm's dx
-// only: the native dx row's condition, NOTE [native bf16 norm output]).
-template <bool kCenter>
-auto ShortBwdRowsFor(const BwdArgs<bfloat16, float>& a)
-    -> void (*)(const BwdArgs<bfloat16, float>&, int64_t, int64_t, float*, float*) {
-  if (!kCenter || !a.native_bf16_dx || a.dsum != nullptr || a.c % 64 != 0) return nullptr;
-  switch (a.c / 16) {
-    case 4: return &ShortBwdRangeBf16<4, kCenter>;
-    case 8: return &ShortBwdRangeBf16<8, kCenter>;
-    case 12: return &ShortBwdRangeBf16<12, kCenter>;
-    case 16: return &ShortBwdRangeBf16<16, kCenter>;
-    default: return nullptr;
-  }
-}
-#endif
 
 // Rows [r0, r1): dx rows, and dy*xhat / dy added into dw_acc / db_acc (C)
 // when those are non-null. xbuf, dybuf, dxbuf, dsbuf: (C) scratch (dsbuf only
@@ -642,19 +384,29 @@ void NormBwd(const Tensor& dy,      // (N,C)
                            .inv_c = A(1) / static_cast<A>(c),
                            .native_bf16_dx = std::is_same_v<T, bfloat16> && CpuHasAvx512Bf16()};
   const auto generic_rows = IsaBuild<&NormBwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
-  void (*short_rows)(const BwdArgs<T, A>&, int64_t, int64_t, A*, A*) = nullptr;
+  // LayerNorm's short bf16 rows without dsum (NOTE [short bf16 rows in
+  // registers]): no scratch rows.
+  void (*short_rows)(const Bf16NormBwdRows&, int64_t, int64_t, float*, float*) = nullptr;
+  Bf16NormBwdRows short_args;
 #if OCTET_CONVERT_X86_KERNELS
-  if constexpr (std::is_same_v<T, bfloat16>) short_rows = ShortBwdRowsFor<kCenter>(args);
+  if constexpr (kCenter && std::is_same_v<T, bfloat16>) {
+    if (args.native_bf16_dx && dsp == nullptr) short_rows = ShortBf16LayerNormBwdRowsFor(c);
+    short_args = {.c = c,
+                  .w = args.w,
+                  .x = args.x,
+                  .dy = args.dy,
+                  .dx = args.dx,
+                  .mean = args.mean,
+                  .rstd = args.rstd,
+                  .inv_c = args.inv_c};
+  }
 #endif
-  // Rows [r0, r1) by the short-row kernel (NOTE [short bf16 rows in
-  // registers]: no scratch rows) or the generic one.
   const auto rows = [&](const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A* dw, A* db, A* xb, A* dyb, A* dxb,
                         A* dsb) {
-    if (short_rows != nullptr) {
-      short_rows(a, r0, r1, dw, db);
-    } else {
-      generic_rows(a, r0, r1, dw, db, xb, dyb, dxb, dsb);
+    if constexpr (std::is_same_v<A, float>) {
+      if (short_rows != nullptr) return short_rows(short_args, r0, r1, dw, db);
     }
+    generic_rows(a, r0, r1, dw, db, xb, dyb, dxb, dsb);
   };
 
   const bool parallel = n * c >= kParallelGrain;

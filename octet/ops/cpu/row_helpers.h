@@ -4,8 +4,10 @@
 // vectorises without reassociating one long chain.
 #pragma once
 
-#if defined(__FMA__)
-#include <immintrin.h>  // FmaPart
+#include <octet/core/convert_internal.h>  // OCTET_CONVERT_X86_KERNELS, OCTET_TARGET_AVX512
+
+#if defined(__FMA__) || OCTET_CONVERT_X86_KERNELS
+#include <immintrin.h>  // FmaPart, SumLanesInOrder
 #endif
 
 #include <algorithm>
@@ -296,5 +298,19 @@ OCTET_INLINE A RowMax(const T* p, int64_t n) {
   for (; i < n; ++i) r = MaxStep(r, ConvertElement<A>(p[i]));
   return r;
 }
+
+#if OCTET_CONVERT_X86_KERNELS
+// The 16 lanes of v added in order from +0, lane 0 first: Lanes<float>::Sum
+// and LaneSum's combine, for the AVX-512 kernels that keep a row's lane sums
+// in one register (NOTE [short bf16 rows in registers] in norm_bf16_rows.cc,
+// NOTE [bf16 cross-entropy in registers] in softmax_cpu.cc).
+OCTET_TARGET_AVX512 OCTET_INLINE float SumLanesInOrder(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  float r = 0;
+  for (int i = 0; i < 16; ++i) r += l[i];
+  return r;
+}
+#endif
 
 }  // namespace octet::cpu
