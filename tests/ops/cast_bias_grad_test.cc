@@ -137,10 +137,13 @@ std::vector<float> RowOrderSums(const Tensor& x) {
 
 // NOTE [column sums]: the kernel adds four rows per accumulator load, in
 // column blocks of up to 1024; the shapes cover ragged row counts, several
-// blocks and narrow matrices, in both ISA builds and for every input dtype.
+// blocks and narrow matrices, in both ISA builds and for every input dtype
+// (a bf16 block on AVX-512 in groups of 128 and 32 columns and a tail: NOTE
+// [bf16 column sums in even and odd lanes]).
 TEST(BiasGrad, SumsAreRowOrderFloatSumsInBothIsaBuilds) {
   const Tensor scale = Full({1}, 0.5);
-  for (const Shape& s : {Shape{1, 1}, Shape{3, 5}, Shape{37, 2100}, Shape{130, 96}, Shape{64, 1030}, Shape{5, 17}}) {
+  for (const Shape& s : {Shape{1, 1}, Shape{3, 5}, Shape{37, 2100}, Shape{130, 96}, Shape{64, 1030}, Shape{5, 17},
+                         Shape{2048, 128}, Shape{301, 300}}) {
     for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
       SCOPED_TRACE(::testing::Message() << Name(dtype) << " " << ShapeStr(s));
       const Tensor x = RandomTensor(s, 77, dtype, -40.0, 40.0);
