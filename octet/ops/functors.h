@@ -112,29 +112,43 @@ extern const float kExpFastHi;
 // ulp against a float64 reference (Pointwise.ExpFastOverTheFloatRange
 // sweeps the range). GELU and the sigmoid take it as a term of 1 + e^x.
 // Device code uses expf.
-OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
-#if defined(__CUDA_ARCH__)
-  return expf(x);
-#else
+//
+// NOTE [exp fused multiply-adds]: every multiply-add of the range reduction
+// and of the polynomial is written as one (__builtin_fmaf). GCC fused them
+// anyway at -O2 (-ffp-contract=fast), so optimized builds compute the same
+// bits as before; written out, the -O1 sanitizer build computes them too,
+// and the intrinsic forms (ExpFastx16 in ops/cpu/softmax_cpu.cc, ExpFastPart
+// in ops/cpu/row_helpers.h) agree with this one in every build. Returns
+// e^x as its two factors: p (twice e^r) and scale (2^(n-1)). Host code.
+#if !defined(__CUDA_ARCH__)
+OCTET_INLINE void ExpFastFactors(float x, float& p, float& scale) {
   const float kLog2e = 1.4426950408889634f;
   const float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187e-06f;
   // min(hi, x) then max(lo, .), each in the operand order of vminps /
   // vmaxps, so a NaN stays NaN (NOTE [exp clamp bounds]).
   float xc = x > kExpFastHi ? kExpFastHi : x;
   xc = xc < kExpFastLo ? kExpFastLo : xc;
-  const float n = __builtin_floorf(xc * kLog2e + 0.5f);
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 2.0f / 5040.0f;  // 2 e^r
-  p = p * r + 2.0f / 720.0f;
-  p = p * r + 2.0f / 120.0f;
-  p = p * r + 2.0f / 24.0f;
-  p = p * r + 2.0f / 6.0f;
-  p = p * r + 1.0f;
-  p = p * r + 2.0f;
-  p = p * r + 2.0f;
+  const float n = __builtin_floorf(__builtin_fmaf(xc, kLog2e, 0.5f));
+  const float r = __builtin_fmaf(-n, kLn2Lo, __builtin_fmaf(-n, kLn2Hi, xc));
+  float q = 2.0f / 5040.0f;  // 2 e^r
+  q = __builtin_fmaf(q, r, 2.0f / 720.0f);
+  q = __builtin_fmaf(q, r, 2.0f / 120.0f);
+  q = __builtin_fmaf(q, r, 2.0f / 24.0f);
+  q = __builtin_fmaf(q, r, 2.0f / 6.0f);
+  q = __builtin_fmaf(q, r, 1.0f);
+  q = __builtin_fmaf(q, r, 2.0f);
+  p = __builtin_fmaf(q, r, 2.0f);
   const int32_t bits = (static_cast<int32_t>(n) + 126) << 23;  // 2^(n-1), n in [-126, 128]
-  float scale;
   __builtin_memcpy(&scale, &bits, 4);
+}
+#endif
+
+OCTET_HOST_DEVICE OCTET_INLINE float ExpFast(float x) {
+#if defined(__CUDA_ARCH__)
+  return expf(x);
+#else
+  float p, scale;
+  ExpFastFactors(x, p, scale);
   return p * scale;
 #endif
 }

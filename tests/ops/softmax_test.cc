@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -359,32 +360,41 @@ TEST(CrossEntropy, IsaBuildsGiveIdenticalBits) {
   }
 }
 
-// NOTE [bf16 cross-entropy in registers] (ops/cpu/softmax_cpu.cc): where the
-// CPU has AVX-512 BF16, a bf16 row's forward runs an intrinsic form of the
-// AVX-512 build's loop; both give the same loss and logsumexp bits (the
-// latter seen through the backward), for row widths with and without a tail,
-// short and long, and logits wide enough to reach the exponential's clamp.
-TEST(CrossEntropy, NativeBf16RowsMatchTheGenericLoop) {
+// NOTE [cross-entropy rows in registers] (ops/cpu/softmax_cpu.cc): on
+// AVX-512 CPUs f32 and bf16 rows run intrinsic forms of the loops (the bf16
+// backward where the CPU has AVX-512 BF16); the loss, the logsumexp (seen
+// through the backward) and dlogits are the baseline loop's bits, in every
+// build (NOTE [exp fused multiply-adds] in ops/functors.h), for row widths
+// with and without a tail, short and long, and logits wide enough to reach
+// the exponential's clamp.
+TEST(CrossEntropy, IntrinsicRowsMatchTheBaselineLoop) {
   const internal::ConverterIsa cpu = internal::DetectedConverterIsa();
-  if (!cpu.avx512 || !cpu.bf16) GTEST_SKIP() << "this CPU has no AVX-512 BF16: the native rows never run";
-  for (const auto& [rows, v, range] : {std::tuple<int64_t, int64_t, double>{2048, 256, 9}, {301, 333, 9},
-                                       {64, 4096, 9}, {128, 15, 9}, {97, 48, 120}}) {
-    std::vector<int64_t> targets(rows);
-    for (int64_t i = 0; i < rows; ++i) targets[i] = i == 5 ? kIgnore : (i * 37) % v;
-    const Tensor t = FromVector(targets, {rows});
-    std::vector<std::vector<uint8_t>> results;
-    for (bool native : {false, true}) {
-      internal::SetConverterIsaForTesting({true, true, native, true});
-      Tensor logits = RandomTensor({rows, v}, 75 + v, DType::kBFloat16, -range, range).requires_grad_();
-      const Tensor loss = CrossEntropy(logits, t, kIgnore, Reduction::kNone);
-      loss.Backward(RandomTensor({rows}, 76, loss.dtype()));
-      std::vector<uint8_t> all;
-      ::octet::testing::AppendBytes(&all, loss);
-      ::octet::testing::AppendBytes(&all, logits.grad());
-      results.push_back(all);
+  if (!cpu.avx512) GTEST_SKIP() << "this CPU has no AVX-512: the intrinsic rows never run";
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (const auto& [rows, v, range] : {std::tuple<int64_t, int64_t, double>{2048, 256, 9}, {301, 333, 9},
+                                         {64, 4096, 9}, {128, 15, 9}, {97, 48, 120}, {130, 128, 9}}) {
+      std::vector<int64_t> targets(rows);
+      for (int64_t i = 0; i < rows; ++i) targets[i] = i == 5 ? kIgnore : (i * 37) % v;
+      const Tensor t = FromVector(targets, {rows});
+      std::vector<std::vector<uint8_t>> results;
+      for (const internal::ConverterIsa isa : {internal::ConverterIsa{false, false, false, true},
+                                               internal::ConverterIsa{true, true, false, true},
+                                               internal::ConverterIsa{true, true, cpu.bf16, true}}) {
+        internal::SetConverterIsaForTesting(isa);
+        Tensor logits = RandomTensor({rows, v}, 75 + v, dtype, -range, range).requires_grad_();
+        const Tensor loss = CrossEntropy(logits, t, kIgnore, Reduction::kNone);
+        loss.Backward(RandomTensor({rows}, 76, loss.dtype()));
+        std::vector<uint8_t> all;
+        ::octet::testing::AppendBytes(&all, loss);
+        ::octet::testing::AppendBytes(&all, logits.grad());
+        results.push_back(all);
+      }
+      internal::ForceScalarConvertersForTesting(false);
+      const std::string what = std::string(Name(dtype)) + ", rows " + std::to_string(rows) + ", width " +
+                               std::to_string(v);
+      EXPECT_EQ(results[1], results[0]) << what << ": AVX-512 against the baseline";
+      EXPECT_EQ(results[2], results[0]) << what << ": AVX-512 BF16 against the baseline";
     }
-    internal::ForceScalarConvertersForTesting(false);
-    EXPECT_EQ(results[0], results[1]) << "rows " << rows << ", width " << v;
   }
 }
 

@@ -131,9 +131,9 @@ OCTET_TARGET_AVX512_BF16 void ShortRowsRangeBf16(const Bf16NormFwdRows& a, int64
 // dy are widened once (two rows side by side up to 128 values) and its two
 // sums, dx, and the dweight / dbias terms all run on the registers, with
 // NormBwdRows' arithmetic: its lane sums in order, g * xhat and dy * xhat
-// fused into their sums as the compiled loop fuses them (-ffp-contract=fast
-// fuses a product into the sum it feeds there, and would here too).
-// Norm.NativeBf16RowsMatchTheGenericLoop holds dx to the generic loop's bits;
+// fused into their sums, explicitly in both (NOTE [explicit fused sums] in
+// norm_cpu.cc). Norm.NativeBf16RowsMatchTheGenericLoop holds dx to the
+// generic loop's bits in every build;
 // dweight and dbias it sees only after their rounding to bf16. LayerNorm
 // forward + backward (octet_norm_bench BM_LayerNormFwdBwd, medians of 3,
 // three rounds, us, f32 / bf16): (2048, 128) 209-222 / 227-254 before ->

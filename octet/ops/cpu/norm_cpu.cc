@@ -303,6 +303,64 @@ struct BwdArgs {
   bool native_bf16_dx;  // NOTE [native bf16 norm output]
 };
 
+// NOTE [explicit fused sums]: the backward's sum of g * xhat and its dweight
+// terms dy * xhat were left to -ffp-contract=fast, which fuses each product
+// into the sum it feeds at -O2 but not in the -O1 sanitizer build; the
+// native bf16 rows (norm_bf16_rows.cc) fuse them explicitly, so the two
+// agreed at -O2 only. Both are now written out: g * xhat through FmaPart on
+// RowStats' lanes (lane l takes elements l, l + 16, ...; the lanes are added
+// in order, then the tail, its products fused with std::fma), dy * xhat
+// with std::fma. The same bits as before at -O2 (where GCC had fused exactly
+// these), and now in every build. g itself (dy * w) is rounded before it is
+// added: it has a second use, so GCC never fused it.
+
+// {sum of g, sum of g * xhat} over a row, g = dy * w, xhat = (x - mu) * rs.
+// x, dy: the row in place; xr, dyr: the same row as NormBwdRows reads it
+// (for types not read in place: NOTE [paired row statistics]).
+template <typename T, typename A>
+OCTET_INLINE std::pair<A, A> GradSums(const T* x, const T* dy, const RowIn<T>& xr, const RowIn<T>& dyr, const A* w,
+                                      int64_t c, A mu, A rs) {
+  int64_t i = 0;
+  A sum_g = 0, sum_gx = 0;
+  if constexpr (RowIn<T>::kInPlace) {
+    constexpr int kParts = Lanes<A>::kParts;
+    Lanes<A> sg{}, sgx{};
+    for (; i + kRowLanes <= c; i += kRowLanes) {
+      Lanes<A> xv, dyv, wv;
+      LoadLanes<T, A>(x + i, xv);
+      LoadLanes<T, A>(dy + i, dyv);
+      LoadLanes<A, A>(w + i, wv);
+      for (int j = 0; j < kParts; ++j) {
+        const typename Lanes<A>::Part g = dyv.p[j] * wv.p[j];
+        sg.p[j] += g;
+        sgx.p[j] = FmaPart(g, (xv.p[j] - mu) * rs, sgx.p[j]);
+      }
+    }
+    sum_g = sg.Sum();
+    sum_gx = sgx.Sum();
+  } else {
+    (void)x;
+    (void)dy;
+    A acc_g[kRowLanes] = {}, acc_gx[kRowLanes] = {};
+    for (; i + kRowLanes <= c; i += kRowLanes)
+      for (int l = 0; l < kRowLanes; ++l) {
+        const A g = dyr[i + l] * w[i + l];
+        acc_g[l] += g;
+        acc_gx[l] = std::fma(g, (xr[i + l] - mu) * rs, acc_gx[l]);
+      }
+    for (int l = 0; l < kRowLanes; ++l) {
+      sum_g += acc_g[l];
+      sum_gx += acc_gx[l];
+    }
+  }
+  for (; i < c; ++i) {
+    const A g = dyr[i] * w[i];
+    sum_g += g;
+    sum_gx = std::fma(g, (xr[i] - mu) * rs, sum_gx);
+  }
+  return {sum_g, sum_gx};
+}
+
 // Rows [r0, r1): dx rows, and dy*xhat / dy added into dw_acc / db_acc (C)
 // when those are non-null. xbuf, dybuf, dxbuf, dsbuf: (C) scratch (dsbuf only
 // with dsum).
@@ -317,10 +375,7 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
     if (a.dx != nullptr) {
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w
       // (RMSNorm: no mean(g) term).
-      const auto [sum_g, sum_gx] = LaneSum2<A>(c, [&](int64_t i) {
-        const A g = dyr[i] * a.w[i];
-        return std::pair<A, A>{g, g * ((xr[i] - mu) * rs)};
-      });
+      const auto [sum_g, sum_gx] = GradSums<T>(a.x + r * c, a.dy + r * c, xr, dyr, a.w, c, mu, rs);
       const A mean_g = kCenter ? sum_g * a.inv_c : A(0), mean_gx = sum_gx * a.inv_c;
       bool native = false;
 #if OCTET_CONVERT_X86_KERNELS
@@ -345,13 +400,14 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
         StoreRow(dxr, a.dx + r * c, c);
       }
     }
+    // dy * xhat fused into its sum (NOTE [explicit fused sums]).
     if (dw_acc != nullptr && db_acc != nullptr) {
       for (int64_t i = 0; i < c; ++i) {
-        dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
+        dw_acc[i] = std::fma(dyr[i], (xr[i] - mu) * rs, dw_acc[i]);
         db_acc[i] += dyr[i];
       }
     } else if (dw_acc != nullptr) {
-      for (int64_t i = 0; i < c; ++i) dw_acc[i] += dyr[i] * ((xr[i] - mu) * rs);
+      for (int64_t i = 0; i < c; ++i) dw_acc[i] = std::fma(dyr[i], (xr[i] - mu) * rs, dw_acc[i]);
     } else if (db_acc != nullptr) {
       for (int64_t i = 0; i < c; ++i) db_acc[i] += dyr[i];
     }

@@ -23,6 +23,7 @@
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/functors.h>
 
 namespace octet::cpu {
 
@@ -169,6 +170,28 @@ OCTET_INLINE P FmaPart(P a, P b, P c) {
 #endif
 }
 
+// ExpFastFactors (NOTE [exp fused multiply-adds] in ops/functors.h) on every
+// lane of a 32-byte part of floats: the same operations, so the same bits.
+template <typename P>
+OCTET_INLINE void ExpFastPart(P x, P& p, P& scale) {
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 xv = reinterpret_cast<__m256>(x);
+  const __m256 xc = _mm256_max_ps(_mm256_set1_ps(functors::kExpFastLo),
+                                  _mm256_min_ps(_mm256_set1_ps(functors::kExpFastHi), xv));
+  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(1.4426950408889634f), _mm256_set1_ps(0.5f)));
+  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc));
+  __m256 q = _mm256_set1_ps(2.0f / 5040.0f);
+  for (const float c : {2.0f / 720.0f, 2.0f / 120.0f, 2.0f / 24.0f, 2.0f / 6.0f, 1.0f, 2.0f})
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(c));
+  p = reinterpret_cast<P>(_mm256_fmadd_ps(q, r, _mm256_set1_ps(2.0f)));
+  scale = reinterpret_cast<P>(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(126)), 23));
+#else
+  for (int l = 0; l < static_cast<int>(32 / sizeof(float)); ++l) functors::ExpFastFactors(x[l], p[l], scale[l]);
+#endif
+}
+
 // v = p[0, kRowLanes) in the compute type A: vector loads when T is A, loads
 // and shifts for bf16 (the top half of an f32), else element by element.
 template <typename T, typename A>
@@ -303,7 +326,7 @@ OCTET_INLINE A RowMax(const T* p, int64_t n) {
 // The 16 lanes of v added in order from +0, lane 0 first: Lanes<float>::Sum
 // and LaneSum's combine, for the AVX-512 kernels that keep a row's lane sums
 // in one register (NOTE [short bf16 rows in registers] in norm_bf16_rows.cc,
-// NOTE [bf16 cross-entropy in registers] in softmax_cpu.cc).
+// NOTE [cross-entropy rows in registers] in softmax_cpu.cc).
 OCTET_TARGET_AVX512 OCTET_INLINE float SumLanesInOrder(__m512 v) {
   alignas(64) float l[16];
   _mm512_store_ps(l, v);

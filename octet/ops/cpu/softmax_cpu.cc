@@ -258,6 +258,37 @@ CrossEntropyFwdResult ValidateTargets(const I* t, int64_t n, int64_t v, int64_t 
   return r;
 }
 
+// sum over i < v of exp(x[i] - m), with LaneSum's lanes and order. For
+// float each exponential's last product is fused into its lane's add,
+// written out (NOTE [exp fused multiply-adds] in ops/functors.h): what GCC
+// made of LaneSum at -O2, now the same in every build.
+template <typename A>
+OCTET_INLINE A ExpSum(const A* x, int64_t v, A m) {
+  if constexpr (std::is_same_v<A, float>) {
+    constexpr int kParts = Lanes<float>::kParts;
+    Lanes<float> acc{};
+    int64_t i = 0;
+    for (; i + kRowLanes <= v; i += kRowLanes) {
+      Lanes<float> xv;
+      LoadLanes<float, float>(x + i, xv);
+      for (int j = 0; j < kParts; ++j) {
+        typename Lanes<float>::Part p, scale;
+        ExpFastPart(xv.p[j] - m, p, scale);
+        acc.p[j] = FmaPart(p, scale, acc.p[j]);
+      }
+    }
+    float s = acc.Sum();
+    for (; i < v; ++i) {
+      float p, scale;
+      functors::ExpFastFactors(x[i] - m, p, scale);
+      s = std::fma(p, scale, s);
+    }
+    return s;
+  } else {
+    return LaneSum<A>(v, [&](int64_t i) { return Exp(x[i] - m); });
+  }
+}
+
 // Rows [r0, r1) of the cross-entropy forward (NOTE [fused cross-entropy]):
 // loss and logsumexp of each row; xbuf: (v) scratch.
 template <typename T, typename I, typename A = AccType<T>>
@@ -271,7 +302,7 @@ OCTET_INLINE void CeFwdRange(const T* x, const I* t, int64_t v, int64_t ignore_i
     // pass help: 2.2 -> 3.0-3.3 ms (2026-11-28), against the row converter.
     const A* xr = LoadRow(x + row * v, v, xbuf);
     const A m = MaxRow(x + row * v, xr, v);  // NOTE [max from the source row]
-    const A log_s = std::log(LaneSum<A>(v, [&](int64_t i) { return Exp(xr[i] - m); }));
+    const A log_s = std::log(ExpSum(xr, v, m));
     const int64_t ti = static_cast<int64_t>(t[row]);
     sp[row] = m + log_s;
     lp[row] = ti == ignore_index ? A(0) : log_s - (xr[ti] - m);
@@ -314,30 +345,33 @@ OCTET_INLINE void CeBwdRange(const T* x, const I* t, const A* sp, const A* gp, i
 }
 
 #if OCTET_CONVERT_X86_KERNELS
-// NOTE [bf16 cross-entropy in registers]: GCC 12 compiled the forward's sum
+// NOTE [cross-entropy rows in registers]: GCC 12 compiled the forward's sum
 // of exponentials 8 lanes wide for a bf16 row (two ymm accumulators) where
-// the same loop over an f32 row got 16 (one zmm); the row's widening into
-// scratch added a pass, and the backward narrowed its output in a pass of
-// its own: the bf16 cross-entropy took 1.08x f32's time at (2048, 256) and
-// (2048, 4096) (octet_norm_bench BM_CrossEntropyFwdBwd, AMX Xeon,
-// 2026-11-29). Where the CPU has AVX-512 BF16 (the converters' condition,
-// which tests switch) a bf16 row runs intrinsic forms of those loops
-// instead: the forward takes the max (RowMax's per-lane choice and lane
-// order) and then the sum of exponentials 16 values at a time, widened in
-// registers (rows of 64, 128 or 256 values widened once and kept there);
-// the backward computes 32 values of exp(x - lse) * g, subtracts g at the
-// target's lane, and narrows them in registers. ExpFastx16 is ExpFast with
-// the fused multiply-adds GCC makes of it (the forward's sum fuses the last
-// product into the lane's add, as the compiled loop does), so the loss,
-// logsumexp and dlogits keep their bits
-// (CrossEntropy.NativeBf16RowsMatchTheGenericLoop, IsaBuildsGiveIdenticalBits).
-// Measured (same bench, medians, alternating rounds, ms, f32 / bf16): (2048,
-// 256) 0.289-0.312 / 0.329-0.338 before -> 0.291-0.295 / 0.280-0.287 after;
-// (2048, 4096) 2.95-3.13 / 3.00-3.10 after (3.26 / 3.53 before).
+// the same loop over an f32 row got 16 (one zmm); the bf16 row was also
+// widened into scratch first, and the backward narrowed its output in a
+// pass of its own: the bf16 cross-entropy took 1.08x f32's time at (2048,
+// 256) and (2048, 4096) (octet_norm_bench BM_CrossEntropyFwdBwd, AMX Xeon,
+// 2026-11-29). On AVX-512 CPUs the forward of f32 and bf16 rows now runs
+// intrinsic forms of the loops: the max (RowMax's per-lane choice and lane
+// order), then the sum of exponentials 16 values at a time, a bf16 row
+// widened in registers, rows of 64, 128 or 256 values loaded once and kept
+// there. Where the CPU also has AVX-512 BF16 the bf16 backward computes 32
+// values of exp(x - lse) * g, subtracts g at the target's lane and narrows
+// them in registers. ExpFastx16 is ExpFastFactors (NOTE [exp fused
+// multiply-adds] in ops/functors.h) and each exponential's last product is
+// fused into its lane's add, as ExpSum writes it for the other builds, so
+// the loss, logsumexp and dlogits are the baseline loop's bits in every
+// build (CrossEntropy.IntrinsicRowsMatchTheBaselineLoop). Measured (same
+// bench, medians of 3, three rounds, ms, f32 / bf16): (2048, 256)
+// 0.289-0.312 / 0.329-0.338 before, 0.262-0.269 / 0.260-0.271 after;
+// (2048, 4096) 2.95-3.26 / 3.00-3.53 before, 2.81-2.91 / 2.83-2.86 after.
+// ExpSum alone on 32-byte lanes (the f32 row's 16 lanes as two ymm in the
+// AVX-512 build) had made the f32 forward slower (3.39-3.56 ms at (2048,
+// 4096)); the intrinsic rows took that back.
 
 // ExpFast of 16 lanes, as its vectorised form computes them: the
 // polynomial p (twice e^r) and the scale 2^(n-1); e^x = p * scale.
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ExpFastx16(__m512 x, __m512& p, __m512& scale) {
+OCTET_TARGET_AVX512 OCTET_INLINE void ExpFastx16(__m512 x, __m512& p, __m512& scale) {
   const __m512 xc = _mm512_max_ps(_mm512_set1_ps(functors::kExpFastLo),
                                   _mm512_min_ps(_mm512_set1_ps(functors::kExpFastHi), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.4426950408889634f), _mm512_set1_ps(0.5f)),
@@ -357,7 +391,7 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ExpFastx16(__m512 x, __m512& p, __m51
 }
 
 // RowMax's lane combine: lane 0, then MaxStep with lanes 1..15 in order.
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE float MaxLanesInOrder(__m512 acc) {
+OCTET_TARGET_AVX512 OCTET_INLINE float MaxLanesInOrder(__m512 acc) {
   alignas(64) float l[16];
   _mm512_store_ps(l, acc);
   float r = l[0];
@@ -365,29 +399,33 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE float MaxLanesInOrder(__m512 acc) {
   return r;
 }
 
+// A source row's elements as f32: f32 as they are, bf16 widened (exact).
+OCTET_INLINE float ElementAsFloat(const float* p, int64_t i) { return p[i]; }
+OCTET_INLINE float ElementAsFloat(const uint16_t* p, int64_t i) { return Bf16BitsToFloat(p[i]); }
+
 // The loss and logsumexp of one row from its max m and sum s of exp(x - m).
-template <typename I>
-OCTET_INLINE void CeRowResult(const uint16_t* xs, const I* t, int64_t row, int64_t ignore_index, float m, float s,
-                              float* lp, float* sp) {
+template <typename S, typename I>
+OCTET_INLINE void CeRowResult(const S* xs, const I* t, int64_t row, int64_t ignore_index, float m, float s, float* lp,
+                              float* sp) {
   const float log_s = std::log(s);
   const int64_t ti = static_cast<int64_t>(t[row]);
   sp[row] = m + log_s;
-  lp[row] = ti == ignore_index ? 0.0f : log_s - (Bf16BitsToFloat(xs[ti]) - m);
+  lp[row] = ti == ignore_index ? 0.0f : log_s - (ElementAsFloat(xs, ti) - m);
 }
 
-// A row of kBlocks x 16 values (NOTE [bf16 cross-entropy in registers]):
-// widened once, its max and its sum of exponentials taken from registers.
-template <int kBlocks, typename I>
-OCTET_TARGET_AVX512_BF16 void CeFwdRowsInRegistersBf16(const bfloat16* x, const I* t, int64_t /*v*/,
-                                                       int64_t ignore_index, float* lp, float* sp, int64_t r0,
-                                                       int64_t r1) {
+// A row of kBlocks x 16 values (NOTE [cross-entropy rows in registers]):
+// loaded (a bf16 one widened) once, its max and its sum of exponentials
+// taken from registers. S: float, or uint16_t for bf16 bits.
+template <typename S, int kBlocks, typename I>
+OCTET_TARGET_AVX512 void CeFwdRowsInRegisters(const S* x, const I* t, int64_t /*v*/, int64_t ignore_index, float* lp,
+                                              float* sp, int64_t r0, int64_t r1) {
   using namespace convert_internal;
   constexpr int64_t v = 16 * kBlocks;
   for (int64_t row = r0; row < r1; ++row) {
-    const auto* xs = reinterpret_cast<const uint16_t*>(x + row * v);
+    const S* xs = x + row * v;
     __m512 xv[kBlocks];
     for (int j = 0; j < kBlocks; ++j) xv[j] = LoadFloatx16(xs + 16 * j);
-    __m512 mx = _mm512_set1_ps(Bf16BitsToFloat(xs[0]));
+    __m512 mx = _mm512_set1_ps(ElementAsFloat(xs, 0));
     for (int j = 0; j < kBlocks; ++j) mx = _mm512_max_ps(xv[j], mx);  // RowMax's `v > acc ? v : acc`
     const float m = MaxLanesInOrder(mx);
     const __m512 vm = _mm512_set1_ps(m);
@@ -401,20 +439,20 @@ OCTET_TARGET_AVX512_BF16 void CeFwdRowsInRegistersBf16(const bfloat16* x, const 
   }
 }
 
-// Rows [r0, r1) of any width (NOTE [bf16 cross-entropy in registers]): the
-// max and then the sum, 16 values at a time widened in registers, the tail
-// as RowMax and LaneSum take it.
-template <typename I>
-OCTET_TARGET_AVX512_BF16 void CeFwdRowsBf16(const bfloat16* x, const I* t, int64_t v, int64_t ignore_index,
-                                            float* lp, float* sp, int64_t r0, int64_t r1) {
+// Rows [r0, r1) of any width (NOTE [cross-entropy rows in registers]): the
+// max and then the sum, 16 values at a time, the tail as RowMax and ExpSum
+// take it.
+template <typename S, typename I>
+OCTET_TARGET_AVX512 void CeFwdRowsAvx512(const S* x, const I* t, int64_t v, int64_t ignore_index, float* lp, float* sp,
+                                         int64_t r0, int64_t r1) {
   using namespace convert_internal;
   const int64_t full = v - v % 16;
   for (int64_t row = r0; row < r1; ++row) {
-    const auto* xs = reinterpret_cast<const uint16_t*>(x + row * v);
-    __m512 mx = _mm512_set1_ps(Bf16BitsToFloat(xs[0]));
+    const S* xs = x + row * v;
+    __m512 mx = _mm512_set1_ps(ElementAsFloat(xs, 0));
     for (int64_t i = 0; i < full; i += 16) mx = _mm512_max_ps(LoadFloatx16(xs + i), mx);
     float m = MaxLanesInOrder(mx);
-    for (int64_t i = full; i < v; ++i) m = MaxStep(m, Bf16BitsToFloat(xs[i]));
+    for (int64_t i = full; i < v; ++i) m = MaxStep(m, ElementAsFloat(xs, i));
     const __m512 vm = _mm512_set1_ps(m);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < full; i += 16) {
@@ -423,20 +461,23 @@ OCTET_TARGET_AVX512_BF16 void CeFwdRowsBf16(const bfloat16* x, const I* t, int64
       acc = _mm512_fmadd_ps(p, scale, acc);
     }
     float s = SumLanesInOrder(acc);
-    for (int64_t i = full; i < v; ++i) s += Exp(Bf16BitsToFloat(xs[i]) - m);
+    for (int64_t i = full; i < v; ++i) {
+      float p, scale;
+      functors::ExpFastFactors(ElementAsFloat(xs, i) - m, p, scale);
+      s = std::fma(p, scale, s);
+    }
     CeRowResult(xs, t, row, ignore_index, m, s, lp, sp);
   }
 }
 
-// The forward's row function for v values a row.
-template <typename I>
-auto CeFwdRowsBf16For(int64_t v)
-    -> void (*)(const bfloat16*, const I*, int64_t, int64_t, float*, float*, int64_t, int64_t) {
+// The forward's row function for v values a row of S.
+template <typename S, typename I>
+auto CeFwdRowsFor(int64_t v) -> void (*)(const S*, const I*, int64_t, int64_t, float*, float*, int64_t, int64_t) {
   switch (v) {
-    case 64: return &CeFwdRowsInRegistersBf16<4, I>;
-    case 128: return &CeFwdRowsInRegistersBf16<8, I>;
-    case 256: return &CeFwdRowsInRegistersBf16<16, I>;
-    default: return &CeFwdRowsBf16<I>;
+    case 64: return &CeFwdRowsInRegisters<S, 4, I>;
+    case 128: return &CeFwdRowsInRegisters<S, 8, I>;
+    case 256: return &CeFwdRowsInRegisters<S, 16, I>;
+    default: return &CeFwdRowsAvx512<S, I>;
   }
 }
 
@@ -453,7 +494,7 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 CeGradLanes(const uint16_t* xs, int
 
 // Rows [r0, r1) of the bf16 cross-entropy backward, dlogits = (softmax -
 // onehot) * g, with CeBwdRange's arithmetic, each 32 values narrowed in
-// registers (NOTE [bf16 cross-entropy in registers]).
+// registers (NOTE [cross-entropy rows in registers]).
 template <typename I>
 OCTET_TARGET_AVX512_BF16 void CeBwdRangeBf16Native(const bfloat16* x, const I* t, const float* sp, const float* gp,
                                                    int64_t gstride, double scale_d, int64_t v, int64_t ignore_index,
@@ -494,10 +535,12 @@ CrossEntropyFwdResult CrossEntropyFwdTyped(const Tensor& logits, const Tensor& t
   A* lp = loss.data<A>();
   A* sp = lse.data<A>();
 #if OCTET_CONVERT_X86_KERNELS
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    if (CpuHasAvx512Bf16()) {  // NOTE [bf16 cross-entropy in registers]
-      const auto rows = CeFwdRowsBf16For<I>(v);
-      ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) { rows(x, t, v, ignore_index, lp, sp, r0, r1); });
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
+    if (UseAvx512Kernels()) {  // NOTE [cross-entropy rows in registers]
+      using S = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+      const S* xs = reinterpret_cast<const S*>(x);
+      const auto rows = CeFwdRowsFor<S, I>(v);
+      ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) { rows(xs, t, v, ignore_index, lp, sp, r0, r1); });
       return r;
     }
   }
@@ -523,7 +566,7 @@ void CrossEntropyBwdTyped(const Tensor& logits, const Tensor& targets, const Ten
   T* dp = dlogits.data<T>();
 #if OCTET_CONVERT_X86_KERNELS
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (CpuHasAvx512Bf16()) {  // NOTE [bf16 cross-entropy in registers]
+    if (CpuHasAvx512Bf16()) {  // NOTE [cross-entropy rows in registers]
       ParallelFor(n, RowGrain(v), [&](int64_t r0, int64_t r1) {
         CeBwdRangeBf16Native(x, t, sp, gp, gstride, scale, v, ignore_index, dp, r0, r1);
       });
