@@ -371,8 +371,9 @@ TEST(CrossEntropy, IntrinsicRowsMatchTheBaselineLoop) {
   const internal::ConverterIsa cpu = internal::DetectedConverterIsa();
   if (!cpu.avx512) GTEST_SKIP() << "this CPU has no AVX-512: the intrinsic rows never run";
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-    for (const auto& [rows, v, range] : {std::tuple<int64_t, int64_t, double>{2048, 256, 9}, {301, 333, 9},
-                                         {64, 4096, 9}, {128, 15, 9}, {97, 48, 120}, {130, 128, 9}}) {
+    for (const auto& [rows, v, range, specials] :
+         {std::tuple<int64_t, int64_t, double, bool>{2048, 256, 9, false}, {301, 333, 9, false}, {64, 4096, 9, false},
+          {128, 15, 9, false}, {97, 48, 120, false}, {130, 128, 9, false}, {16, 256, 9, true}, {16, 333, 9, true}}) {
       std::vector<int64_t> targets(rows);
       for (int64_t i = 0; i < rows; ++i) targets[i] = i == 5 ? kIgnore : (i * 37) % v;
       const Tensor t = FromVector(targets, {rows});
@@ -381,7 +382,15 @@ TEST(CrossEntropy, IntrinsicRowsMatchTheBaselineLoop) {
                                                internal::ConverterIsa{true, true, false, true},
                                                internal::ConverterIsa{true, true, cpu.bf16, true}}) {
         internal::SetConverterIsaForTesting(isa);
-        Tensor logits = RandomTensor({rows, v}, 75 + v, dtype, -range, range).requires_grad_();
+        Tensor logits = RandomTensor({rows, v}, 75 + v, dtype, -range, range);
+        if (specials) {  // +inf, -inf and NaN logits in rows 1-3, at and away from the target
+          std::vector<double> vals = logits.ToDoubles();
+          vals[1 * v + (37 % v)] = std::numeric_limits<double>::infinity();
+          vals[2 * v + v - 1] = -std::numeric_limits<double>::infinity();
+          vals[3 * v] = std::numeric_limits<double>::quiet_NaN();
+          logits = FromVector(vals, {rows, v}, {.dtype = dtype});
+        }
+        logits.requires_grad_();
         const Tensor loss = CrossEntropy(logits, t, kIgnore, Reduction::kNone);
         loss.Backward(RandomTensor({rows}, 76, loss.dtype()));
         std::vector<uint8_t> all;
