@@ -178,13 +178,13 @@ OCTET_INLINE void ExpFastPart(P x, P& p, P& scale) {
   const __m256 xv = reinterpret_cast<__m256>(x);
   const __m256 xc = _mm256_max_ps(_mm256_set1_ps(functors::kExpFastLo),
                                   _mm256_min_ps(_mm256_set1_ps(functors::kExpFastHi), xv));
-  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(1.4426950408889634f), _mm256_set1_ps(0.5f)));
-  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc));
-  __m256 q = _mm256_set1_ps(2.0f / 5040.0f);
-  for (const float c : {2.0f / 720.0f, 2.0f / 120.0f, 2.0f / 24.0f, 2.0f / 6.0f, 1.0f, 2.0f})
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(c));
-  p = reinterpret_cast<P>(_mm256_fmadd_ps(q, r, _mm256_set1_ps(2.0f)));
+  using namespace functors::exp_fast;
+  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(kLog2e), _mm256_set1_ps(0.5f)));
+  const __m256 r =
+      _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), xc));
+  __m256 q = _mm256_set1_ps(kPoly[0]);
+  for (int k = 1; k < kPolyTerms; ++k) q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kPoly[k]));
+  p = reinterpret_cast<P>(q);
   scale = reinterpret_cast<P>(
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(126)), 23));
 #else
@@ -237,31 +237,6 @@ OCTET_INLINE A LaneDot(int64_t n, const TA* a, const TB* b) {
   A r = acc.Sum();
   for (; i < n; ++i) r = std::fma(ConvertElement<A>(a[i]), ConvertElement<A>(b[i]), r);
   return r;
-}
-
-// Two sums in one pass: f(i) returns a pair {a_i, b_i}; the result is
-// {sum_i a_i, sum_i b_i}, each with kRowLanes independent accumulators.
-template <typename A, typename F>
-OCTET_INLINE std::pair<A, A> LaneSum2(int64_t n, F&& f) {
-  A acc_a[kRowLanes] = {}, acc_b[kRowLanes] = {};
-  int64_t i = 0;
-  for (; i + kRowLanes <= n; i += kRowLanes)
-    for (int l = 0; l < kRowLanes; ++l) {
-      const std::pair<A, A> v = f(i + l);
-      acc_a[l] += v.first;
-      acc_b[l] += v.second;
-    }
-  A ra = 0, rb = 0;
-  for (int l = 0; l < kRowLanes; ++l) {
-    ra += acc_a[l];
-    rb += acc_b[l];
-  }
-  for (; i < n; ++i) {
-    const std::pair<A, A> v = f(i);
-    ra += v.first;
-    rb += v.second;
-  }
-  return {ra, rb};
 }
 
 // NOTE [MaxStep]: `b > a ? b : a`, the scalar step of RowMax. GCC 12

@@ -374,18 +374,14 @@ OCTET_INLINE void CeBwdRange(const T* x, const I* t, const A* sp, const A* gp, i
 OCTET_TARGET_AVX512 OCTET_INLINE void ExpFastx16(__m512 x, __m512& p, __m512& scale) {
   const __m512 xc = _mm512_max_ps(_mm512_set1_ps(functors::kExpFastLo),
                                   _mm512_min_ps(_mm512_set1_ps(functors::kExpFastHi), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.4426950408889634f), _mm512_set1_ps(0.5f)),
+  using namespace functors::exp_fast;
+  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(kLog2e), _mm512_set1_ps(0.5f)),
                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 q = _mm512_set1_ps(2.0f / 5040.0f);
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.0f / 720.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.0f / 120.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.0f / 24.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.0f / 6.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.0f));
-  p = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.0f));
+  const __m512 r =
+      _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc));
+  __m512 q = _mm512_set1_ps(kPoly[0]);
+  for (int k = 1; k < kPolyTerms; ++k) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kPoly[k]));
+  p = q;
   scale = _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(126)), 23));
 }
