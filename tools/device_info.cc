@@ -4,11 +4,13 @@
 // cuDNN and NCCL. Without a GPU (or without a CUDA build) it says so and
 // exits 0; it exits 1 only when a query that should work fails. It also
 // prints the CPU GEMM path for BF16/FP8 operands (NOTE [CPU GEMM path] in
-// ops/cpu_gemm_path.h) with the two rates it was chosen from.
+// ops/cpu_gemm_path.h) with the two rates it was chosen from, and how bf16
+// GELU is evaluated (NOTE [bf16 gelu tables] in ops/cpu_gelu_path.h).
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include <octet/ops/cpu_gelu_path.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/cuda/fp8_capabilities.h>
 
@@ -49,6 +51,10 @@ void PrintCpu() {
   std::printf("  BF16 GEMMs with a packed B and N <= 3K: %s\n",
               octet::ActiveCpuAmxGemm() ? "octet's AMX kernel (OCTET_CPU_AMX_GEMM=0: oneDNN's matmul)"
                                         : "oneDNN's matmul (no AMX, or OCTET_CPU_AMX_GEMM=0)");
+  const octet::CpuGeluPathInfo gelu = octet::GetCpuGeluPath();
+  std::printf("CPU GELU on bf16: %s (%s)\n", octet::Name(gelu.path), gelu.reason.c_str());
+  std::printf("  one thread: table %.3f ns a value, computed %.3f; override with OCTET_CPU_GELU=table|compute|auto\n",
+              gelu.table_ns, gelu.compute_ns);
 }
 
 #if OCTET_WITH_CUDA

@@ -8,8 +8,10 @@
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
 #include <octet/core/macros.h>
+#include <octet/ops/cpu/gelu_tables.h>
 #include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/pointwise_runs.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/pointwise_kernels.h>
 
@@ -60,10 +62,12 @@ inline constexpr int64_t kChunk = 512;
 // narrowing pass; rounding inside the loop (integer RNE and a pack) measured
 // slower again (3.20 ms). A bf16 value has only 65536 codes, so a unary op
 // could be a table lookup (exact by construction: the table is the kernel's
-// own output); measured (4096 x 3072, 2 threads, 2026-11-24) it loses for
-// inputs spread like activations (approximately normal: scalar lookups
-// 5.3 ms, AVX-512 gathers 3.4 ms, against 3.05 ms computed) and wins only
-// when few codes occur (2.1 ms), so GELU is computed. A table restricted to
+// own output); measured on the Zen 5 (4096 x 3072, 2 threads, 2026-11-24) it
+// loses for inputs spread like activations (approximately normal: scalar
+// lookups 5.3 ms, AVX-512 gathers 3.4 ms, against 3.05 ms computed) and wins
+// only when few codes occur (2.1 ms); on a Xeon with AMX it wins by ~1.8x,
+// so since 2026-11-29 each process times both (NOTE [bf16 gelu tables] in
+// ops/cpu_gelu_path.h). A table restricted to
 // the bf16 codes with exponents 2^-16..2^8 (24 KiB of f32, L1-resident;
 // other codes computed) lost as well: 0.57 ns an element against 0.41
 // computed (one thread, 64 Ki normal inputs, AVX-512 gathers, 2026-11-24).
@@ -124,14 +128,18 @@ OCTET_INLINE void BinaryRunBody(const T* x, const T* y, T* o, int64_t n, F f, Ac
   }
 }
 
+// contiguous, when set, replaces f on contiguous runs (the same results:
+// NOTE [bf16 gelu tables]).
 template <typename T, typename F>
-void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
+void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d,
+               void (*contiguous)(const T*, T*, int64_t) = nullptr) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
   const auto run = IsaBuild<&UnaryRunBody<T, F>>();
   StridedIter<2> it(out.shape(), {&out, &x});
   it.Run([&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+      if (contiguous != nullptr) return contiguous(reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
       run(reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n, f, alpha);
       return;
     }
@@ -142,8 +150,11 @@ void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d) {
   });
 }
 
+// rows_override, when set, replaces f where all three are contiguous runs
+// (the same results: NOTE [bf16 gelu tables]).
 template <typename T, typename F>
-void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double alpha_d) {
+void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double alpha_d,
+                void (*rows_override)(const T*, const T*, T*, int64_t) = nullptr) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
   const auto rows = IsaBuild<&BinaryRunBody<T, true, true, F>>();
@@ -156,6 +167,7 @@ void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double
     const T* y = reinterpret_cast<const T*>(p[2]);
     constexpr int64_t kS = sizeof(T);
     if (s[0] == kS && s[1] == kS && s[2] == kS) {
+      if (rows_override != nullptr) return rows_override(x, y, o, n);
       rows(x, y, o, n, f, alpha);
     } else if (s[0] == kS && s[1] == kS && s[2] == 0) {  // tensor op scalar-like (broadcast row)
       row_scalar(x, y, o, n, f, alpha);
@@ -174,6 +186,10 @@ void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, F f, double
 template <typename T>
 void UnaryTyped(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
   using functors::UnaryFn;
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (op == UnaryOp::kGelu && UseGeluTables())
+      return UnaryLoop<T>(x, out, UnaryFn<UnaryOp::kGelu>{}, alpha, &GeluTableRun);
+  }
   switch (op) {
 #define OCTET_UNARY_CASE(OP) \
   case UnaryOp::OP:          \
@@ -187,6 +203,10 @@ void UnaryTyped(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
 template <typename T>
 void BinaryTyped(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
   using functors::BinaryFn;
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (op == BinaryOp::kGeluBackward && UseGeluTables())
+      return BinaryLoop<T>(a, b, out, BinaryFn<BinaryOp::kGeluBackward>{}, alpha, &GeluGradTableRun);
+  }
   switch (op) {
 #define OCTET_BINARY_CASE(OP) \
   case BinaryOp::OP:          \
@@ -243,11 +263,18 @@ void WhereCpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor
 inline constexpr int64_t kGeluFp8Block = 4096;
 
 template <typename T>
-OCTET_INLINE float GeluFp8BlockBody(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat, uint8_t* q) {
+OCTET_INLINE float GeluFp8BlockBody(const T* x, int64_t n, float scale, DType fp8, Fp8Saturation sat, uint8_t* q,
+                                    const float* table) {
   using A = AccType<T>;
   alignas(64) float g[kGeluFp8Block];
   alignas(64) A buf[std::is_same_v<T, float16> ? kGeluFp8Block : 1];
   const functors::UnaryFn<UnaryOp::kGelu> gelu;
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (table != nullptr) {
+      LookupBf16Codes(table, reinterpret_cast<const uint16_t*>(x), g, n);  // NOTE [bf16 gelu tables]
+      return QuantizeRow(g, scale, fp8, sat, q, n);
+    }
+  }
   if constexpr (std::is_same_v<A, float>) {  // f32, bf16 (widened in the loop), f16 (widened into buf)
     const RowIn<T> in(x, n, buf);
     for (int64_t i = 0; i < n; ++i) g[i] = gelu(in[i], A(0));
@@ -268,10 +295,11 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
   DispatchFloat(x.dtype(), "gelu_fp8", [&]<typename T>() {
     const T* xp = x.data<T>();
     const auto block = IsaBuild<&GeluFp8BlockBody<T>>();  // NOTE [pointwise isa dispatch]
+    const float* table = std::is_same_v<T, bfloat16> && UseGeluTables() ? GeluTable() : nullptr;
     ParallelFor(blocks, 4, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t i0 = b * kGeluFp8Block, m = std::min(kGeluFp8Block, n - i0);
-        part[b] = block(xp + i0, m, s, fp8, sat, qp + i0);
+        part[b] = block(xp + i0, m, s, fp8, sat, qp + i0, table);
       }
     });
   });
@@ -280,6 +308,22 @@ void GeluFp8Cpu(const Tensor& x, const Tensor& scale, Fp8Saturation sat, const T
 }
 
 }  // namespace
+
+// pointwise_runs.h: the kernels' contiguous runs, on the calling thread.
+void GeluF32Run(const float* x, float* o, int64_t n) {
+  using Gelu = functors::UnaryFn<UnaryOp::kGelu>;
+  IsaBuild<&UnaryRunBody<float, Gelu>>()(x, o, n, Gelu{}, 0.0f);
+}
+
+void GeluGradF32Run(const float* dy, const float* x, float* o, int64_t n) {
+  using GeluGrad = functors::BinaryFn<BinaryOp::kGeluBackward>;
+  IsaBuild<&BinaryRunBody<float, true, true, GeluGrad>>()(dy, x, o, n, GeluGrad{}, 0.0f);
+}
+
+void GeluBf16ComputeRun(const bfloat16* x, bfloat16* o, int64_t n) {
+  using Gelu = functors::UnaryFn<UnaryOp::kGelu>;
+  IsaBuild<&UnaryRunBody<bfloat16, Gelu>>()(x, o, n, Gelu{}, 0.0f);
+}
 
 OCTET_REGISTER_KERNEL(unary_kernel, DeviceType::kCPU, &UnaryCpu);
 OCTET_REGISTER_KERNEL(binary_kernel, DeviceType::kCPU, &BinaryCpu);

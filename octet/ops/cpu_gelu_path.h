@@ -1,0 +1,51 @@
+// How the CPU evaluates GELU and its gradient on bfloat16 tensors.
+//
+// NOTE [bf16 gelu tables]: a bfloat16 value has 65536 codes, so GELU of a
+// bf16 tensor can be a table of 65536 results instead of an exponential and
+// a division per value. octet builds two f32 tables at the first use, by
+// running the f32 kernels themselves over every code: gelu(x) and gelu'(x).
+// Then
+//   forward   out = bf16(gelu_table[x]),
+//   backward  dx = bf16(dy * grad_table[x])   (the kernel's dy * gelu'(x)),
+//   GeluFp8   the block's f32 GELU values read from gelu_table,
+// which are the computed kernels' results bit for bit, in every build: the
+// f32 kernel computes the same functor, and the backward multiplies the
+// same gelu'(x) by dy once (tests/ops/gelu_table_test.cc checks every code).
+// Whether the lookups win depends on the CPU: measured with octet_pointwise_bench
+// (2 threads, warm, 2026-11-29) on a Xeon with AMX, whose AVX-512 gathers
+// are fast, a table GELU ran at 0.58x the f32 kernel's time against 1.07x
+// computed, its backward 0.56x against 1.02x; on a Zen 5 (2026-11-24) the
+// gathers lost to the computed kernel for activation-like inputs (3.4
+// against 3.05 ms). So the path is chosen per process by timing both on
+// one thread over 16 Ki activation-like values at the first bf16 GELU
+// (~0.1 ms), unless OCTET_CPU_GELU says `table` or `compute` (`auto` or
+// empty: measure). Any other value is an error at the first bf16 GELU.
+// f32, f16 and f64 tensors are always computed.
+#pragma once
+
+#include <string>
+
+namespace octet {
+
+enum class CpuGeluPath { kCompute, kTable };
+
+// "compute" or "table" (the spelling OCTET_CPU_GELU takes).
+const char* Name(CpuGeluPath path);
+
+struct CpuGeluPathInfo {
+  CpuGeluPath path = CpuGeluPath::kCompute;
+  // The probe's single-thread times of a bf16 GELU forward, nanoseconds a
+  // value (best of several runs); measured even under an override.
+  double table_ns = 0.0;
+  double compute_ns = 0.0;
+  // Why this path: "measured: table 0.11 < compute 0.20 ns a value",
+  // "OCTET_CPU_GELU=compute", ...
+  std::string reason;
+};
+
+// The path for this process: decided at the first call (thread-safe), then
+// cached. Throws octet::Error naming the variable and the accepted values
+// when OCTET_CPU_GELU holds anything but table, compute, auto or "".
+CpuGeluPathInfo GetCpuGeluPath();
+
+}  // namespace octet
