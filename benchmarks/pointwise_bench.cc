@@ -119,7 +119,10 @@ void Grid(benchmark::internal::Benchmark* b) {
   for (int64_t op : {static_cast<int64_t>(Op::kGelu), static_cast<int64_t>(Op::kGeluBackward)})
     for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{2048, 512}, {1024, 3072}})
       for (int64_t dt = 0; dt < 2; ++dt) AddCase(b, op, dt, rows, cols);
-  b->ArgNames({"op", "bf16", "rows", "cols", "path"})->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+  b->ArgNames({"op", "bf16", "rows", "cols", "path"})
+      ->UseRealTime()
+      ->MeasureProcessCPUTime()
+      ->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_Pointwise)->Name("Pointwise")->Apply(Grid);
 

@@ -42,6 +42,7 @@
 #include <octet/nn/amp.h>
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/gpt.h>
+#include <octet/ops/cpu_gelu_path.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/index_check.h>
 #include <octet/optim/adamw.h>
@@ -367,6 +368,10 @@ absl::Status Run() {
         : gemm.amx_bf16_gflops > 0.0       ? "BF16 (AMX tiles)"
                                            : "BF16 (dot products)",
         gemm.reason.c_str(), gemm.fp32_fma_gflops, gemm.bf16_dot_gflops, gemm.amx_bf16_gflops);
+    // NOTE [bf16 gelu tables] in ops/cpu_gelu_path.h: the same bits either way.
+    const CpuGeluPathInfo gelu = GetCpuGeluPath();
+    std::printf("cpu gelu: bf16 %s (%s)\n", gelu.path == CpuGeluPath::kTable ? "by table lookup" : "computed",
+                gelu.reason.c_str());
   }
 
   std::map<std::string, std::string> run_meta;

@@ -277,6 +277,25 @@ TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGemmPath) {
   EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GEMM='fast' is not a CPU GEMM path"));
 }
 
+// They also say how bf16 GELU is evaluated (NOTE [bf16 gelu tables]): an
+// override shows as the reason, a bad value stops the run naming it, and a
+// measured choice gives both times.
+TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGeluPath) {
+  const RunResult table = Run(BaseArgs("O1", 1, (*dir_ / "gelu_table.jsonl").string()), "OCTET_CPU_GELU=table");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("cpu gelu: bf16 by table lookup (OCTET_CPU_GELU=table)"));
+  const RunResult computed = Run(BaseArgs("O2", 1, (*dir_ / "gelu_compute.jsonl").string()), "OCTET_CPU_GELU=compute");
+  ASSERT_EQ(computed.exit_code, 0) << computed.err;
+  EXPECT_THAT(computed.out, HasSubstr("cpu gelu: bf16 computed (OCTET_CPU_GELU=compute)"));
+  const RunResult measured = Run(BaseArgs("O2", 1, (*dir_ / "gelu_auto.jsonl").string()), "OCTET_CPU_GELU=auto");
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  EXPECT_THAT(measured.out, HasSubstr("cpu gelu: bf16 "));
+  EXPECT_THAT(measured.out, HasSubstr("(measured: table "));
+  const RunResult bad = Run(BaseArgs("O1", 1, (*dir_ / "gelu_bad.jsonl").string()), "OCTET_CPU_GELU=fast");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GELU='fast' is not a CPU GELU path"));
+}
+
 TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
   const std::string corpus = "--data=" + (*dir_ / "corpus.txt").string();
   struct Case {

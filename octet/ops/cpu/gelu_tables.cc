@@ -64,8 +64,9 @@ OCTET_AVX512_TARGET void LookupAvx512(const float* table, const uint16_t* x, flo
   const __m512 zero = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512i i0 = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
-    const __m512i i1 = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16)));
+    const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16));
+    const __m512i i0 = _mm512_maskz_cvtepu16_epi32(0xFFFF, c0), i1 = _mm512_maskz_cvtepu16_epi32(0xFFFF, c1);
     _mm512_storeu_ps(out + i, _mm512_mask_i32gather_ps(zero, 0xFFFF, i0, table, 4));
     _mm512_storeu_ps(out + i + 16, _mm512_mask_i32gather_ps(zero, 0xFFFF, i1, table, 4));
   }
