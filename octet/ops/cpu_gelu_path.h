@@ -18,8 +18,9 @@
 // gathers lost to the computed kernel for activation-like inputs (3.4
 // against 3.05 ms). So the path is chosen per process by timing both on
 // one thread over 16 Ki activation-like values at the first bf16 GELU
-// (~0.1 ms), unless OCTET_CPU_GELU says `table` or `compute` (`auto` or
-// empty: measure). Any other value is an error at the first bf16 GELU.
+// (~1 ms with filling the tables), unless OCTET_CPU_GELU says `table` or
+// `compute` (`auto` or empty: measure). Any other value is an error at the
+// first bf16 GELU.
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
