@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -242,6 +243,51 @@ TEST_P(RowConverterTest, QuantizeRowMatchesScalarEncoderAndReturnsAmax) {
       }
     }
   });
+}
+
+// NOTE [avx2 fp8 subnormal rounding]: every FP8 value, the midpoints to its
+// neighbours and the floats just either side of them, encoded under each of
+// MXCSR's rounding modes, give the codes the scalar encoder gives under
+// round-to-nearest (scale 1: the multiply is exact in every mode). The AVX2
+// kernel lets the float adder round only under round-to-nearest; in the
+// other modes it takes its integer form, which this also checks.
+TEST_P(RowConverterTest, QuantizeRowDoesNotDependOnTheRoundingMode) {
+  for (const DType dtype : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    std::vector<float> probes;
+    for (int code = 0; code < 0x7F; ++code) {
+      const auto value = [&](int c) {
+        return dtype == DType::kFloat8E4M3 ? E4M3BitsToFloat(static_cast<uint8_t>(c))
+                                           : E5M2BitsToFloat(static_cast<uint8_t>(c));
+      };
+      const float v = value(code), next = value(code + 1);
+      if (!std::isfinite(v) || !std::isfinite(next)) continue;
+      const float mid = v + (next - v) / 2;
+      for (const float p : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+        probes.push_back(p);
+        probes.push_back(-p);
+      }
+    }
+    const int64_t n = static_cast<int64_t>(probes.size());
+    std::vector<uint8_t> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      want[i] = dtype == DType::kFloat8E4M3 ? FloatToE4M3Bits(probes[i], Fp8Saturation::kSatFinite)
+                                            : FloatToE5M2Bits(probes[i], Fp8Saturation::kSatFinite);
+    }
+    for (const int mode : {FE_TONEAREST, FE_TOWARDZERO, FE_UPWARD, FE_DOWNWARD}) {
+      std::vector<uint8_t> got(n);
+      ASSERT_EQ(std::fesetround(mode), 0);
+      QuantizeRow(probes.data(), 1.0f, dtype, Fp8Saturation::kSatFinite, got.data(), n);
+      std::fesetround(FE_TONEAREST);
+      int mismatches = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (got[i] != want[i] && mismatches++ < 5) {
+          ADD_FAILURE() << Name(dtype) << " rounding mode " << mode << " x=" << probes[i] << " got 0x" << std::hex
+                        << int{got[i]} << " want 0x" << int{want[i]};
+        }
+      }
+      EXPECT_EQ(mismatches, 0) << Name(dtype) << " rounding mode " << mode;
+    }
+  }
 }
 
 TEST_P(RowConverterTest, QuantizeRowAmaxIsFiniteMaxWithoutNaN) {
