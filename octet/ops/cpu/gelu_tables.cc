@@ -151,7 +151,6 @@ bool UseGeluTables() {
 }
 
 const float* GeluTable() { return GetTables().gelu.data(); }
-const float* GeluGradTable() { return GetTables().grad.data(); }
 
 void LookupBf16Codes(const float* table, const uint16_t* x, float* out, int64_t n) {
 #if OCTET_CPU_AVX512_BUILD
@@ -171,7 +170,7 @@ void GeluTableRun(const bfloat16* x, bfloat16* o, int64_t n) {
 }
 
 void GeluGradTableRun(const bfloat16* dy, const bfloat16* x, bfloat16* o, int64_t n) {
-  const float* table = GeluGradTable();
+  const float* table = GetTables().grad.data();
   const auto mul = IsaBuild<&MulWidenedBody>();
   alignas(64) float g[kChunk], res[kChunk];
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {

@@ -13,10 +13,9 @@ namespace octet::cpu {
 // (GetCpuGeluPath, decided once; lock-free after that).
 bool UseGeluTables();
 
-// The tables, 65536 f32 values each indexed by bf16 code, built at the
-// first call: gelu(x) and gelu'(x) as the f32 kernels compute them.
+// The gelu table, 65536 f32 values indexed by bf16 code, built at the first
+// call: gelu(x) as the f32 kernel computes it (GeluFp8 reads it directly).
 const float* GeluTable();
-const float* GeluGradTable();
 
 // out[i] = table[x[i]] for i in [0, n): x holds bf16 codes. AVX-512 gathers
 // where the converters use AVX-512 (ops/cpu/isa.h), else one load a value.

@@ -128,18 +128,18 @@ OCTET_INLINE void BinaryRunBody(const T* x, const T* y, T* o, int64_t n, F f, Ac
   }
 }
 
-// contiguous, when set, replaces f on contiguous runs (the same results:
+// run_override, when set, replaces f on contiguous runs (the same results:
 // NOTE [bf16 gelu tables]).
 template <typename T, typename F>
 void UnaryLoop(const Tensor& x, const Tensor& out, F f, double alpha_d,
-               void (*contiguous)(const T*, T*, int64_t) = nullptr) {
+               void (*run_override)(const T*, T*, int64_t) = nullptr) {
   using A = AccType<T>;
   const A alpha = static_cast<A>(alpha_d);
   const auto run = IsaBuild<&UnaryRunBody<T, F>>();
   StridedIter<2> it(out.shape(), {&out, &x});
   it.Run([&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
-      if (contiguous != nullptr) return contiguous(reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
+      if (run_override != nullptr) return run_override(reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n);
       run(reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[0]), n, f, alpha);
       return;
     }
