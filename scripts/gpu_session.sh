@@ -12,6 +12,17 @@
 #   bash .gpucarry/on_device.sh 'bash scripts/gpu_session.sh 2'
 #   bash .gpucarry/on_device.sh 'bash scripts/gpu_session.sh 3'   # extras, if time is left
 #
+# With 15 device-minutes a session, machine starts included (the budget
+# since 2026-11-27; `status` says what is left), run part q instead: the
+# test programs, then the speed table against PyTorch (trainstep, torch,
+# ratios), then compute-sanitizer with whatever the call has left, in one
+# call of ~9.5 minutes; then at once, while the machine is still warm and if
+# 4 minutes remain, the sanitizer and the train_gpt checks with a short
+# budget, and give the machine back:
+#
+#   bash .gpucarry/on_device.sh 'bash scripts/gpu_session.sh q'
+#   bash .gpucarry/on_device.sh 'GPU_SESSION_LIMIT_S=200 bash scripts/gpu_session.sh sanitizer train'
+#
 # Part 1 (correctness, issues 8 and 10): every test program with
 #   OCTET_REQUIRE_CUDA=1, 8 at a time, longest first, each failing program run
 #   again alone; compute-sanitizer memcheck over the octet_cuda_*_test
@@ -47,7 +58,7 @@ die() {
   exit 2
 }
 
-[ "$#" -ge 1 ] || die "usage: gpu_session.sh 1|2|3|SECTION... (see the header of scripts/gpu_session.sh)"
+[ "$#" -ge 1 ] || die "usage: gpu_session.sh 1|2|3|q|SECTION... (see the header of scripts/gpu_session.sh)"
 [ -n "${OUT:-}" ] || die "OUT is not set: run this on the GPU machine through the run tool, which sets \$OUT to the results folder"
 [ -n "${B:-}" ] || die "B is not set: run it as bash .gpucarry/on_device.sh 'bash scripts/gpu_session.sh $*' (on_device.sh sets \$B to the build directory)"
 [ -d "$B" ] || die "B=$B is not a directory"
@@ -63,6 +74,7 @@ case "$1" in
   1) part=1; sections="info tests sanitizer train losses nccl" ;;
   2) part=2; sections="info trainstep torch ratios gemm attention cast ncu" ;;
   3) part=3; sections="info ncu ncu_o2 torch_extra" ;;
+  q) part=q; sections="info tests trainstep torch ratios sanitizer" ;;
   *) part=x; sections="$*" ;;
 esac
 all_sections="info tests sanitizer train losses nccl trainstep torch ratios gemm attention cast ncu torch_extra ncu_o2"

@@ -1,4 +1,4 @@
-// The norms' bf16 rows on AVX-512 BF16 (see norm_bf16_rows.h).
+// The norms' short and bf16 rows on AVX-512 BF16 (see norm_bf16_rows.h).
 //
 // NOTE [native bf16 norm output]: a bf16 row's output was computed into
 // f32 scratch by the generic loop and narrowed by a second pass
@@ -25,10 +25,12 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include <octet/core/bf16_avx512_internal.h>
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/row_helpers.h>
+#include <octet/ops/cpu/transpose16x16.h>
 
 namespace octet::cpu {
 namespace {
@@ -46,6 +48,19 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 LayerNormDxLanes(__m512 x, __m512 d
   const __m512 g = _mm512_fmsub_ps(dy, w, mean_g);
   const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(x, mu), rs);
   return _mm512_mul_ps(rs, _mm512_fnmadd_ps(xhat, mean_gx, g));
+}
+
+// A forward row's elements as LoadFloatx16 reads them: bf16 bits, or f32.
+OCTET_INLINE const uint16_t* RowLanes(const bfloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+OCTET_INLINE const float* RowLanes(const float* p) { return p; }
+
+// 32 output values (lo: the first 16) stored at y: narrowed to bf16, or f32.
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE void StoreOutputLanes(bfloat16* y, __m512 lo, __m512 hi) {
+  _mm512_storeu_si512(reinterpret_cast<uint16_t*>(y), convert_internal::FloatToBf16x32Native(lo, hi));
+}
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE void StoreOutputLanes(float* y, __m512 lo, __m512 hi) {
+  _mm512_storeu_ps(y, lo);
+  _mm512_storeu_ps(y + 16, hi);
 }
 
 // NOTE [short bf16 rows in registers]: the forward reads a row three times
@@ -73,20 +88,20 @@ constexpr int64_t kShortRowMaxBlocks = 16;
 
 // Rows [r, r + kRows) of a forward without residual or FP8 output, kBlocks
 // x 16 values each (NOTE [short bf16 rows in registers]).
-template <int kBlocks, int kRows, bool kCenter>
-OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBf16(const Bf16NormFwdRows& a, int64_t r) {
+template <int kBlocks, int kRows, bool kCenter, typename T>
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRows(const ShortNormFwdRows<T>& a, int64_t r) {
   using namespace convert_internal;
   __m512 x[kRows][kBlocks];
   for (int k = 0; k < kRows; ++k)
-    for (int j = 0; j < kBlocks; ++j)
-      x[k][j] = LoadFloatx16(reinterpret_cast<const uint16_t*>(a.x + (r + k) * a.c) + 16 * j);
+    for (int j = 0; j < kBlocks; ++j) x[k][j] = LoadFloatx16(RowLanes(a.x + (r + k) * a.c) + 16 * j);
   float mu[kRows] = {}, var[kRows];
   if constexpr (kCenter) {
     __m512 acc[kRows];
     for (int k = 0; k < kRows; ++k) acc[k] = _mm512_setzero_ps();
     for (int j = 0; j < kBlocks; ++j)
       for (int k = 0; k < kRows; ++k) acc[k] = _mm512_add_ps(acc[k], x[k][j]);
-    for (int k = 0; k < kRows; ++k) mu[k] = SumLanesInOrder(acc[k]) * a.inv_c;
+    // NOTE [unfused row statistics] in norm_cpu.cc.
+    for (int k = 0; k < kRows; ++k) mu[k] = Unfused(SumLanesInOrder(acc[k]) * a.inv_c);
   }
   {
     __m512 acc[kRows], vmu[kRows];
@@ -99,32 +114,133 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBf16(const Bf16NormFwdRows& 
         const __m512 d = _mm512_sub_ps(x[k][j], vmu[k]);
         acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
       }
-    for (int k = 0; k < kRows; ++k) var[k] = SumLanesInOrder(acc[k]) * a.inv_c;
+    for (int k = 0; k < kRows; ++k) var[k] = Unfused(SumLanesInOrder(acc[k]) * a.inv_c);
   }
   for (int k = 0; k < kRows; ++k) {
     const float rs = 1.0f / std::sqrt(var[k] + a.eps);
     if constexpr (kCenter) a.mean[r + k] = mu[k];
     a.rstd[r + k] = rs;
     const __m512 vmu = _mm512_set1_ps(mu[k]), vrs = _mm512_set1_ps(rs);
-    auto* y = reinterpret_cast<uint16_t*>(a.y + (r + k) * a.c);
+    T* y = a.y + (r + k) * a.c;
     for (int j = 0; j < kBlocks; j += 2) {
       const __m512 lo = NormOutputLanes(x[k][j], vmu, vrs, LoadFloatx16(a.w + 16 * j), LoadFloatx16(a.b + 16 * j));
       const __m512 hi =
           NormOutputLanes(x[k][j + 1], vmu, vrs, LoadFloatx16(a.w + 16 * j + 16), LoadFloatx16(a.b + 16 * j + 16));
-      _mm512_storeu_si512(y + 16 * j, FloatToBf16x32Native(lo, hi));
+      StoreOutputLanes(y + 16 * j, lo, hi);
     }
   }
 }
 
-// Rows [r0, r1) as ShortRowsBf16 takes them: three at a time up to 8
-// blocks, else two (NOTE [short bf16 rows in registers]).
-template <int kBlocks, bool kCenter>
-OCTET_TARGET_AVX512_BF16 void ShortRowsRangeBf16(const Bf16NormFwdRows& a, int64_t r0, int64_t r1) {
+// SumLanesInOrder of each of 16 vectors, as lane k of the result: the
+// vectors transposed (lane l of all 16 in one register), then added in lane
+// order from zero, sixteen rows' chains side by side (NOTE [row statistics
+// sixteen rows at a time]).
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 SumLanesInOrder16(const __m512 (&v)[16]) {
+  __m512i in[16], out[16];
+  for (int k = 0; k < 16; ++k) in[k] = _mm512_castps_si512(v[k]);
+  Transpose16x16Epi32(in, out);
+  __m512 s = _mm512_setzero_ps();
+  for (int l = 0; l < 16; ++l) s = _mm512_add_ps(s, _mm512_castsi512_ps(out[l]));
+  return s;
+}
+
+// NOTE [row statistics sixteen rows at a time]: SumLanesInOrder adds a
+// row's 16 lanes one after another, a chain of dependent scalar adds that a
+// short row's few blocks of arithmetic cannot hide; the mean's chain must
+// end before the variance's pass, and the variance's before the output. So
+// full batches of 16 rows take their statistics together: each row's lane
+// sums are formed as before (lane l takes elements l, l + 16, ... from a
+// zero start, in block order), the 16 sums are transposed so that one
+// register holds lane l of every row, and 16 vector adds in lane order give
+// the 16 rows' in-order sums at once; 1 / sqrt(var + eps) in vector form is
+// the same correctly rounded operations as the scalar one (the multiply by
+// 1/C and the add of eps in their rounding forms: NOTE [unfused row
+// statistics] in norm_cpu.cc). A bf16 batch is widened once into f32
+// scratch (16 rows of at most 256 values) and every pass reads it from L1.
+// The same operations on every value, so the bits of the single-row kernels
+// and of the generic loop (Norm.NativeBf16RowsMatchTheGenericLoop, bf16 and
+// f32; Norm.RowsGiveTheSameBitsAloneAsInABatch). f32 rows of these widths
+// take the same kernel where the CPU has AVX-512 BF16 (its target; elsewhere
+// they take the generic loop). octet_norm_bench BM_LayerNormFwd and
+// BM_LayerNormFwdBwd, AMX Xeon, two threads, libgomp's default wait policy,
+// 2026-11-29, medians of 3 in three alternating rounds, us, before -> after:
+// forward (2048, 128) f32 38-39 -> 22-23, bf16 36-37 -> 26-27; (1024, 256)
+// f32 31-33 -> 22-23, bf16 36-37 -> 24-27; forward + backward (2048, 128)
+// f32 105-107 -> 93-95, bf16 95-99 -> 84-93. The bf16 forward, 1.08-1.14x
+// f32's time before, is 1.13-1.18x the faster f32 one now: its widening and
+// narrowing are what is left. The backward's two sums taken the same way
+// (two passes of 16 rows, g rounded before its sum) measured no gain (86-87
+// against 86 us at (2048, 128), 90-91 against 90-94 at (1024, 256)) and
+// were not kept.
+template <int kBlocks, bool kCenter, typename T>
+OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRows<T>& a, int64_t r) {
+  using namespace convert_internal;
+  int64_t c = a.c;
+  const float* x = nullptr;
+  alignas(64) float widened[std::is_same_v<T, float> ? 1 : 16 * 16 * kBlocks];
+  if constexpr (std::is_same_v<T, float>) {
+    x = a.x + r * c;
+  } else {
+    const uint16_t* xb = RowLanes(a.x + r * c);
+    for (int k = 0; k < 16; ++k)
+      for (int j = 0; j < kBlocks; ++j)
+        _mm512_store_ps(widened + (k * kBlocks + j) * 16, LoadFloatx16(xb + k * c + 16 * j));
+    x = widened;
+    c = 16 * kBlocks;
+  }
+  const __m512 inv_c = _mm512_set1_ps(a.inv_c);
+  alignas(64) float mu[16] = {}, rs[16];
+  __m512 acc[16];
+  if constexpr (kCenter) {
+    for (int k = 0; k < 16; ++k) {
+      acc[k] = _mm512_setzero_ps();
+      for (int j = 0; j < kBlocks; ++j) acc[k] = _mm512_add_ps(acc[k], LoadFloatx16(x + k * c + 16 * j));
+    }
+    const __m512 m = _mm512_mul_round_ps(SumLanesInOrder16(acc), inv_c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_store_ps(mu, m);
+    _mm512_storeu_ps(a.mean + r, m);
+  }
+  for (int k = 0; k < 16; ++k) {
+    const __m512 vmu = _mm512_set1_ps(mu[k]);
+    acc[k] = _mm512_setzero_ps();
+    for (int j = 0; j < kBlocks; ++j) {
+      const __m512 d = _mm512_sub_ps(LoadFloatx16(x + k * c + 16 * j), vmu);
+      acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
+    }
+  }
+  // The rounding forms keep GCC from fusing var's multiply into the add
+  // (-ffp-contract=fast fuses plain vector arithmetic): the scalar code
+  // rounds var, then var + eps.
+  constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 var = _mm512_mul_round_ps(SumLanesInOrder16(acc), inv_c, kRne);
+  const __m512 vrs = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                                   _mm512_sqrt_ps(_mm512_add_round_ps(var, _mm512_set1_ps(a.eps), kRne)));
+  _mm512_store_ps(rs, vrs);
+  _mm512_storeu_ps(a.rstd + r, vrs);
+  for (int k = 0; k < 16; ++k) {
+    const __m512 vmu = _mm512_set1_ps(mu[k]), vr = _mm512_set1_ps(rs[k]);
+    T* y = a.y + (r + k) * a.c;
+    for (int j = 0; j < kBlocks; j += 2) {
+      const __m512 lo = NormOutputLanes(LoadFloatx16(x + k * c + 16 * j), vmu, vr, LoadFloatx16(a.w + 16 * j),
+                                        LoadFloatx16(a.b + 16 * j));
+      const __m512 hi = NormOutputLanes(LoadFloatx16(x + k * c + 16 * j + 16), vmu, vr,
+                                        LoadFloatx16(a.w + 16 * j + 16), LoadFloatx16(a.b + 16 * j + 16));
+      StoreOutputLanes(y + 16 * j, lo, hi);
+    }
+  }
+}
+
+// Rows [r0, r1): batches of 16 (NOTE [row statistics sixteen rows at a
+// time]), then as ShortRows takes them: three at a time up to 8 blocks, else
+// two (NOTE [short bf16 rows in registers]).
+template <int kBlocks, bool kCenter, typename T>
+OCTET_TARGET_AVX512_BF16 void ShortRowsRange(const ShortNormFwdRows<T>& a, int64_t r0, int64_t r1) {
   int64_t r = r0;
+  for (; r + 16 <= r1; r += 16) ShortRowsBatch16<kBlocks, kCenter>(a, r);
   if constexpr (kBlocks <= 8)
-    for (; r + 3 <= r1; r += 3) ShortRowsBf16<kBlocks, 3, kCenter>(a, r);
-  for (; r + 2 <= r1; r += 2) ShortRowsBf16<kBlocks, 2, kCenter>(a, r);
-  for (; r < r1; ++r) ShortRowsBf16<kBlocks, 1, kCenter>(a, r);
+    for (; r + 3 <= r1; r += 3) ShortRows<kBlocks, 3, kCenter>(a, r);
+  for (; r + 2 <= r1; r += 2) ShortRows<kBlocks, 2, kCenter>(a, r);
+  for (; r < r1; ++r) ShortRows<kBlocks, 1, kCenter>(a, r);
 }
 
 // The backward's side of NOTE [short bf16 rows in registers]: a row's x and
@@ -247,16 +363,19 @@ OCTET_TARGET_AVX512_BF16 void LayerNormDxRowBf16Native(const bfloat16* x, const 
   }
 }
 
-Bf16NormFwdRowsFn ShortBf16NormFwdRowsFor(bool center, int64_t c) {
+template <typename T>
+ShortNormFwdRowsFn<T> ShortNormFwdRowsFor(bool center, int64_t c) {
   if (c % 64 != 0) return nullptr;
   switch (c / 16) {
-    case 4: return center ? &ShortRowsRangeBf16<4, true> : &ShortRowsRangeBf16<4, false>;
-    case 8: return center ? &ShortRowsRangeBf16<8, true> : &ShortRowsRangeBf16<8, false>;
-    case 12: return center ? &ShortRowsRangeBf16<12, true> : &ShortRowsRangeBf16<12, false>;
-    case 16: return center ? &ShortRowsRangeBf16<16, true> : &ShortRowsRangeBf16<16, false>;
+    case 4: return center ? &ShortRowsRange<4, true, T> : &ShortRowsRange<4, false, T>;
+    case 8: return center ? &ShortRowsRange<8, true, T> : &ShortRowsRange<8, false, T>;
+    case 12: return center ? &ShortRowsRange<12, true, T> : &ShortRowsRange<12, false, T>;
+    case 16: return center ? &ShortRowsRange<16, true, T> : &ShortRowsRange<16, false, T>;
     default: return nullptr;
   }
 }
+template ShortNormFwdRowsFn<bfloat16> ShortNormFwdRowsFor<bfloat16>(bool center, int64_t c);
+template ShortNormFwdRowsFn<float> ShortNormFwdRowsFor<float>(bool center, int64_t c);
 
 Bf16NormBwdRowsFn ShortBf16LayerNormBwdRowsFor(int64_t c) {
   if (c % 64 != 0) return nullptr;
@@ -268,7 +387,7 @@ Bf16NormBwdRowsFn ShortBf16LayerNormBwdRowsFor(int64_t c) {
     default: return nullptr;
   }
 }
-static_assert(kShortRowMaxBlocks == 16, "the cases of ShortBf16NormFwdRowsFor and ShortBf16LayerNormBwdRowsFor");
+static_assert(kShortRowMaxBlocks == 16, "the cases of ShortNormFwdRowsFor and ShortBf16LayerNormBwdRowsFor");
 
 }  // namespace octet::cpu
 

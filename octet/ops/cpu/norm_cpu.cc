@@ -101,6 +101,20 @@ struct FwdArgs {
 // in one call, and rounding inside the output loop again. What did pay:
 // narrowing in registers (NOTE [native bf16 norm output]).
 
+// NOTE [unfused row statistics]: a row's mean and variance are its lane sum
+// times 1/C, rounded; 1 / sqrt(var + eps) then adds eps to the rounded
+// variance. Under -ffp-contract=fast GCC was free to fuse that multiply into
+// the add (fma(s, 1/C, eps)), and it did so where the statistics of a lone
+// row stay in registers (RowStats<1>, the last row of an odd range) but not
+// for a pair, whose statistics go through a small array: a row's rstd could
+// differ by an ulp between a batch and the same row alone. Seen first as 2
+// bf16 outputs in ~800 k (RMSNorm, width 192) when the sixteen-row batches
+// of norm_bf16_rows.cc were compared with the generic loop, then in
+// Norm.RowsGiveTheSameBitsAloneAsInABatch at 19 rows (f32 and f64, width
+// 777; at 7 rows the fused rows happened to round the same). Unfused
+// (row_helpers.h) makes the rounded statistic opaque, so no build fuses it;
+// the vector kernels use the rounding forms of the multiply and the add.
+
 // The mean (kCenter; else 0) and variance of kRows rows of c elements, read
 // in place (NOTE [paired row statistics]).
 template <int kRows, bool kCenter, typename T, typename A>
@@ -119,7 +133,7 @@ OCTET_INLINE void RowStats(const T* const* rows, int64_t c, A inv_c, A* mu, A* v
     for (int k = 0; k < kRows; ++k) {
       A s = acc[k].Sum();
       for (int64_t i = full; i < c; ++i) s += ConvertElement<A>(rows[k][i]);
-      mu[k] = s * inv_c;
+      mu[k] = Unfused(s * inv_c);  // NOTE [unfused row statistics]
     }
   }
   Lanes<A> acc[kRows] = {};
@@ -138,7 +152,7 @@ OCTET_INLINE void RowStats(const T* const* rows, int64_t c, A inv_c, A* mu, A* v
       const A d = ConvertElement<A>(rows[k][i]) - mu[k];
       s = std::fma(d, d, s);
     }
-    var[k] = s * inv_c;
+    var[k] = Unfused(s * inv_c);
   }
 }
 
@@ -215,8 +229,8 @@ OCTET_INLINE void NormFwdRows(const FwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
     for (; r < r1; ++r) {
       const RowIn<T> xr(NormFwdInput(a, r, xbuf, rbuf, ybuf), c, xbuf);
       A mu = 0;
-      if constexpr (kCenter) mu = LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * a.inv_c;
-      const A var = LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * a.inv_c;
+      if constexpr (kCenter) mu = Unfused(LaneSum<A>(c, [&](int64_t i) { return xr[i]; }) * a.inv_c);
+      const A var = Unfused(LaneSum<A>(c, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); }) * a.inv_c);
       NormFwdOutput<kCenter>(a, r, xr, mu, var, ybuf, fbuf);
     }
   }
@@ -262,19 +276,24 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .fp8 = fp8,
                            .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && CpuHasAvx512Bf16()};
 #if OCTET_CONVERT_X86_KERNELS
-  if constexpr (std::is_same_v<T, bfloat16>) {  // NOTE [short bf16 rows in registers]
-    const Bf16NormFwdRowsFn short_rows =
-        args.native_bf16_out && args.res == nullptr ? ShortBf16NormFwdRowsFor(kCenter, c) : nullptr;
+  // NOTE [short bf16 rows in registers], NOTE [row statistics sixteen rows
+  // at a time] (norm_bf16_rows.cc): short bf16 and f32 rows without a
+  // residual or an FP8 output.
+  if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float>) {
+    const ShortNormFwdRowsFn<T> short_rows = fp8 == nullptr && args.res == nullptr && CpuHasAvx512Bf16() &&
+                                                     UseAvx512Kernels()
+                                                 ? ShortNormFwdRowsFor<T>(kCenter, c)
+                                                 : nullptr;
     if (short_rows != nullptr) {
-      const Bf16NormFwdRows rows{.c = c,
-                                 .w = args.w,
-                                 .b = args.b,
-                                 .x = args.x,
-                                 .y = args.y,
-                                 .mean = args.mean,
-                                 .rstd = args.rstd,
-                                 .eps = args.eps,
-                                 .inv_c = args.inv_c};
+      const ShortNormFwdRows<T> rows{.c = c,
+                                     .w = args.w,
+                                     .b = args.b,
+                                     .x = args.x,
+                                     .y = args.y,
+                                     .mean = args.mean,
+                                     .rstd = args.rstd,
+                                     .eps = args.eps,
+                                     .inv_c = args.inv_c};
       ParallelFor(n, RowGrain(c), [&](int64_t r0, int64_t r1) { short_rows(rows, r0, r1); });
       return;
     }

@@ -151,6 +151,19 @@ struct Lanes {
   }
 };
 
+// x, rounded to its type, as an operand GCC cannot fuse into the add that
+// follows (NOTE [unfused row statistics] in ops/cpu/norm_cpu.cc): an empty
+// asm makes the value opaque, so -ffp-contract=fast sees no multiply to fuse.
+template <typename A>
+OCTET_INLINE A Unfused(A x) {
+#if defined(__x86_64__)
+  asm("" : "+x"(x));
+#else
+  asm("" : "+w"(x));
+#endif
+  return x;
+}
+
 // c + a * b in every lane of a 32-byte part, rounded once (std::fma per
 // lane): explicit, so that no build depends on the compiler contracting.
 template <typename P>
