@@ -55,6 +55,53 @@ struct Fp8RowOut {
 // computed and narrowed in registers by the kernels of norm_bf16_rows.h,
 // with the generic loops' arithmetic.
 
+// NOTE [bf16 dx rows narrowed in AVX2 registers]: without AVX-512 BF16
+// (NOTE [native bf16 norm output]) a bf16 dx row was computed into f32
+// scratch and narrowed by a second pass. Where the including build has AVX2
+// and FMA, the row is computed 16 lanes at a time and narrowed in registers
+// by FloatToBf16x8 (FloatToBf16Bits on eight lanes), with the generic loop's
+// operations, FMAs explicit: the same bits (Norm.IsaBuildsGiveIdenticalBits
+// and Norm.NativeBf16RowsMatchTheGenericLoop compare it with the AVX-512
+// BF16 rows). Measured (OCTET_DISABLE_AVX512=1 octet_norm_bench
+// BM_LayerNormFwdBwd / BM_AddLayerNormFwdBwd, AMX Xeon, three alternating
+// rounds, medians of 3, ms, bf16 before -> after): (4096, 768) 1.50-1.57 ->
+// 1.44-1.46, (2048, 128) 0.156-0.165 -> 0.151-0.156, AddLayerNorm 2.20-2.28
+// -> 2.12-2.15, (1024, 256) and (1024, 768) unchanged. The forward's output
+// row done the same way was 5-15 % slower (docs/cpu-speed.md, fourteenth
+// session) and keeps its second pass.
+#if OCTET_CONVERT_X86_KERNELS && defined(__AVX2__) && defined(__FMA__)
+#define OCTET_NORM_AVX2_DX_ROWS 1
+// dx[0, c) = bf16(rs * fma(-((x - mu) * rs), mean_gx, fma(dy, w, -mean_g))
+// (+ dsum when non-null)), 16 lanes at a time, narrowed in registers (NOTE
+// [bf16 dx rows narrowed in AVX2 registers]).
+OCTET_INLINE void NormDxRowBf16Avx2(const bfloat16* x, const bfloat16* dy, const bfloat16* dsum, const float* w,
+                                    float mu, float rs, float mean_g, float mean_gx, bfloat16* dx, int64_t c) {
+  using namespace convert_internal;
+  const auto* xs = reinterpret_cast<const uint16_t*>(x);
+  const auto* dys = reinterpret_cast<const uint16_t*>(dy);
+  const auto* dss = reinterpret_cast<const uint16_t*>(dsum);
+  auto* out = reinterpret_cast<uint16_t*>(dx);
+  const __m256 vmu = _mm256_set1_ps(mu), vrs = _mm256_set1_ps(rs);
+  const __m256 vneg_g = _mm256_set1_ps(-mean_g), vgx = _mm256_set1_ps(mean_gx);
+  const auto lanes = [&](int64_t i) {
+    const __m256 g = _mm256_fmadd_ps(Bf16x8ToFloat(dys + i), _mm256_loadu_ps(w + i), vneg_g);
+    const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(Bf16x8ToFloat(xs + i), vmu), vrs);
+    const __m256 d = _mm256_mul_ps(vrs, _mm256_fnmadd_ps(xhat, vgx, g));
+    return dss != nullptr ? _mm256_add_ps(d, Bf16x8ToFloat(dss + i)) : d;
+  };
+  int64_t i = 0;
+  for (; i + 16 <= c; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        PackWords(FloatToBf16x8(lanes(i)), FloatToBf16x8(lanes(i + 8))));
+  for (; i < c; ++i) {
+    float d = rs * std::fma(-((Bf16BitsToFloat(xs[i]) - mu) * rs), mean_gx,
+                            std::fma(Bf16BitsToFloat(dys[i]), w[i], -mean_g));
+    if (dss != nullptr) d += Bf16BitsToFloat(dss[i]);
+    out[i] = FloatToBf16Bits(d);
+  }
+}
+#endif
+
 // What NormFwdRows reads and writes (NormFwd's arguments as pointers).
 template <typename T, typename A = AccType<T>>
 struct FwdArgs {
@@ -401,6 +448,15 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
       if constexpr (kCenter && std::is_same_v<T, bfloat16>) {
         native = a.native_bf16_dx && a.dsum == nullptr;  // NOTE [native bf16 norm output]
         if (native) LayerNormDxRowBf16Native(a.x + r * c, a.dy + r * c, a.w, mu, rs, mean_g, mean_gx, a.dx + r * c, c);
+      }
+#endif
+#if OCTET_NORM_AVX2_DX_ROWS
+      if constexpr (std::is_same_v<T, bfloat16>) {
+        if (!native) {  // NOTE [bf16 dx rows narrowed in AVX2 registers]
+          NormDxRowBf16Avx2(a.x + r * c, a.dy + r * c, a.dsum != nullptr ? a.dsum + r * c : nullptr, a.w, mu, rs,
+                            mean_g, mean_gx, a.dx + r * c, c);
+          native = true;
+        }
       }
 #endif
       if (!native) {
