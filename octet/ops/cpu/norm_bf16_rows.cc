@@ -164,11 +164,12 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 SumLanesInOrder16(const __m512 (&v)
 // they take the generic loop). octet_norm_bench BM_LayerNormFwd and
 // BM_LayerNormFwdBwd, AMX Xeon, two threads, libgomp's default wait policy,
 // 2026-11-29, medians of 3 in three alternating rounds, us, before -> after:
-// forward (2048, 128) f32 38-39 -> 22-23, bf16 36-37 -> 26-27; (1024, 256)
-// f32 31-33 -> 22-23, bf16 36-37 -> 24-27; forward + backward (2048, 128)
+// forward (2048, 128) f32 38-39 -> 22-23, bf16 36-37 -> 25-27; (1024, 256)
+// f32 31-33 -> 21-23, bf16 36-37 -> 23-27; forward + backward (2048, 128)
 // f32 105-107 -> 93-95, bf16 95-99 -> 84-93. The bf16 forward, 1.08-1.14x
-// f32's time before, is 1.13-1.18x the faster f32 one now: its widening and
-// narrowing are what is left. The backward's two sums taken the same way
+// f32's time before, is 1.1-1.2x the faster f32 one now: its widening and
+// narrowing are what is left (the narrowing's check for NaN and subnormal
+// lanes alone ~2 us of its 25). The backward's two sums taken the same way
 // (two passes of 16 rows, g rounded before its sum) measured no gain (86-87
 // against 86 us at (2048, 128), 90-91 against 90-94 at (1024, 256)) and
 // were not kept.
@@ -188,6 +189,10 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
     x = widened;
     c = 16 * kBlocks;
   }
+  // The rounding forms keep GCC from fusing the multiplies by 1/C into what
+  // follows (-ffp-contract=fast fuses plain vector arithmetic): the scalar
+  // code rounds mu and var, then var + eps.
+  constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m512 inv_c = _mm512_set1_ps(a.inv_c);
   alignas(64) float mu[16] = {}, rs[16];
   __m512 acc[16];
@@ -196,7 +201,7 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
       acc[k] = _mm512_setzero_ps();
       for (int j = 0; j < kBlocks; ++j) acc[k] = _mm512_add_ps(acc[k], LoadFloatx16(x + k * c + 16 * j));
     }
-    const __m512 m = _mm512_mul_round_ps(SumLanesInOrder16(acc), inv_c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 m = _mm512_mul_round_ps(SumLanesInOrder16(acc), inv_c, kRne);
     _mm512_store_ps(mu, m);
     _mm512_storeu_ps(a.mean + r, m);
   }
@@ -208,10 +213,6 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
       acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
     }
   }
-  // The rounding forms keep GCC from fusing var's multiply into the add
-  // (-ffp-contract=fast fuses plain vector arithmetic): the scalar code
-  // rounds var, then var + eps.
-  constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m512 var = _mm512_mul_round_ps(SumLanesInOrder16(acc), inv_c, kRne);
   const __m512 vrs = _mm512_div_ps(_mm512_set1_ps(1.0f),
                                    _mm512_sqrt_ps(_mm512_add_round_ps(var, _mm512_set1_ps(a.eps), kRne)));
