@@ -51,6 +51,9 @@ void PrintCpu() {
   std::printf("  BF16 GEMMs with a packed B and N <= 3K: %s\n",
               octet::ActiveCpuAmxGemm() ? "octet's AMX kernel (OCTET_CPU_AMX_GEMM=0: oneDNN's matmul)"
                                         : "oneDNN's matmul (no AMX, or OCTET_CPU_AMX_GEMM=0)");
+  std::printf("CPU f32 GEMMs whose B would be packed: %s\n",
+              octet::ActiveCpuF32Sgemm() ? "oneDNN's sgemm (OCTET_CPU_F32_GEMM=sgemm)"
+                                         : "oneDNN's matmul, B packed by octet (OCTET_CPU_F32_GEMM=sgemm: oneDNN's sgemm)");
   const octet::CpuGeluPathInfo gelu = octet::GetCpuGeluPath();
   std::printf("CPU GELU on bf16: %s (%s)\n", octet::Name(gelu.path), gelu.reason.c_str());
   std::printf("  one thread: table %.3f ns a value, computed %.3f; override with OCTET_CPU_GELU=table|compute|auto\n",

@@ -78,6 +78,12 @@ bool ActiveBf16DotKernels();
 // has AMX-BF16, oneDNN may use it, and OCTET_CPU_AMX_GEMM is not 0.
 bool ActiveCpuAmxGemm();
 
+// Whether the f32 GEMMs whose B octet would pack run on oneDNN's sgemm
+// instead of its matmul primitive (NOTE [f32 GEMMs on oneDNN's sgemm] in
+// ops/cpu/matmul_cpu.cc): off unless OCTET_CPU_F32_GEMM=sgemm; any value
+// but matmul, sgemm or "" throws octet::Error naming the variable.
+bool ActiveCpuF32Sgemm();
+
 // NOTE [cpu gemm timing]: how much of a program's time its CPU GEMMs take,
 // and at what rate: what bounds a training step that is mostly GEMMs
 // (issue 12 asks every shortfall to name its bound). Off by default, when

@@ -30,6 +30,7 @@
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_testing.h>
 #include <octet/ops/cpu/amx_gemm.h>
+#include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
@@ -235,6 +236,7 @@ TEST_P(MatmulGrid, LargeGemmsWithPackedWeights) {
 // more, an f32 GEMM packs its B only when B has more than 2^18 elements;
 // either way the product is right. A bf16 B is packed at any of these sizes.
 TEST(Matmul, SmallF32WeightsStayPlainLargeOnesArePacked) {
+  cpu::SetF32SgemmForTesting(0);  // the default path, whatever OCTET_CPU_F32_GEMM says
   const int64_t M = 300;
   struct Case {
     int64_t K, N;
@@ -253,6 +255,37 @@ TEST(Matmul, SmallF32WeightsStayPlainLargeOnesArePacked) {
     EXPECT_TRUE(Matches(yl, RefMatmul(a, w.T().Contiguous()), TolFor(DType::kFloat32, c.K)))
         << "K " << c.K << " N " << c.N;
   }
+  cpu::SetF32SgemmForTesting(-1);
+}
+
+// NOTE [f32 GEMMs on oneDNN's sgemm]: with the opt-in sgemm path on, the
+// GEMMs whose B octet would pack run on dnnl_sgemm instead (nothing packed;
+// with it off the same calls pack), in the orientations a Linear's forward
+// and dX use, with and without a bias, and agree with float64 references.
+TEST(Matmul, F32SgemmPathMatchesTheReferences) {
+  const int64_t M = 256;  // rows enough for B to be worth packing (kPackMinRows)
+  for (const auto& [K, N] : {std::pair<int64_t, int64_t>{600, 700}, {768, 512}}) {
+    const std::string what = "K " + std::to_string(K) + " N " + std::to_string(N);
+    const Tensor x = RandomTensor({M, K}, 50 + K, DType::kFloat32);
+    const Tensor w = RandomTensor({N, K}, 51 + N, DType::kFloat32);
+    const Tensor bias = RandomTensor({N}, 52, DType::kFloat32);
+    const Tensor b = RandomTensor({K, N}, 53 + K, DType::kFloat32);
+    const Tensor dy = RandomTensor({M, N}, 54, DType::kFloat32);
+    for (const int sgemm : {1, 0}) {
+      cpu::SetF32SgemmForTesting(sgemm);
+      const int64_t before = cpu::GetMatmulCacheStats().packed_b;
+      const Tensor y = Matmul(x, b);           // B row-major
+      const Tensor yl = Linear(x, w, bias);    // B = wᵀ, column-major, and a bias
+      const Tensor dx = Matmul(dy, w);         // a Linear's dX: B = w, row-major
+      const int64_t packs = cpu::GetMatmulCacheStats().packed_b - before;
+      EXPECT_EQ(packs, sgemm == 1 ? 0 : 3) << what << ", sgemm " << sgemm;
+      EXPECT_TRUE(Matches(y, RefMatmul(x, b), TolFor(DType::kFloat32, K))) << what << ", sgemm " << sgemm;
+      EXPECT_TRUE(Matches(yl, RefMatmul(x, w.T().Contiguous(), bias), TolFor(DType::kFloat32, K)))
+          << what << ", sgemm " << sgemm;
+      EXPECT_TRUE(Matches(dx, RefMatmul(dy, w), TolFor(DType::kFloat32, N))) << what << ", sgemm " << sgemm;
+    }
+  }
+  cpu::SetF32SgemmForTesting(-1);
 }
 
 TEST(Matmul, ConcurrentCallsFromSeveralThreads) {
@@ -303,6 +336,7 @@ TEST(Matmul, PrimitivesAreCached) {
 // call returns, leaving only the output allocated.
 TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
   if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
+  cpu::SetF32SgemmForTesting(0);  // the default path, whatever OCTET_CPU_F32_GEMM says
   // 512 rows: B (640, 512) is packed first (WorthPacking; NOTE [small f32 B
   // stays plain]); 1.25 MiB of it.
   const Tensor a = RandomTensor({512, 640}, 1, DType::kFloat32), b = RandomTensor({640, 512}, 2, DType::kFloat32);
@@ -314,6 +348,7 @@ TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
   const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
   EXPECT_EQ(after.cached_allocated_bytes, before.cached_allocated_bytes + out_bytes);
   EXPECT_GE(after.peak_cached_allocated_bytes, before.cached_allocated_bytes + out_bytes + 640 * 512 * sizeof(float));
+  cpu::SetF32SgemmForTesting(-1);
 }
 
 // NOTE [converted A reuse] in ops/cpu/matmul_cpu.cc: an FP8 A is converted

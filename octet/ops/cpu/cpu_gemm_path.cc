@@ -224,6 +224,8 @@ CpuGemmPathInfo GetCpuGemmPath() {
 
 bool ActiveCpuAmxGemm() { return cpu::AmxGemmEnabled(); }
 
+bool ActiveCpuF32Sgemm() { return cpu::F32SgemmEnabled(); }
+
 CpuGemmPath ActiveCpuGemmPath() {
   const int p = g_path.load(std::memory_order_acquire);
   return p >= 0 ? static_cast<CpuGemmPath>(p & 1) : GetCpuGemmPath().path;

@@ -115,4 +115,12 @@ class ReleaseOnExit {
   size_t count_ = 0;
 };
 
+// NOTE [f32 GEMMs on oneDNN's sgemm] (matmul_cpu.cc): whether a large f32
+// GEMM runs on dnnl_sgemm instead of the matmul primitive with B packed by
+// octet. Off unless OCTET_CPU_F32_GEMM=sgemm (the default, matmul, keeps
+// the primitive); any other value throws, naming the variable.
+bool F32SgemmEnabled();
+// -1: as the environment says; 0 / 1: forced (tests, benchmarks).
+void SetF32SgemmForTesting(int forced);
+
 }  // namespace octet::cpu

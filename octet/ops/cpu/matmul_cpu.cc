@@ -31,10 +31,15 @@
 // to f32, where this CPU does FMAs faster than BF16 dot products: NOTE [CPU
 // GEMM path] in ops/cpu_gemm_path.h (WidenedGemm below).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include <oneapi/dnnl/dnnl.h>
 
 #include <octet/core/convert.h>
 #include <octet/core/scaling.h>
@@ -492,6 +497,71 @@ void MatmulF64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
   });
 }
 
+// ---- f32 on oneDNN's sgemm (opt-in) ---------------------------------------------------
+// NOTE [f32 GEMMs on oneDNN's sgemm]: oneDNN's BLAS-style dnnl_sgemm (its
+// jit "gemm" kernels, which pack B block by block inside the GEMM) against
+// its matmul primitive (brgemm) with B packed by PackF32B beforehand, the
+// default. octet_train_step_bench wide O0 (2 layers, width 768; AMX Xeon,
+// two threads, 2026-11-29, seven alternating pairs): 274 / 282 / 275 / 280
+// / 288 / 289 / 284 against 297 / 300 / 301 / 288 / 297 / 300 / 301 ms a
+// step, 3-8 % faster; small O0 (width 256: only its two MLP weight
+// gradients have a B worth packing) unchanged, 76.7-77.9 against 77.0-78.8.
+// Bare GEMMs, best of 12 (a program over octet::Matmul against dnnl_sgemm
+// on the same operands): 1024 x 3072 x 768 12.8-13.4 against 14.5-15.2 ms,
+// 768 x 3072 x 1024 12.4-13.7 against 14.3-16.6, 2048^3 44.8-47.2 against
+// 49.0-52.8. It is not the default for what it costs: dnnl_sgemm takes no
+// workspace, so its packing buffers come from malloc, not from octet's CPU
+// cache (NOTE [transient gemm buffers] in dnnl_gemm.cc), and stay resident
+// where glibc keeps them: peak RSS wide 330-334 against 316 MiB, small 137.5
+// against 127.2, and up to 2.3 k page faults a wide step (15 once glibc's
+// mmap threshold has grown) against 54-68. Taken only where octet would pack
+// B (WorthPackingF32; the GEMMs with a plain B, all on it, made the small
+// step 2-4 % slower), for a 2-D f32 GEMM whose output is row-major and whose
+// bias, if any, is f32; the bias is written into the output first and the
+// product added to it (beta = 1), so the bits differ from the primitive's
+// (Matmul.F32SgemmPathMatchesTheReferences holds both to float64
+// references).
+// OCTET_CPU_F32_GEMM=sgemm turns it on.
+std::atomic<int> g_sgemm_forced{-1};
+
+bool DecideF32Sgemm() {
+  const char* env = std::getenv("OCTET_CPU_F32_GEMM");
+  const std::string value = env == nullptr ? "" : env;
+  if (value.empty() || value == "matmul") return false;
+  if (value == "sgemm") return true;
+  OCTET_FAIL("OCTET_CPU_F32_GEMM=", value, " is not understood: matmul (the default: oneDNN's matmul primitive, B ",
+             "packed by octet) or sgemm (oneDNN's sgemm for the GEMMs whose B octet would pack)");
+}
+
+// out = a·b (+ bias) on dnnl_sgemm, when spec qualifies (see the NOTE);
+// false when it does not.
+bool RunF32Sgemm(const DnnlGemmSpec& spec, const Tensor& bias) {
+  const MatView &a = spec.a, &b = spec.b, &out = spec.out;
+  if (out.dims.size() != 2 || out.strides[1] != 1 || (out.dims[0] > 1 && out.strides[0] < out.dims[1])) return false;
+  if (bias.defined() && bias.dtype() != DType::kFloat32) return false;
+  const int64_t m = out.dims[0], n = out.dims[1], k = a.dims[1];
+  const bool a_rows = a.strides[1] == 1, b_rows = b.strides[1] == 1;
+  float* c = static_cast<float*>(const_cast<void*>(out.data));
+  const int64_t ldc = std::max<int64_t>(out.strides[0], 1);
+  float beta = 0.0f;
+  if (bias.defined()) {
+    const Tensor bc = bias.Contiguous();
+    const float* bp = bc.data<float>();
+    ParallelFor(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::copy(bp, bp + n, c + r * ldc);
+    });
+    beta = 1.0f;
+  }
+  const int64_t lda = std::max<int64_t>(a_rows ? a.strides[0] : a.strides[1], 1);
+  const int64_t ldb = std::max<int64_t>(b_rows ? b.strides[0] : b.strides[1], 1);
+  const dnnl_status_t status =
+      dnnl_sgemm(a_rows ? 'N' : 'T', b_rows ? 'N' : 'T', m, n, k, 1.0f, static_cast<const float*>(a.data), lda,
+                 static_cast<const float*>(b.data), ldb, beta, c, ldc);
+  OCTET_CHECK(status == dnnl_success, "matmul: dnnl_sgemm failed on ", m, " x ", n, " x ", k, " (oneDNN status ",
+              static_cast<int>(status), ")");
+  return true;
+}
+
 // ---- f32 / bf16 / f16 / f64 ----------------------------------------------------------
 
 // NOTE [mixed bf16 GEMM operands]: besides one dtype for a, b and out, the
@@ -537,6 +607,8 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
   if (WantsRowMajorA(spec.a, out.shape().back())) spec.a = RowMajorA(spec.a, row_major);
   const bool plain_f32 = spec.a.dtype == DType::kFloat32 && spec.b.dtype == DType::kFloat32 && !spec.b_user_dtype;
   spec.pack_b = plain_f32 ? WorthPackingF32(spec.b, spec.out) : WorthPacking(spec.b, spec.out);
+  // NOTE [f32 GEMMs on oneDNN's sgemm]: opt-in, where B would be packed.
+  if (plain_f32 && spec.pack_b && F32SgemmEnabled() && RunF32Sgemm(spec, bias)) return;
   Tensor kbias;
   if (bias.defined()) {
     kbias = bias.stride(0) == 1 ? bias : bias.Contiguous();
@@ -608,6 +680,15 @@ void ScaledMatmulCpu(const Tensor& a, const Tensor& b, const Tensor& bias, const
 }
 
 }  // namespace
+
+bool F32SgemmEnabled() {
+  const int forced = g_sgemm_forced.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  static const bool decided = DecideF32Sgemm();
+  return decided;
+}
+
+void SetF32SgemmForTesting(int forced) { g_sgemm_forced.store(forced, std::memory_order_relaxed); }
 
 OCTET_REGISTER_KERNEL(matmul_kernel, DeviceType::kCPU, &MatmulCpu);
 OCTET_REGISTER_KERNEL(scaled_matmul_kernel, DeviceType::kCPU, &ScaledMatmulCpu);
