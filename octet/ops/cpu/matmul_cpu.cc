@@ -533,9 +533,9 @@ bool DecideF32Sgemm() {
              "packed by octet) or sgemm (oneDNN's sgemm for the GEMMs whose B octet would pack)");
 }
 
-// out = a·b (+ bias) on dnnl_sgemm, when spec qualifies (see the NOTE);
-// false when it does not.
-bool RunF32Sgemm(const DnnlGemmSpec& spec, const Tensor& bias) {
+// out = a·b (+ bias) on dnnl_sgemm, when spec (out's view) qualifies (see
+// the NOTE); false when it does not.
+bool RunF32Sgemm(const DnnlGemmSpec& spec, const Tensor& bias, const Tensor& out_tensor) {
   const MatView &a = spec.a, &b = spec.b, &out = spec.out;
   if (out.dims.size() != 2 || out.strides[1] != 1 || (out.dims[0] > 1 && out.strides[0] < out.dims[1])) return false;
   if (bias.defined() && bias.dtype() != DType::kFloat32) return false;
@@ -544,12 +544,9 @@ bool RunF32Sgemm(const DnnlGemmSpec& spec, const Tensor& bias) {
   float* c = static_cast<float*>(const_cast<void*>(out.data));
   const int64_t ldc = std::max<int64_t>(out.strides[0], 1);
   float beta = 0.0f;
-  if (bias.defined()) {
-    const Tensor bc = bias.Contiguous();
-    const float* bp = bc.data<float>();
-    ParallelFor(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::copy(bp, bp + n, c + r * ldc);
-    });
+  if (bias.defined()) {  // every row of out = bias, as FillEmptyProduct writes it
+    Tensor o = out_tensor.detach();
+    o.CopyFrom_(bias);
     beta = 1.0f;
   }
   const int64_t lda = std::max<int64_t>(a_rows ? a.strides[0] : a.strides[1], 1);
@@ -608,7 +605,7 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
   const bool plain_f32 = spec.a.dtype == DType::kFloat32 && spec.b.dtype == DType::kFloat32 && !spec.b_user_dtype;
   spec.pack_b = plain_f32 ? WorthPackingF32(spec.b, spec.out) : WorthPacking(spec.b, spec.out);
   // NOTE [f32 GEMMs on oneDNN's sgemm]: opt-in, where B would be packed.
-  if (plain_f32 && spec.pack_b && F32SgemmEnabled() && RunF32Sgemm(spec, bias)) return;
+  if (plain_f32 && spec.pack_b && F32SgemmEnabled() && RunF32Sgemm(spec, bias, out)) return;
   Tensor kbias;
   if (bias.defined()) {
     kbias = bias.stride(0) == 1 ? bias : bias.Contiguous();

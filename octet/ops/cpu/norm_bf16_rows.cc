@@ -176,8 +176,9 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE __m512 SumLanesInOrder16(const __m512 (&v)
 template <int kBlocks, bool kCenter, typename T>
 OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRows<T>& a, int64_t r) {
   using namespace convert_internal;
-  int64_t c = a.c;
-  const float* x = nullptr;
+  const int64_t c = a.c;
+  const float* x = nullptr;  // the batch's rows as f32, ld apart
+  int64_t ld = c;
   alignas(64) float widened[std::is_same_v<T, float> ? 1 : 16 * 16 * kBlocks];
   if constexpr (std::is_same_v<T, float>) {
     x = a.x + r * c;
@@ -187,7 +188,7 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
       for (int j = 0; j < kBlocks; ++j)
         _mm512_store_ps(widened + (k * kBlocks + j) * 16, LoadFloatx16(xb + k * c + 16 * j));
     x = widened;
-    c = 16 * kBlocks;
+    ld = 16 * kBlocks;
   }
   // The rounding forms keep GCC from fusing the multiplies by 1/C into what
   // follows (-ffp-contract=fast fuses plain vector arithmetic): the scalar
@@ -199,7 +200,7 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
   if constexpr (kCenter) {
     for (int k = 0; k < 16; ++k) {
       acc[k] = _mm512_setzero_ps();
-      for (int j = 0; j < kBlocks; ++j) acc[k] = _mm512_add_ps(acc[k], LoadFloatx16(x + k * c + 16 * j));
+      for (int j = 0; j < kBlocks; ++j) acc[k] = _mm512_add_ps(acc[k], LoadFloatx16(x + k * ld + 16 * j));
     }
     const __m512 m = _mm512_mul_round_ps(SumLanesInOrder16(acc), inv_c, kRne);
     _mm512_store_ps(mu, m);
@@ -209,7 +210,7 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
     const __m512 vmu = _mm512_set1_ps(mu[k]);
     acc[k] = _mm512_setzero_ps();
     for (int j = 0; j < kBlocks; ++j) {
-      const __m512 d = _mm512_sub_ps(LoadFloatx16(x + k * c + 16 * j), vmu);
+      const __m512 d = _mm512_sub_ps(LoadFloatx16(x + k * ld + 16 * j), vmu);
       acc[k] = _mm512_fmadd_ps(d, d, acc[k]);
     }
   }
@@ -220,11 +221,11 @@ OCTET_TARGET_AVX512_BF16 OCTET_INLINE void ShortRowsBatch16(const ShortNormFwdRo
   _mm512_storeu_ps(a.rstd + r, vrs);
   for (int k = 0; k < 16; ++k) {
     const __m512 vmu = _mm512_set1_ps(mu[k]), vr = _mm512_set1_ps(rs[k]);
-    T* y = a.y + (r + k) * a.c;
+    T* y = a.y + (r + k) * c;
     for (int j = 0; j < kBlocks; j += 2) {
-      const __m512 lo = NormOutputLanes(LoadFloatx16(x + k * c + 16 * j), vmu, vr, LoadFloatx16(a.w + 16 * j),
+      const __m512 lo = NormOutputLanes(LoadFloatx16(x + k * ld + 16 * j), vmu, vr, LoadFloatx16(a.w + 16 * j),
                                         LoadFloatx16(a.b + 16 * j));
-      const __m512 hi = NormOutputLanes(LoadFloatx16(x + k * c + 16 * j + 16), vmu, vr,
+      const __m512 hi = NormOutputLanes(LoadFloatx16(x + k * ld + 16 * j + 16), vmu, vr,
                                         LoadFloatx16(a.w + 16 * j + 16), LoadFloatx16(a.b + 16 * j + 16));
       StoreOutputLanes(y + 16 * j, lo, hi);
     }

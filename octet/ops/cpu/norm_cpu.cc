@@ -443,23 +443,23 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
       // (RMSNorm: no mean(g) term).
       const auto [sum_g, sum_gx] = GradSums<T>(a.x + r * c, a.dy + r * c, xr, dyr, a.w, c, mu, rs);
       const A mean_g = kCenter ? sum_g * a.inv_c : A(0), mean_gx = sum_gx * a.inv_c;
-      bool native = false;
+      bool written = false;  // dx row written by a vector kernel
 #if OCTET_CONVERT_X86_KERNELS
       if constexpr (kCenter && std::is_same_v<T, bfloat16>) {
-        native = a.native_bf16_dx && a.dsum == nullptr;  // NOTE [native bf16 norm output]
-        if (native) LayerNormDxRowBf16Native(a.x + r * c, a.dy + r * c, a.w, mu, rs, mean_g, mean_gx, a.dx + r * c, c);
+        written = a.native_bf16_dx && a.dsum == nullptr;  // NOTE [native bf16 norm output]
+        if (written) LayerNormDxRowBf16Native(a.x + r * c, a.dy + r * c, a.w, mu, rs, mean_g, mean_gx, a.dx + r * c, c);
       }
 #endif
 #if OCTET_NORM_AVX2_DX_ROWS
       if constexpr (std::is_same_v<T, bfloat16>) {
-        if (!native) {  // NOTE [bf16 dx rows narrowed in AVX2 registers]
+        if (!written) {  // NOTE [bf16 dx rows narrowed in AVX2 registers]
           NormDxRowBf16Avx2(a.x + r * c, a.dy + r * c, a.dsum != nullptr ? a.dsum + r * c : nullptr, a.w, mu, rs,
                             mean_g, mean_gx, a.dx + r * c, c);
-          native = true;
+          written = true;
         }
       }
 #endif
-      if (!native) {
+      if (!written) {
         A* dxr = RowOut(a.dx + r * c, dxbuf);
         // rs * (dy * w - mean_g - xhat * mean_gx), its FMAs explicit (NOTE
         // [native bf16 norm output]).
