@@ -1,6 +1,7 @@
 #include <octet/core/allocator.h>
 
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -17,6 +18,7 @@
 
 #include <octet/core/caching_allocator.h>
 #include <octet/core/device.h>
+#include <octet/core/env.h>
 #include <octet/core/error.h>
 
 namespace octet {
@@ -89,17 +91,9 @@ class CpuBackend final : public CachingAllocatorBackend {
 
 class CpuAllocator final : public Allocator {
  public:
-  CpuAllocator() {
-    const char* env = std::getenv("OCTET_CPU_CACHING");
-    if (env == nullptr || std::strcmp(env, "0") != 0) {
-      // Leaked on purpose: tensors may be freed during static destruction.
-      cache_ = new CachingAllocator(new CpuBackend, {.device_name = "cpu", .arena_segment_size = kCpuArena});
-    }
-  }
-
   void* Allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
-    const bool cached = cache_ && nbytes >= kCpuCacheMin;
+    const bool cached = cache() && nbytes >= kCpuCacheMin;
     void* p = cached ? cache_->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
     OCTET_CHECK(p != nullptr, "CPU out of memory: failed to allocate ", nbytes, " bytes");
     if (cached) ASAN_UNPOISON_MEMORY_REGION(p, nbytes);
@@ -117,7 +111,21 @@ class CpuAllocator final : public Allocator {
     }
     Count(cached, nbytes, -1);
   }
-  CachingAllocator* cache() const { return cache_; }
+  // The cache, or null with OCTET_CPU_CACHING=0: decided at the first
+  // allocation, not when the registry is built during static initialisation,
+  // where a bad value could only terminate the program (NOTE [environment
+  // switches] in env.h); until then every call throws that error.
+  CachingAllocator* cache() {
+    std::call_once(decided_, [this] {
+      static constexpr internal::EnvValue kValues[] = {{"1", "cache freed blocks for reuse; the default"},
+                                                       {"0", "every block from the system and back"}};
+      if (internal::ReadEnvChoice("OCTET_CPU_CACHING", kValues, 0) == 0) {
+        // Leaked on purpose: tensors may be freed during static destruction.
+        cache_ = new CachingAllocator(new CpuBackend, {.device_name = "cpu", .arena_segment_size = kCpuArena});
+      }
+    });
+    return cache_;
+  }
 
   // Every allocation, cached or not (GetCpuMemoryStats): relaxed atomics,
   // a few per tensor allocation, none per element.
@@ -144,7 +152,8 @@ class CpuAllocator final : public Allocator {
     }
   }
 
-  CachingAllocator* cache_ = nullptr;
+  std::once_flag decided_;
+  CachingAllocator* cache_ = nullptr;  // set once, by cache()
 };
 
 void CpuCopyBytes(void* dst, Device, const void* src, Device, size_t nbytes) {
@@ -198,7 +207,7 @@ void EmptyCpuCache() {
 
 CpuMemoryStats GetCpuMemoryStats() {
   CpuMemoryStats s;
-  const CpuAllocator& cpu = GetRegistry().cpu;
+  CpuAllocator& cpu = GetRegistry().cpu;
   s.allocated_bytes = cpu.in_use.load(std::memory_order_relaxed);
   s.peak_allocated_bytes = cpu.peak_in_use.load(std::memory_order_relaxed);
   s.reserved_bytes = cpu.uncached_in_use.load(std::memory_order_relaxed);

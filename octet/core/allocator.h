@@ -35,7 +35,8 @@ void RegisterCopyBytes(DeviceType type, CopyBytesFn fn);
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 
 // CPU blocks of 64 KiB or more are cached for reuse (NOTE [cpu caching] in
-// allocator.cc; OCTET_CPU_CACHING=0 disables it). EmptyCpuCache returns the
+// allocator.cc; OCTET_CPU_CACHING=0 disables it, read at the first
+// allocation; any value but 0, 1 or "" is an error). EmptyCpuCache returns the
 // cached, unused blocks to the system.
 void EmptyCpuCache();
 struct CpuMemoryStats {

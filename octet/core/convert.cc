@@ -13,6 +13,7 @@
 
 #include <octet/core/bfloat16.h>
 #include <octet/core/convert_internal.h>
+#include <octet/core/env.h>
 #include <octet/core/error.h>
 #include <octet/core/float16.h>
 #include <octet/core/float8.h>
@@ -109,8 +110,10 @@ int DetectedIsaBits() {
 }
 
 bool DisabledByEnvironment() {
-  const char* value = std::getenv("OCTET_DISABLE_AVX512");
-  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+  static constexpr internal::EnvValue kValues[] = {
+      {"0", "AVX-512 kernels where the CPU has them; the default"},
+      {"1", "the AVX2 kernels, as on a CPU without AVX-512"}};
+  return internal::ReadEnvChoice("OCTET_DISABLE_AVX512", kValues, 0) == 1;
 }
 
 int DefaultIsaBits() {

@@ -12,10 +12,11 @@
 // per-function target attributes; the library itself is not built with
 // -march=native); AVX-512 VBMI enables the byte-table fp8 decoders and
 // AVX-512 BF16 enables vcvtneps2bf16 for FloatToBf16Row. On CPUs with AVX2
-// and F16C but no AVX-512 (or when the environment variable
-// OCTET_DISABLE_AVX512 is set to anything but "" or "0", read once, at the
-// first call) it uses AVX2 kernels that decode fp8 through binary16. Without
-// AVX2 the portable scalar loops run. Tests can switch paths with the
+// and F16C but no AVX-512 (or with the environment variable
+// OCTET_DISABLE_AVX512=1, read once, at the first call; any value but 0, 1
+// or "" is an error: NOTE [environment switches] in env.h) it uses AVX2
+// kernels that decode fp8 through binary16. Without AVX2 the portable
+// scalar loops run. Tests can switch paths with the
 // octet::internal functions at the end of this file.
 //
 // Errors: a negative n, or a dtype that is not kFloat8E4M3 / kFloat8E5M2 where

@@ -274,7 +274,7 @@ TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGemmPath) {
   EXPECT_THAT(o0.out, Not(HasSubstr("cpu gemm:")));
   const RunResult bad = Run(BaseArgs("O2", 1, (*dir_ / "path_bad.jsonl").string()), "OCTET_CPU_GEMM=fast");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GEMM='fast' is not a CPU GEMM path"));
+  EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GEMM='fast' is not understood"));
 }
 
 // They also say how bf16 GELU is evaluated (NOTE [bf16 gelu tables]): an
@@ -293,7 +293,27 @@ TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGeluPath) {
   EXPECT_THAT(measured.out, HasSubstr("(measured: table "));
   const RunResult bad = Run(BaseArgs("O1", 1, (*dir_ / "gelu_bad.jsonl").string()), "OCTET_CPU_GELU=fast");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GELU='fast' is not a CPU GELU path"));
+  EXPECT_THAT(bad.err, HasSubstr("OCTET_CPU_GELU='fast' is not understood"));
+}
+
+// NOTE [environment switches] (octet/core/env.h): the switches read once
+// a process (the CPU cache, oneDNN's sgemm for f32 GEMMs, octet's AMX GEMM)
+// stop the run with a value they do not take, naming the variable and the
+// value, through the example's own error exit ("off" used to leave the
+// cache on; read while the allocator was built, in static initialisation,
+// a bad value could only terminate the program).
+TEST_F(TrainGpt, ABadSwitchStopsTheRunNamingIt) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"OCTET_CPU_CACHING=off", "OCTET_CPU_CACHING='off' is not understood: use 1 ("},
+      {"OCTET_CPU_F32_GEMM=fast", "OCTET_CPU_F32_GEMM='fast' is not understood: use matmul ("},
+      {"OCTET_CPU_AMX_GEMM=yes", "OCTET_CPU_AMX_GEMM='yes' is not understood: use 1 ("}};
+  int i = 0;
+  for (const auto& [env, message] : cases) {
+    const std::string amp = std::string(env).starts_with("OCTET_CPU_AMX") ? "O2" : "O0";
+    const RunResult bad = Run(BaseArgs(amp, 1, (*dir_ / ("switch_" + std::to_string(i++) + ".jsonl")).string()), env);
+    EXPECT_EQ(bad.exit_code, 1) << env << ": " << bad.err;  // the example's error exit, not a terminate
+    EXPECT_THAT(bad.err, HasSubstr(std::string("train_gpt: error: ") + message)) << env;
+  }
 }
 
 TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {

@@ -154,10 +154,10 @@ TEST(CpuGeluPath, EnvironmentChoosesOrMeasures) {
 TEST(CpuGeluPath, AnUnknownValueIsAnErrorNamingTheVariable) {
   ScopedEnv env("OCTET_CPU_GELU", "fast");
   internal::SetCpuGeluPathForTesting(std::nullopt);
-  EXPECT_THAT(ErrorOf([] { GetCpuGeluPath(); }), HasSubstr("OCTET_CPU_GELU='fast' is not a CPU GELU path"));
+  EXPECT_THAT(ErrorOf([] { GetCpuGeluPath(); }), HasSubstr("OCTET_CPU_GELU='fast' is not understood"));
   // The op reports it too (nothing was cached), and a float32 GELU never asks.
   const Tensor x = Full({8}, 0.5, {.dtype = DType::kBFloat16});
-  EXPECT_THAT(ErrorOf([&] { Gelu(x); }), HasSubstr("use table"));
+  EXPECT_THAT(ErrorOf([&] { Gelu(x); }), HasSubstr("table (look bf16 GELU up in tables)"));
   EXPECT_EQ(Gelu(x.To(DType::kFloat32)).numel(), 8);
   internal::SetCpuGeluPathForTesting(std::nullopt);
 }

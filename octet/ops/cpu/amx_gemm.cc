@@ -71,6 +71,7 @@
 #include <vector>
 
 #include <octet/core/error.h>
+#include <octet/core/env.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu_gemm_path.h>
@@ -92,13 +93,11 @@ constexpr int64_t kChunkCols = 64;   // columns of a chunk: two C blocks side by
 std::atomic<int> g_forced{-1};
 
 bool Decide() {
-  if (!octet::internal::AmxTilesPermitted() || !DnnlUsesAmxBf16()) return false;
-  const char* env = std::getenv("OCTET_CPU_AMX_GEMM");
-  const std::string value = env == nullptr ? "" : env;
-  if (value.empty() || value == "1") return true;
-  if (value == "0") return false;
-  OCTET_FAIL("OCTET_CPU_AMX_GEMM=", value, " is not understood: 1 (the default where the CPU has AMX) runs octet's ",
-             "AMX GEMM, 0 oneDNN's matmul");
+  static constexpr ::octet::internal::EnvValue kValues[] = {
+      {"1", "octet's AMX GEMM; the default where the CPU has AMX"}, {"0", "oneDNN's matmul"}};
+  // Read first, so that a bad value is an error on every CPU.
+  const bool wanted = ::octet::internal::ReadEnvChoice("OCTET_CPU_AMX_GEMM", kValues, 0) == 0;
+  return wanted && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16();
 }
 
 #if defined(__x86_64__)

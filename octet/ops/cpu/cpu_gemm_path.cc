@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include <octet/core/convert.h>
+#include <octet/core/env.h>
 #include <octet/core/error.h>
 #include <octet/core/log.h>
 #include <octet/ops/cpu/amx_gemm.h>
@@ -276,11 +277,14 @@ bool UsesBf16DotKernels(const CpuGemmPathInfo& info, bool forced) {
 }
 
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value) {
-  if (value.empty() || value == "auto") return std::nullopt;
-  if (value == "bf16") return CpuGemmPath::kBf16Dot;
-  if (value == "fp32") return CpuGemmPath::kFp32Fma;
-  OCTET_FAIL("OCTET_CPU_GEMM='", value, "' is not a CPU GEMM path: use bf16 (BF16 dot products), fp32 (widen to ",
-             "FP32 and use FMAs) or auto (measure; the default)");
+  static constexpr ::octet::internal::EnvValue kValues[] = {{"auto", "measure this CPU's rates; the default"},
+                                         {"bf16", "BF16 dot products"},
+                                         {"fp32", "widen to FP32 and use FMAs"}};
+  switch (::octet::internal::ParseEnvChoice("OCTET_CPU_GEMM", value.c_str(), kValues, 0)) {
+    case 1: return CpuGemmPath::kBf16Dot;
+    case 2: return CpuGemmPath::kFp32Fma;
+    default: return std::nullopt;
+  }
 }
 
 bool CpuRunsBf16Gemm() { return cpu::DnnlHasBf16Matmul(); }

@@ -14,6 +14,7 @@
 #include <absl/strings/str_format.h>
 
 #include <octet/core/convert.h>
+#include <octet/core/env.h>
 #include <octet/core/error.h>
 #include <octet/core/log.h>
 #include <octet/ops/cpu/isa.h>
@@ -201,11 +202,14 @@ CpuGeluPathInfo GetCpuGeluPath() {
 namespace internal {
 
 std::optional<CpuGeluPath> ParseCpuGeluPath(const std::string& value) {
-  if (value.empty() || value == "auto") return std::nullopt;
-  if (value == "table") return CpuGeluPath::kTable;
-  if (value == "compute") return CpuGeluPath::kCompute;
-  OCTET_FAIL("OCTET_CPU_GELU='", value, "' is not a CPU GELU path: use table (look bf16 GELU up in tables), ",
-             "compute (evaluate it) or auto (time both once; the default)");
+  static constexpr ::octet::internal::EnvValue kValues[] = {{"auto", "time both once; the default"},
+                                         {"table", "look bf16 GELU up in tables"},
+                                         {"compute", "evaluate it"}};
+  switch (::octet::internal::ParseEnvChoice("OCTET_CPU_GELU", value.c_str(), kValues, 0)) {
+    case 1: return CpuGeluPath::kTable;
+    case 2: return CpuGeluPath::kCompute;
+    default: return std::nullopt;
+  }
 }
 
 void SetCpuGeluPathForTesting(std::optional<CpuGeluPath> path) {

@@ -42,6 +42,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <octet/core/convert.h>
+#include <octet/core/env.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/cpu/gemm_timing.h>
@@ -525,12 +526,10 @@ void MatmulF64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
 std::atomic<int> g_sgemm_forced{-1};
 
 bool DecideF32Sgemm() {
-  const char* env = std::getenv("OCTET_CPU_F32_GEMM");
-  const std::string value = env == nullptr ? "" : env;
-  if (value.empty() || value == "matmul") return false;
-  if (value == "sgemm") return true;
-  OCTET_FAIL("OCTET_CPU_F32_GEMM=", value, " is not understood: matmul (the default: oneDNN's matmul primitive, B ",
-             "packed by octet) or sgemm (oneDNN's sgemm for the GEMMs whose B octet would pack)");
+  static constexpr ::octet::internal::EnvValue kValues[] = {
+      {"matmul", "the default: oneDNN's matmul primitive, B packed by octet"},
+      {"sgemm", "oneDNN's sgemm for the GEMMs whose B octet would pack"}};
+  return ::octet::internal::ReadEnvChoice("OCTET_CPU_F32_GEMM", kValues, 0) == 1;
 }
 
 // out = a·b (+ bias) on dnnl_sgemm, when spec (out's view) qualifies (see
@@ -605,7 +604,7 @@ void MatmulCpuImpl(const Tensor& a, const Tensor& b, const Tensor& bias, const T
   const bool plain_f32 = spec.a.dtype == DType::kFloat32 && spec.b.dtype == DType::kFloat32 && !spec.b_user_dtype;
   spec.pack_b = plain_f32 ? WorthPackingF32(spec.b, spec.out) : WorthPacking(spec.b, spec.out);
   // NOTE [f32 GEMMs on oneDNN's sgemm]: opt-in, where B would be packed.
-  if (plain_f32 && spec.pack_b && F32SgemmEnabled() && RunF32Sgemm(spec, bias, out)) return;
+  if (plain_f32 && F32SgemmEnabled() && spec.pack_b && RunF32Sgemm(spec, bias, out)) return;
   Tensor kbias;
   if (bias.defined()) {
     kbias = bias.stride(0) == 1 ? bias : bias.Contiguous();

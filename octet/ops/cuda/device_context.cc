@@ -10,6 +10,7 @@
 #include <octet/core/device.h>
 #include <octet/core/device_control.h>
 #include <octet/core/device_control_internal.h>
+#include <octet/core/env.h>
 #include <octet/core/error.h>
 #include <octet/ops/cuda/cublaslt_api.h>
 #include <octet/ops/cuda/cuda_allocator.h>
@@ -317,9 +318,9 @@ std::atomic<int> g_sync_check{-1};
 }  // namespace
 
 bool ParseSyncCheck(std::string_view value) {
-  if (value.empty() || value == "0") return false;
-  if (value == "1") return true;
-  OCTET_FAIL("OCTET_CUDA_SYNC_CHECK must be 0 or 1, got '", value, "'");
+  static constexpr ::octet::internal::EnvValue kValues[] = {{"0", "no check; the default"},
+                                                   {"1", "fail on a host synchronisation inside a step"}};
+  return ::octet::internal::ParseEnvChoice("OCTET_CUDA_SYNC_CHECK", std::string(value).c_str(), kValues, 0) == 1;
 }
 
 bool SyncCheckEnabled() {

@@ -1,0 +1,70 @@
+// NOTE [environment switches] (octet/core/env.h): one parser for octet's
+// environment switches; a value it does not know is an error naming the
+// variable, the value and every value it takes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <octet/core/convert.h>
+#include <octet/core/convert_testing.h>
+#include <octet/core/env.h>
+
+#include "tests/scoped_env.h"
+#include "tests/test_util.h"
+
+namespace octet {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::ErrorOf;
+using testing::ScopedEnv;
+
+constexpr internal::EnvValue kTwo[] = {{"matmul", "the default"}, {"sgemm", "oneDNN's sgemm"}};
+constexpr internal::EnvValue kThree[] = {{"auto", "measure"}, {"bf16", "dot products"}, {"fp32", "FMAs"}};
+
+TEST(EnvChoice, UnsetOrEmptyGivesTheFallback) {
+  EXPECT_EQ(internal::ParseEnvChoice("OCTET_X", nullptr, kTwo, 0), 0);
+  EXPECT_EQ(internal::ParseEnvChoice("OCTET_X", "", kTwo, 1), 1);
+}
+
+TEST(EnvChoice, AKnownValueGivesItsIndex) {
+  EXPECT_EQ(internal::ParseEnvChoice("OCTET_X", "sgemm", kTwo, 0), 1);
+  EXPECT_EQ(internal::ParseEnvChoice("OCTET_X", "matmul", kTwo, 1), 0);
+  EXPECT_EQ(internal::ParseEnvChoice("OCTET_X", "fp32", kThree, 0), 2);
+}
+
+TEST(EnvChoice, AnyOtherValueIsAnErrorListingTheValues) {
+  EXPECT_THAT(ErrorOf([] { internal::ParseEnvChoice("OCTET_X", "Sgemm", kTwo, 0); }),
+              StartsWith("OCTET_X='Sgemm' is not understood: use matmul (the default) or sgemm (oneDNN's sgemm) ["));
+  EXPECT_THAT(ErrorOf([] { internal::ParseEnvChoice("OCTET_Y", " fp32", kThree, 0); }),
+              StartsWith("OCTET_Y=' fp32' is not understood: use auto (measure), bf16 (dot products) or fp32 "
+                         "(FMAs) ["));
+}
+
+TEST(EnvChoice, ReadsTheEnvironmentAsItIsNow) {
+  {
+    ScopedEnv env("OCTET_ENV_TEST_SWITCH", "sgemm");
+    EXPECT_EQ(internal::ReadEnvChoice("OCTET_ENV_TEST_SWITCH", kTwo, 0), 1);
+  }
+  EXPECT_EQ(internal::ReadEnvChoice("OCTET_ENV_TEST_SWITCH", kTwo, 0), 0);
+  ScopedEnv env("OCTET_ENV_TEST_SWITCH", "on");
+  EXPECT_THAT(ErrorOf([] { internal::ReadEnvChoice("OCTET_ENV_TEST_SWITCH", kTwo, 0); }),
+              HasSubstr("OCTET_ENV_TEST_SWITCH='on' is not understood"));
+}
+
+// OCTET_DISABLE_AVX512 took any non-empty value but "0" as "disable": "false"
+// turned AVX-512 off. It now takes 0 or 1 (re-read by
+// ForceScalarConvertersForTesting(false)).
+TEST(EnvChoice, DisableAvx512TakesZeroOrOne) {
+  {
+    ScopedEnv env("OCTET_DISABLE_AVX512", "false");
+    EXPECT_THAT(ErrorOf([] { internal::ForceScalarConvertersForTesting(false); }),
+                HasSubstr("OCTET_DISABLE_AVX512='false' is not understood: use 0 (AVX-512 kernels where the CPU "
+                          "has them; the default) or 1 (the AVX2 kernels, as on a CPU without AVX-512)"));
+  }
+  internal::ForceScalarConvertersForTesting(false);
+  EXPECT_EQ(internal::ActiveConverterIsa().avx512, internal::DetectedConverterIsa().avx512);
+}
+
+}  // namespace
+}  // namespace octet
