@@ -1,7 +1,6 @@
 #include <octet/core/allocator.h>
 
 #include <atomic>
-#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -94,7 +93,7 @@ class CpuAllocator final : public Allocator {
   void* Allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     const bool cached = cache() && nbytes >= kCpuCacheMin;
-    void* p = cached ? cache_->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
+    void* p = cached ? cache()->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
     OCTET_CHECK(p != nullptr, "CPU out of memory: failed to allocate ", nbytes, " bytes");
     if (cached) ASAN_UNPOISON_MEMORY_REGION(p, nbytes);
     Count(cached, nbytes, +1);
@@ -102,10 +101,10 @@ class CpuAllocator final : public Allocator {
   }
   void Free(void* ptr, size_t nbytes, Device) override {
     if (ptr == nullptr) return;
-    const bool cached = cache_ && nbytes >= kCpuCacheMin;
+    const bool cached = cache() && nbytes >= kCpuCacheMin;
     if (cached) {
       ASAN_POISON_MEMORY_REGION(ptr, nbytes);
-      cache_->Free(ptr);
+      cache()->Free(ptr);
     } else {
       std::free(ptr);
     }
@@ -114,17 +113,18 @@ class CpuAllocator final : public Allocator {
   // The cache, or null with OCTET_CPU_CACHING=0: decided at the first
   // allocation, not when the registry is built during static initialisation,
   // where a bad value could only terminate the program (NOTE [environment
-  // switches] in env.h); until then every call throws that error.
-  CachingAllocator* cache() {
-    std::call_once(decided_, [this] {
+  // switches] in env.h). A function-local static, not std::call_once: an
+  // initialisation that throws leaves it to be tried again, so every call
+  // until the value is fixed throws the same error.
+  static CachingAllocator* cache() {
+    static CachingAllocator* const cache = []() -> CachingAllocator* {
       static constexpr internal::EnvValue kValues[] = {{"1", "cache freed blocks for reuse; the default"},
                                                        {"0", "every block from the system and back"}};
-      if (internal::ReadEnvChoice("OCTET_CPU_CACHING", kValues, 0) == 0) {
-        // Leaked on purpose: tensors may be freed during static destruction.
-        cache_ = new CachingAllocator(new CpuBackend, {.device_name = "cpu", .arena_segment_size = kCpuArena});
-      }
-    });
-    return cache_;
+      if (internal::ReadEnvChoice("OCTET_CPU_CACHING", kValues, 0) == 1) return nullptr;
+      // Leaked on purpose: tensors may be freed during static destruction.
+      return new CachingAllocator(new CpuBackend, {.device_name = "cpu", .arena_segment_size = kCpuArena});
+    }();
+    return cache;
   }
 
   // Every allocation, cached or not (GetCpuMemoryStats): relaxed atomics,
@@ -152,8 +152,6 @@ class CpuAllocator final : public Allocator {
     }
   }
 
-  std::once_flag decided_;
-  CachingAllocator* cache_ = nullptr;  // set once, by cache()
 };
 
 void CpuCopyBytes(void* dst, Device, const void* src, Device, size_t nbytes) {
