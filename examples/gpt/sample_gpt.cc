@@ -40,9 +40,13 @@ absl::Status Run() {
   if (!nn::amp::ParseLevel(absl::GetFlag(FLAGS_amp), &level))
     return absl::InvalidArgumentError(absl::StrCat("unknown --amp level '", absl::GetFlag(FLAGS_amp), "'"));
   if (!(absl::GetFlag(FLAGS_temperature) > 0.0))
-    return absl::InvalidArgumentError("--temperature must be > 0");
-  if (absl::GetFlag(FLAGS_tokens) < 0 || absl::GetFlag(FLAGS_samples) < 1)
-    return absl::InvalidArgumentError("--tokens must be >= 0 and --samples >= 1");
+    return absl::InvalidArgumentError(absl::StrCat("--temperature must be > 0, got ", absl::GetFlag(FLAGS_temperature)));
+  if (absl::GetFlag(FLAGS_tokens) < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--tokens must be >= 0, got ", absl::GetFlag(FLAGS_tokens)));
+  if (absl::GetFlag(FLAGS_samples) < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--samples must be >= 1, got ", absl::GetFlag(FLAGS_samples)));
+  if (absl::GetFlag(FLAGS_top_k) < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--top_k must be >= 0 (0: all), got ", absl::GetFlag(FLAGS_top_k)));
   const nn::TrainingState st = nn::LoadTrainingState(ckpt);  // throws octet::Error
   absl::StatusOr<nn::GPTConfig> config = ConfigFromMetadata(st.metadata);
   if (!config.ok()) return config.status();

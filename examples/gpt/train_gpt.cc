@@ -243,6 +243,44 @@ class MetricsWriter {
 
 absl::Status Fail(const std::string& msg) { return absl::InvalidArgumentError(msg); }
 
+// More OpenMP threads than this is a mistake, not a set-up: libgomp cannot
+// create 100000 and crashed trying.
+constexpr int32_t kMaxThreads = 1024;
+
+// The numeric flags' ranges, checked before any data is read or step run: a
+// value outside them is an error naming the flag, never a silent default
+// (--log_every 0 meant 1, --eval_batches 0 one batch, --stop_after 0 no
+// stop, a negative --threads all cores) nor a failure after the training
+// (--temperature 0, at the sampling). The ranges of the model's, the
+// optimizer's and the schedule's own arguments are theirs to check.
+absl::Status CheckRanges() {
+  const int32_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 0 || threads > kMaxThreads)
+    return Fail(absl::StrCat("--threads must be in [0, ", kMaxThreads, "] (0: OMP_NUM_THREADS / all cores), got ",
+                             threads));
+  if (absl::GetFlag(FLAGS_log_every) < 1)
+    return Fail(absl::StrCat("--log_every must be >= 1, got ", absl::GetFlag(FLAGS_log_every)));
+  if (absl::GetFlag(FLAGS_eval_every) < 0)
+    return Fail(absl::StrCat("--eval_every must be >= 0 (0: only at the end), got ", absl::GetFlag(FLAGS_eval_every)));
+  if (absl::GetFlag(FLAGS_eval_batches) < 1)
+    return Fail(absl::StrCat("--eval_batches must be >= 1, got ", absl::GetFlag(FLAGS_eval_batches)));
+  if (absl::GetFlag(FLAGS_ckpt_every) < 0)
+    return Fail(absl::StrCat("--ckpt_every must be >= 0 (0: only at the end), got ", absl::GetFlag(FLAGS_ckpt_every)));
+  if (absl::GetFlag(FLAGS_stop_after) < -1 || absl::GetFlag(FLAGS_stop_after) == 0)
+    return Fail(absl::StrCat("--stop_after must be -1 (run every step) or >= 1, got ", absl::GetFlag(FLAGS_stop_after)));
+  if (absl::GetFlag(FLAGS_margin) < 0)
+    return Fail(absl::StrCat("--margin must be >= 0, got ", absl::GetFlag(FLAGS_margin)));
+  if (!(absl::GetFlag(FLAGS_grad_clip) >= 0.0))
+    return Fail(absl::StrCat("--grad_clip must be >= 0 (0: off), got ", absl::GetFlag(FLAGS_grad_clip)));
+  if (absl::GetFlag(FLAGS_sample_tokens) < 0)
+    return Fail(absl::StrCat("--sample_tokens must be >= 0 (0: none), got ", absl::GetFlag(FLAGS_sample_tokens)));
+  if (!(absl::GetFlag(FLAGS_temperature) > 0.0))
+    return Fail(absl::StrCat("--temperature must be > 0, got ", absl::GetFlag(FLAGS_temperature)));
+  if (absl::GetFlag(FLAGS_top_k) < 0)
+    return Fail(absl::StrCat("--top_k must be >= 0 (0: all), got ", absl::GetFlag(FLAGS_top_k)));
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
   // ---- flags -------------------------------------------------------------------------
   nn::amp::Level level;
@@ -277,8 +315,9 @@ absl::Status Run() {
     return Fail(absl::StrCat("--batch, --seq_len and --grad_accum must be >= 1, got ", B, ", ", T, ", ", accum));
   if (T > block_size)
     return Fail(absl::StrCat("--seq_len (", T, ") is larger than the model's --block_size (", block_size, ")"));
-  const int64_t log_every = std::max<int64_t>(1, absl::GetFlag(FLAGS_log_every));
+  const int64_t log_every = absl::GetFlag(FLAGS_log_every);
   const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
+  if (absl::Status s = CheckRanges(); !s.ok()) return s;
   const std::string ckpt_dir = absl::GetFlag(FLAGS_ckpt_dir);
   ResumeMode resume_mode;
   if (!ParseResumeMode(absl::GetFlag(FLAGS_resume), &resume_mode))

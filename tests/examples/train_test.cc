@@ -29,6 +29,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+using ::octet::testing::kSampleGpt;
 using ::octet::testing::kTrainGpt;
 
 struct RunResult {
@@ -92,10 +93,13 @@ class TrainGpt : public ::testing::Test {
 
   // env: extra VAR=value words for the child's environment.
   static RunResult Run(const std::vector<std::string>& args, const std::string& env = "") {
+    return RunProgram(kTrainGpt, args, env);
+  }
+  static RunResult RunProgram(const char* program, const std::vector<std::string>& args, const std::string& env) {
     static int counter = 0;
     const fs::path out = *dir_ / ("out_" + std::to_string(counter) + ".txt");
     const fs::path err = *dir_ / ("err_" + std::to_string(counter++) + ".txt");
-    std::string cmd = "OMP_NUM_THREADS=2 " + env + (env.empty() ? "" : " ") + kTrainGpt;
+    std::string cmd = "OMP_NUM_THREADS=2 " + env + (env.empty() ? "" : " ") + program;
     for (const std::string& a : args) cmd += " '" + a + "'";
     cmd += " > '" + out.string() + "' 2> '" + err.string() + "'";
     const int status = std::system(cmd.c_str());
@@ -334,6 +338,20 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--device=tpu"}, "unknown device 'tpu' (expected cpu, cuda or cuda:N)"},
       {{corpus, "--device=cuda:99"}, "--device: cuda:99 "},  // not available / does not exist
       {{corpus, "--cuda_graph"}, "--cuda_graph needs --device=cuda, got cpu"},
+      // Numeric flags out of range (CheckRanges): each named, before any step.
+      {{corpus, "--threads=-1"}, "--threads must be in [0, 1024] (0: OMP_NUM_THREADS / all cores), got -1"},
+      {{corpus, "--threads=100000"}, "--threads must be in [0, 1024]"},  // libgomp crashed on it
+      {{corpus, "--log_every=0"}, "--log_every must be >= 1, got 0"},
+      {{corpus, "--eval_every=-5"}, "--eval_every must be >= 0 (0: only at the end), got -5"},
+      {{corpus, "--eval_batches=0"}, "--eval_batches must be >= 1, got 0"},
+      {{corpus, "--ckpt_every=-1"}, "--ckpt_every must be >= 0"},
+      {{corpus, "--stop_after=0"}, "--stop_after must be -1 (run every step) or >= 1, got 0"},
+      {{corpus, "--margin=-1"}, "--margin must be >= 0, got -1"},
+      {{corpus, "--grad_clip=-1"}, "--grad_clip must be >= 0 (0: off), got -1"},
+      {{corpus, "--grad_clip=nan"}, "--grad_clip must be >= 0 (0: off), got nan"},
+      {{corpus, "--sample_tokens=-1"}, "--sample_tokens must be >= 0 (0: none), got -1"},
+      {{corpus, "--temperature=0"}, "--temperature must be > 0, got 0"},
+      {{corpus, "--top_k=-1"}, "--top_k must be >= 0 (0: all), got -1"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -342,7 +360,53 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
     EXPECT_NE(r.exit_code, 0) << c.message;
     EXPECT_THAT(r.err, HasSubstr("train_gpt: error: ")) << c.message;
     EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_THAT(r.out, Not(HasSubstr("step "))) << c.message << ": it trained first";
   }
+}
+
+// sample_gpt (examples/gpt/sample_gpt.cc) on a checkpoint train_gpt wrote:
+// the prompt and its continuation, the same text for the same seed, one
+// block per sample; and each bad input stops it with a message naming it.
+TEST_F(TrainGpt, SampleGptGeneratesFromACheckpointAndNamesBadInput) {
+  if (!fs::exists(kSampleGpt)) GTEST_SKIP() << "sample_gpt not built (" << kSampleGpt << ")";
+  const fs::path ckpt = *dir_ / "sample_ckpt";
+  std::vector<std::string> train = BaseArgs("O0", 3, (*dir_ / "sample.jsonl").string());
+  train.push_back("--ckpt_dir=" + ckpt.string());
+  ASSERT_EQ(Run(train).exit_code, 0);
+  auto sample = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), "--ckpt=" + ckpt.string());
+    return RunProgram(kSampleGpt, extra, "");
+  };
+  const RunResult a = sample({"--tokens=24", "--seed=3", "--prompt=Q: ", "--samples=2"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("checkpoint step 3, "));
+  EXPECT_THAT(a.out, HasSubstr("---- sample 1 ----\nQ: "));
+  EXPECT_THAT(a.out, HasSubstr("---- sample 2 ----\nQ: "));
+  EXPECT_EQ(sample({"--tokens=24", "--seed=3", "--prompt=Q: ", "--samples=2"}).out, a.out);
+
+  const fs::path truncated = *dir_ / "sample_truncated";
+  fs::copy(ckpt, truncated, fs::copy_options::recursive);
+  for (const auto& e : fs::recursive_directory_iterator(truncated))
+    if (e.path().filename() == "model.safetensors") fs::resize_file(e.path(), 100);
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--temperature=0"}, "--temperature must be > 0, got 0"},
+      {{"--top_k=-1"}, "--top_k must be >= 0 (0: all), got -1"},
+      {{"--tokens=-1"}, "--tokens must be >= 0, got -1"},
+      {{"--samples=0"}, "--samples must be >= 1, got 0"},
+      {{"--amp=O7"}, "unknown --amp level 'O7'"},
+      {{"--ckpt=" + (*dir_ / "no_such_ckpt").string()}, "no complete step directory"},
+      {{"--ckpt=" + truncated.string()}, "model.safetensors': invalid header length"},
+  };
+  for (const auto& [args, message] : cases) {
+    const RunResult r = sample(args);
+    EXPECT_EQ(r.exit_code, 1) << message << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("sample_gpt: error: " + std::string(args[0].starts_with("--ckpt") ? "" : message)))
+        << message;
+    EXPECT_THAT(r.err, HasSubstr(message));
+  }
+  const RunResult none = RunProgram(kSampleGpt, {}, "");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("sample_gpt: error: --ckpt is required"));
 }
 
 TEST_F(TrainGpt, TrainsOnLlmcTokenShardsAndRejectsOutOfRangeTokens) {
