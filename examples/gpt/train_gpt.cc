@@ -460,6 +460,11 @@ absl::Status Run() {
       std::printf("--resume=auto: no checkpoint in '%s' yet, starting from scratch\n", ckpt_dir.c_str());
     }
   }
+  // --stop_after counts from step 0, resumed or not: a step this run never
+  // reaches would be no stop at all.
+  if (const int64_t stop = absl::GetFlag(FLAGS_stop_after); stop >= 1 && (stop <= step || stop > steps))
+    return Fail(absl::StrCat("--stop_after ", stop, " is not a step this run takes (steps ", step + 1, " to ", steps,
+                             stop <= step ? ": it resumes after it)" : ")"));
   auto save = [&](int64_t at_step) -> absl::Status {
     if (ckpt_dir.empty()) return absl::OkStatus();
     const optim::OptimizerState opt_state = dt.OptimizerState(opt);  // collectives under ZeRO-1

@@ -346,6 +346,7 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--eval_batches=0"}, "--eval_batches must be >= 1, got 0"},
       {{corpus, "--ckpt_every=-1"}, "--ckpt_every must be >= 0"},
       {{corpus, "--stop_after=0"}, "--stop_after must be -1 (run every step) or >= 1, got 0"},
+      {{corpus, "--stop_after=2"}, "--stop_after 2 is not a step this run takes (steps 1 to 1)"},
       {{corpus, "--margin=-1"}, "--margin must be >= 0, got -1"},
       {{corpus, "--grad_clip=-1"}, "--grad_clip must be >= 0 (0: off), got -1"},
       {{corpus, "--grad_clip=nan"}, "--grad_clip must be >= 0 (0: off), got nan"},
@@ -464,6 +465,9 @@ TEST_F(TrainGpt, ResumeRefusesCheckpointsThatAreNotItsOwn) {
                "--resume: the checkpoint is of another run: train.seed: the checkpoint has '11', this run has '12'");
   expect_error(args(ckpt, {"--resume", "--n_embd=32"}), "gpt.n_embd: the checkpoint has '64', this run has '32'");
   expect_error(args(ckpt, {"--resume", "--amp=O2"}), "amp.level: the checkpoint has 'O0', this run has 'O2'");
+  // --stop_after counts from step 0: one the resumed run has passed is no stop.
+  expect_error(args(ckpt, {"--resume", "--stop_after=3"}),
+               "--stop_after 3 is not a step this run takes (steps 6 to 10: it resumes after it)");
   const std::string text = ReadFile(*dir_ / "corpus.txt");
   std::ofstream(*dir_ / "corpus_b.txt") << text.substr(0, text.size() - 1000);
   std::vector<std::string> other_data = args(ckpt, {"--resume"});
