@@ -28,7 +28,7 @@ inline uint64_t LowBits64(int64_t count) {
 
 // 16 source values as f32: f32 loaded as they are, bf16 widened in the
 // register (a bf16 is the top half of its f32: exact), so a bf16 row needs no
-// f32 copy (NOTE [bf16 quantize in registers] in core/convert_avx512.cc,
+// f32 copy (NOTE [bf16 quantize in registers] in core/convert.cc,
 // NOTE [native bf16 norm output] in ops/cpu/norm_cpu.cc). MaskLoadFloatx16
 // reads only the lanes in mask, the others 0.
 OCTET_TARGET_AVX512 OCTET_INLINE __m512 LoadFloatx16(const float* src) { return _mm512_loadu_ps(src); }

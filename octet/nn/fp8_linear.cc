@@ -238,7 +238,7 @@ TensorList Fp8LinearOp::Backward(autograd::Ctx& ctx, Tensor dy) {
   // process, Zen 5): wide 291.8 -> 286.0 MiB, with the FP8/FP16 AdamW state
   // 221.5 -> 216.6, small 92.8 -> 91.2 and 77.8 -> 75.5. Both GEMMs read dY
   // as A, so the second still reuses the first's conversion (NOTE
-  // [converted A reuse] in ops/cpu/matmul_cpu.cc).
+  // [converted A reuse] in ops/cpu/matmul_operands.h).
   if (ctx.NeedsInputGrad(1)) {
     // dW = dYᵀ·X (N,K)
     dw = AsDType(ScaledMatmul(dy_fp8.T(), x_saved, GemmOut(ctx.dtypes[1]), Tensor(), GemmRole::kWgrad),

@@ -68,7 +68,7 @@ OCTET_DECLARE_KERNEL(gemm_mixed_bf16, GemmMixedBf16Fn);
 namespace cpu {
 
 // The CPU backend's cache of oneDNN matmul primitives (NOTE [oneDNN
-// primitive cache] in ops/cpu/matmul_cpu.cc): lookups that found a primitive,
+// primitive cache] in ops/cpu/dnnl_gemm.cc): lookups that found a primitive,
 // lookups that had to create one, and the number held now; and, counted since
 // the process started (ClearMatmulCacheForTesting keeps them), primitives
 // made for a plain B where a packed one was asked for (NOTE [plain weights]

@@ -34,7 +34,7 @@ struct AdamWHyper {
   // When defined: float64 [3] on the parameters' device holding lr,
   // bias_correction1, bias_correction2, which the kernel reads in place of
   // the fields above when it runs (a captured step writes them before each
-  // replay; NOTE [captured optimizer step] in optim/adamw.h).
+  // replay; NOTE [captured optimizer step] in optim/adamw.cc).
   Tensor device_scalars;
 };
 

@@ -239,7 +239,7 @@ TEST(AmpFp8Linear, WeightCopyIsReleasedByTheBackwardThatMakesItsGradient) {
   EXPECT_EQ(released_held, 0);
   EXPECT_EQ(kept_held, kIn * kOut);  // one byte per weight, nothing else left behind
   // (plus dgrad's converted dY, kept for a wgrad that never comes: NOTE
-  // [converted A reuse] in ops/cpu/matmul_cpu.cc)
+  // [converted A reuse] in ops/cpu/matmul_operands.h)
   EXPECT_GE(frozen_held, kIn * kOut);
   EXPECT_EQ(released_q, 2);  // the second forward quantizes again
   EXPECT_EQ(kept_q, 1);

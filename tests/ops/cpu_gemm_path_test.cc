@@ -195,7 +195,7 @@ TEST_P(GemmPathTest, TransposedAMatchesFloat64) {
   }
 }
 
-// NOTE [converted A reuse] (ops/cpu/matmul_cpu.cc): a converted A operand is
+// NOTE [converted A reuse] (ops/cpu/matmul_operands.h): a converted A operand is
 // reused only for the same bytes of the same live storage at the same
 // version. Each step below would read stale values if one of the three
 // checks were missing: a new storage over the same memory after the first one

@@ -218,7 +218,7 @@ TEST_P(MatmulGrid, LinearMatchesReference) {
 
 TEST_P(MatmulGrid, LargeGemmsWithPackedWeights) {
   // >= 256 rows: B is reordered into oneDNN's blocked layout first (NOTE
-  // [packed weights] in ops/cpu/matmul_cpu.cc), from plain and transposed B;
+  // [packed weights] in ops/cpu/dnnl_gemm.cc), from plain and transposed B;
   // an f32 B only above 2^18 elements (NOTE [small f32 B stays plain]).
   const DType dtype = GetParam();
   const int64_t M = 300, K = dtype == DType::kFloat32 ? 520 : 70, N = dtype == DType::kFloat32 ? 530 : 90;
@@ -232,7 +232,7 @@ TEST_P(MatmulGrid, LargeGemmsWithPackedWeights) {
   EXPECT_TRUE(Matches(Linear(a3, bt, bias), RefMatmul(a3, bt.T().Contiguous(), bias), tol));
 }
 
-// NOTE [small f32 B stays plain] (ops/cpu/matmul_cpu.cc): with 256 rows or
+// NOTE [small f32 B stays plain] (ops/cpu/matmul_operands.cc): with 256 rows or
 // more, an f32 GEMM packs its B only when B has more than 2^18 elements;
 // either way the product is right. A bf16 B is packed at any of these sizes.
 TEST(Matmul, SmallF32WeightsStayPlainLargeOnesArePacked) {
@@ -351,7 +351,7 @@ TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
   cpu::SetF32SgemmForTesting(-1);
 }
 
-// NOTE [converted A reuse] in ops/cpu/matmul_cpu.cc: an FP8 A is converted
+// NOTE [converted A reuse] in ops/cpu/matmul_operands.h: an FP8 A is converted
 // once for two GEMMs in a row (a Linear's dX and dW); the converted copy
 // stays in the CPU cache after the first and goes back after the second.
 TEST(Matmul, ConvertedFp8OperandIsKeptForOneReuseThenGivenBack) {

@@ -70,7 +70,7 @@
 // in the same sitting. Its bf16 kernels without the dot-product instruction
 // (LIBXSMM_TARGET=skx: bf16 widened inside the kernel) run at 130-141
 // GFLOP/s a thread, 62 % of the FP32 FMA peak, so they are no FP32-FMA path
-// either (NOTE [FP32-FMA path costs] in matmul_cpu.cc).
+// either (NOTE [FP32-FMA path costs] in widened_gemm.cc).
 //
 // NOTE [gemm thread split]: oneDNN splits a GEMM's work between the threads
 // once, evenly, so a thread on a slower core sets the pace. The VMs issue
@@ -88,7 +88,7 @@
 // 49.6-51.3): one-thread primitives on short row blocks lose more than the
 // balance gains. So oneDNN keeps its own split. With one or two blocks per
 // thread (2026-11-25, to keep the FP32-FMA path's conversions in cache:
-// NOTE [FP32-FMA path costs] in matmul_cpu.cc) the one-thread primitives
+// NOTE [FP32-FMA path costs] in widened_gemm.cc) the one-thread primitives
 // matched oneDNN's split in a bare program (1024x768x256 f32: 1.10-1.23
 // against 1.10-1.20 ms; 1024x3072x768 14.2-14.7 against 14.2-14.7 ms) and
 // gave the step nothing either.

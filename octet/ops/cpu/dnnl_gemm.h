@@ -17,7 +17,7 @@ namespace octet::cpu {
 // One operand (or the output) as oneDNN reads it: dims and strides in
 // elements, one rank for a, b and out; batch dims of a and b equal out's or
 // are 1 (broadcast). The matrix part must be row- or column-major (NOTE
-// [oneDNN operand geometry] in matmul_cpu.cc). dtype: f32 or bf16.
+// [oneDNN operand geometry] in matmul_operands.h). dtype: f32 or bf16.
 struct MatView {
   const void* data = nullptr;
   Shape dims;

@@ -11,7 +11,7 @@
 // oneDNN's BF16 matmul runs on AMX, a transposed A of a GEMM with enough
 // rows to pay for it is copied row-major first, into a transient buffer
 // (an FP8 A after its conversion to bf16, which NOTE [converted A reuse] in
-// matmul_cpu.cc keeps for the other GEMM of the pair); a 16 x 16 pair
+// matmul_operands.h keeps for the other GEMM of the pair); a 16 x 16 pair
 // transpose in registers (transpose16x16.h) makes the copy cost about one
 // pass over A.
 #pragma once

@@ -72,7 +72,7 @@ inline constexpr int64_t kChunk = 512;
 // other codes computed) lost as well: 0.57 ns an element against 0.41
 // computed (one thread, 64 Ki normal inputs, AVX-512 gathers, 2026-11-24).
 // Narrowing 32 values per instruction (NOTE [bf16 narrowing width] in
-// core/convert_avx512.cc) took bf16 GELU to f32's time on two threads at the
+// core/bf16_avx512_internal.h) took bf16 GELU to f32's time on two threads at the
 // GPT MLP size and to 3-8 % behind it on one thread. Later sittings put it
 // behind again, with warm inputs: 1.12-1.23x f32's time at (1024, 3072) and
 // 1.13-1.17x at (2048, 512) (octet_pointwise_bench rows/cols arguments,

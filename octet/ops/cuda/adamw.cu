@@ -78,7 +78,7 @@ struct Batch {
   float* v_amax[kMaxTensors];
   float* scratch;  // (4 * kMaxTensors) old m_scale, m_scale_inv, v_scale, v_scale_inv per tensor
   // lr, bias_correction1, bias_correction2 read on the device (a captured
-  // step, NOTE [captured optimizer step] in optim/adamw.h); null: Coeffs.
+  // step, NOTE [captured optimizer step] in optim/adamw.cc); null: Coeffs.
   const double* hyper;
   int num_tensors;
   int m_margin;

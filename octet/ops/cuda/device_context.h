@@ -129,8 +129,8 @@ void SynchronizeCurrentStream(int device);
 // as an octet::Error naming the device. octet::Synchronize(Device) calls it.
 void SynchronizeDevice(int device);
 
-// Makes `device`'s primary context current on the calling thread (and the
-// device current). The runtime does this lazily for its own calls, but
+// NOTE [current context]: makes `device`'s primary context current on the
+// calling thread (and the device current). The runtime does this lazily for its own calls, but
 // libraries that use the driver API (cuBLASLt, cuDNN, NCCL) find no context on
 // a thread that has made no runtime call yet: cublasLtCreate then failed with
 // CUDA_ERROR_INVALID_CONTEXT on an H100 (shared/gpu/H100-2026-11-23.md).
