@@ -4,12 +4,14 @@
 // cuDNN and NCCL. Without a GPU (or without a CUDA build) it says so and
 // exits 0; it exits 1 only when a query that should work fails. It also
 // prints the CPU GEMM path for BF16/FP8 operands (NOTE [CPU GEMM path] in
-// ops/cpu_gemm_path.h) with the two rates it was chosen from, and how bf16
-// GELU is evaluated (NOTE [bf16 gelu tables] in ops/cpu_gelu_path.h).
+// ops/cpu_gemm_path.h) with the two rates it was chosen from, whether the
+// CPU cache is on, and how bf16 GELU is evaluated (NOTE [bf16 gelu tables]
+// in ops/cpu_gelu_path.h).
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include <octet/core/allocator.h>
 #include <octet/ops/cpu_gelu_path.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/cuda/fp8_capabilities.h>
@@ -54,6 +56,11 @@ void PrintCpu() {
   std::printf("CPU f32 GEMMs whose B would be packed: %s\n",
               octet::ActiveCpuF32Sgemm() ? "oneDNN's sgemm (OCTET_CPU_F32_GEMM=sgemm)"
                                          : "oneDNN's matmul, B packed by octet (OCTET_CPU_F32_GEMM=sgemm: oneDNN's sgemm)");
+  // Read once a process (NOTE [environment switches] in core/env.h):
+  // printing it also reports a bad OCTET_CPU_CACHING.
+  std::printf("CPU memory: %s\n", octet::GetCpuMemoryStats().caching_enabled
+                                      ? "blocks of 64 KiB or more cached for reuse (OCTET_CPU_CACHING=0: not)"
+                                      : "every block from the system and back (OCTET_CPU_CACHING=0)");
   const octet::CpuGeluPathInfo gelu = octet::GetCpuGeluPath();
   std::printf("CPU GELU on bf16: %s (%s)\n", octet::Name(gelu.path), gelu.reason.c_str());
   std::printf("  one thread: table %.3f ns a value, computed %.3f; override with OCTET_CPU_GELU=table|compute|auto\n",
