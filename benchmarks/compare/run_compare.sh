@@ -108,7 +108,7 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), OMP_NUM_THRE
      "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}," \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "libtorch BLAS: ${blas:-bundled} (OpenBLAS kernels: $blas_core), ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-default}"
-"$build/octet-device-info" 2>/dev/null | grep -E '^(CPU GEMM path|  single-thread peaks|CPU f32 GEMMs|CPU GELU on bf16)' || true
+"$build/octet-device-info" 2>/dev/null | grep -E '^(CPU GEMM path|  single-thread peaks|CPU f32 GEMMs|CPU GELU on bf16|CPU memory)' || true
 
 r=1
 while [ "$r" -le "$reps" ]; do
