@@ -1,6 +1,7 @@
-// The programs the example tests start: the build's train_gpt, sample_gpt
-// and octet-run (OCTET_TRAIN_GPT / OCTET_SAMPLE_GPT / OCTET_RUN, set by
-// examples/gpt/CMakeLists.txt, or their places under the build directory).
+// The programs the example tests start: the build's train_gpt, sample_gpt,
+// octet-run and octet-device-info (OCTET_TRAIN_GPT / OCTET_SAMPLE_GPT /
+// OCTET_RUN, set by examples/gpt/CMakeLists.txt, or their places under the
+// build directory).
 #pragma once
 
 namespace octet::testing {
@@ -20,5 +21,7 @@ inline const char* const kOctetRun = OCTET_RUN;
 #else
 inline const char* const kOctetRun = OCTET_BINARY_DIR "/octet-run";
 #endif
+
+inline const char* const kDeviceInfo = OCTET_BINARY_DIR "/octet-device-info";
 
 }  // namespace octet::testing

@@ -1,0 +1,94 @@
+// octet-device-info (tools/device_info.cc), run as a user runs it: what it
+// says about the CPU paths, each override shown as the reason, the CPU
+// cache's state, the CUDA side either way, and a bad switch stopping it with
+// exit 1 and the variable named (NOTE [environment switches] in
+// octet/core/env.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/examples/programs.h"
+
+namespace octet {
+namespace {
+
+namespace fs = std::filesystem;
+using ::octet::testing::kDeviceInfo;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs it with octet's switches cleared from this process's environment,
+// then `env` (VAR=value words) set.
+Result RunDeviceInfo(const std::string& env) {
+  const fs::path dir = fs::temp_directory_path() / ("octet_device_info_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cmd =
+      "env -u OCTET_CPU_GEMM -u OCTET_CPU_GELU -u OCTET_CPU_AMX_GEMM -u OCTET_CPU_F32_GEMM -u OCTET_CPU_CACHING "
+      "-u OCTET_DISABLE_AVX512 OMP_NUM_THREADS=2 " + env + " " + kDeviceInfo + " > " + (dir / "out").string() +
+      " 2> " + (dir / "err").string();
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = Slurp(dir / "out");
+  r.err = Slurp(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+TEST(DeviceInfo, PrintsTheCpuPathsAndTheCudaSide) {
+  if (!fs::exists(kDeviceInfo)) GTEST_SKIP() << "octet-device-info not built (" << kDeviceInfo << ")";
+  const Result r = RunDeviceInfo("");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("CPU GEMM path for bf16/fp8 operands: "));
+  EXPECT_THAT(r.out, HasSubstr("  single-thread peaks: FP32 FMA "));
+  EXPECT_THAT(r.out, HasSubstr("CPU f32 GEMMs whose B would be packed: oneDNN's matmul, B packed by octet"));
+  EXPECT_THAT(r.out, HasSubstr("CPU memory: blocks of 64 KiB or more cached for reuse"));
+  EXPECT_THAT(r.out, HasSubstr("CPU GELU on bf16: "));
+  EXPECT_THAT(r.out, AnyOf(HasSubstr("octet CUDA backend: not built"), HasSubstr("devices: ")));
+}
+
+TEST(DeviceInfo, ShowsEachOverrideAsTheReason) {
+  if (!fs::exists(kDeviceInfo)) GTEST_SKIP() << "octet-device-info not built (" << kDeviceInfo << ")";
+  const Result r = RunDeviceInfo(
+      "OCTET_CPU_GEMM=fp32 OCTET_CPU_F32_GEMM=sgemm OCTET_CPU_CACHING=0 OCTET_CPU_GELU=compute");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("CPU GEMM path for bf16/fp8 operands: fp32 (OCTET_CPU_GEMM=fp32)"));
+  EXPECT_THAT(r.out, HasSubstr("CPU f32 GEMMs whose B would be packed: oneDNN's sgemm (OCTET_CPU_F32_GEMM=sgemm)"));
+  EXPECT_THAT(r.out, HasSubstr("CPU memory: every block from the system and back (OCTET_CPU_CACHING=0)"));
+  EXPECT_THAT(r.out, HasSubstr("CPU GELU on bf16: compute (OCTET_CPU_GELU=compute)"));
+}
+
+TEST(DeviceInfo, ABadSwitchStopsItNamingTheVariable) {
+  if (!fs::exists(kDeviceInfo)) GTEST_SKIP() << "octet-device-info not built (" << kDeviceInfo << ")";
+  for (const char* env : {"OCTET_CPU_CACHING=2", "OCTET_CPU_GEMM=fast", "OCTET_CPU_F32_GEMM=blas",
+                          "OCTET_CPU_GELU=lut", "OCTET_CPU_AMX_GEMM=yes", "OCTET_DISABLE_AVX512=true"}) {
+    const Result r = RunDeviceInfo(env);
+    EXPECT_EQ(r.exit_code, 1) << env;
+    const std::string name(env, std::string(env).find('='));
+    EXPECT_THAT(r.err, HasSubstr("octet-device-info: " + name + "='")) << env;
+    EXPECT_THAT(r.err, HasSubstr("' is not understood: use ")) << env;
+  }
+}
+
+}  // namespace
+}  // namespace octet
