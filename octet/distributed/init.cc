@@ -74,6 +74,7 @@ DistEnv ReadDistEnv() {
   if (const char* lr = GetEnv("OCTET_LOCAL_RANK")) {
     int64_t v = 0;
     ParseIntVar("OCTET_LOCAL_RANK", lr, &v);
+    if (v < 0 || v > 4095) OCTET_FAIL(absl::StrCat("OCTET_LOCAL_RANK=", v, " is not a local rank in [0, 4095]"));
     env.local_rank = static_cast<int>(v);
   }
   if (const char* t = GetEnv("OCTET_TIMEOUT_MS")) {

@@ -155,7 +155,8 @@ class EnvTest : public ::testing::Test {
     for (const char* v : kVars) ::unsetenv(v);
   }
   static constexpr const char* kVars[] = {"OCTET_RANK",   "OCTET_WORLD_SIZE", "OCTET_MASTER",     "OCTET_RUN_ID",
-                                          "SLURM_PROCID", "SLURM_NTASKS",     "OCTET_TIMEOUT_MS", "OCTET_BACKEND"};
+                                          "SLURM_PROCID", "SLURM_NTASKS",     "OCTET_TIMEOUT_MS", "OCTET_BACKEND",
+                                          "OCTET_LOCAL_RANK"};
 };
 
 TEST_F(EnvTest, DefaultsToASingleRank) {
@@ -214,6 +215,18 @@ TEST_F(EnvTest, BadValuesNameTheVariable) {
   ::unsetenv("OCTET_WORLD_SIZE");
   msg = MessageOf<Error>([] { ReadDistEnv(); });
   EXPECT_NE(msg.find("set both OCTET_RANK and OCTET_WORLD_SIZE"), std::string::npos) << msg;
+  ::unsetenv("OCTET_RANK");
+  ::setenv("OCTET_TIMEOUT_MS", "0", 1);
+  msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("OCTET_TIMEOUT_MS=0 must be positive"), std::string::npos) << msg;
+  ::unsetenv("OCTET_TIMEOUT_MS");
+  ::setenv("OCTET_LOCAL_RANK", "-1", 1);
+  msg = MessageOf<Error>([] { ReadDistEnv(); });
+  EXPECT_NE(msg.find("OCTET_LOCAL_RANK=-1 is not a local rank in [0, 4095]"), std::string::npos) << msg;
+  ::setenv("OCTET_LOCAL_RANK", "1", 1);
+  DistEnv env;
+  ASSERT_NO_THROW(env = ReadDistEnv());
+  EXPECT_EQ(env.local_rank, 1);
 }
 
 }  // namespace
