@@ -27,7 +27,8 @@ LrScheduleKind ParseLrScheduleKind(const std::string& text) {
 
 LrSchedule::LrSchedule(const Options& options) : options_(options) {
   const Options& o = options_;
-  OCTET_CHECK(o.max_lr >= 0.0, "lr schedule: max_lr must be >= 0, got ", o.max_lr);
+  OCTET_CHECK(std::isfinite(o.max_lr) && o.max_lr >= 0.0, "lr schedule: max_lr must be finite and >= 0, got ",
+              o.max_lr);
   OCTET_CHECK(o.warmup_steps >= 0, "lr schedule: warmup_steps must be >= 0, got ", o.warmup_steps);
   OCTET_CHECK(o.final_frac >= 0.0 && o.final_frac <= 1.0, "lr schedule: final_frac must be in [0, 1], got ",
               o.final_frac);

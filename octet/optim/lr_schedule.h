@@ -33,8 +33,9 @@ class LrSchedule {
     int64_t total_steps = 1;
     double final_frac = 0.0;  // min_lr = max_lr * final_frac
   };
-  // Throws octet::Error when max_lr < 0, warmup_steps < 0, final_frac is
-  // outside [0, 1], or a decaying schedule has total_steps <= warmup_steps.
+  // Throws octet::Error when max_lr is < 0 or not finite, warmup_steps < 0,
+  // final_frac is outside [0, 1], or a decaying schedule has total_steps <=
+  // warmup_steps.
   explicit LrSchedule(const Options& options);
 
   double LrAt(int64_t step) const;

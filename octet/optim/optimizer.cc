@@ -15,6 +15,11 @@
 
 namespace octet::optim {
 
+void Optimizer::set_lr(double lr) {
+  OCTET_CHECK(std::isfinite(lr) && lr >= 0.0, kind_, ": lr must be finite and >= 0, got ", lr);
+  lr_ = lr;
+}
+
 Optimizer::Optimizer(std::string kind, NamedTensors params, double lr)
     : kind_(std::move(kind)), params_(std::move(params)), lr_(lr) {
   std::set<std::string> seen;

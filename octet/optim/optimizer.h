@@ -60,7 +60,8 @@ class Optimizer {
   void ZeroGrad();
 
   double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }
+  // lr: finite and >= 0 (octet::Error otherwise, naming the optimizer).
+  void set_lr(double lr);
   // Number of Step() calls so far (restored by LoadStateDict).
   int64_t step_count() const { return step_count_; }
   const NamedTensors& params() const { return params_; }

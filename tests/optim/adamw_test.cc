@@ -192,6 +192,18 @@ TEST(AdamW, RejectsBadParametersAndOptions) {
             std::string::npos);
   EXPECT_NE(ErrorOf([&] { AdamW o({{"x", ok}}, {.beta1 = 1.0}); }).find("beta1 must be in [0, 1)"),
             std::string::npos);
+  // Not finite: an infinite lr took one step and then diverged (train_gpt --lr=inf).
+  EXPECT_NE(ErrorOf([&] { AdamW o({{"x", ok}}, {.lr = INFINITY}); }).find("adamw: lr must be finite and >= 0, got inf"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { AdamW o({{"x", ok}}, {.eps = INFINITY}); }).find("eps must be finite and >= 0"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { AdamW o({{"x", ok}}, {.weight_decay = INFINITY}); }).find("weight_decay must be finite"),
+            std::string::npos);
+  AdamW o({{"x", ok}}, {});
+  EXPECT_NE(ErrorOf([&] { o.set_lr(NAN); }).find("adamw: lr must be finite and >= 0, got nan"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { o.set_lr(-1e-3); }).find("got -0.001"), std::string::npos);
+  o.set_lr(1e-3);
+  EXPECT_EQ(o.lr(), 1e-3);
 }
 
 TEST(AdamW, Bf16ParamsKeepFp32MasterAndEqualItsRounding) {

@@ -55,6 +55,8 @@ TEST(LrSchedule, ParseAndErrors) {
             std::string::npos);
   EXPECT_NE(ErrorOf([] { LrSchedule s({.final_frac = 2.0}); }).find("final_frac must be in [0, 1]"),
             std::string::npos);
+  EXPECT_NE(ErrorOf([] { LrSchedule s({.max_lr = INFINITY}); }).find("max_lr must be finite and >= 0, got inf"),
+            std::string::npos);
   LrSchedule s({});
   EXPECT_NE(ErrorOf([&] { s.LrAt(-1); }).find("step must be >= 0"), std::string::npos);
 }

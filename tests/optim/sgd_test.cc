@@ -2,6 +2,7 @@
 // decay), bf16 parameters, state dict round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -107,7 +108,12 @@ TEST(Sgd, RejectsBadOptions) {
   Tensor w = FromVector(std::vector<double>{1.0}, {1}, {.requires_grad = true});
   EXPECT_NE(ErrorOf([&] { SGD o({{"w", w}}, {.lr = 0.1, .nesterov = true}); }).find("nesterov needs momentum > 0"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([&] { SGD o({{"w", w}}, {.lr = -1}); }).find("lr must be >= 0"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { SGD o({{"w", w}}, {.lr = -1}); }).find("sgd: lr must be finite and >= 0, got -1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { SGD o({{"w", w}}, {.lr = INFINITY}); }).find("lr must be finite and >= 0, got inf"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { SGD o({{"w", w}}, {.lr = 0.1, .momentum = NAN}); }).find("momentum must be finite"),
+            std::string::npos);
 }
 
 }  // namespace
