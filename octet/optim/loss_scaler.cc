@@ -13,13 +13,15 @@ DynamicLossScaler::DynamicLossScaler() : DynamicLossScaler(Options{}) {}
 
 DynamicLossScaler::DynamicLossScaler(const Options& options) : options_(options), scale_(options.init_scale) {
   const Options& o = options_;
-  OCTET_CHECK(o.growth_factor > 1.0, "loss scaler: growth_factor must be > 1, got ", o.growth_factor);
+  OCTET_CHECK(o.growth_factor > 1.0 && std::isfinite(o.growth_factor),
+              "loss scaler: growth_factor must be finite and > 1, got ", o.growth_factor);
   OCTET_CHECK(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, "loss scaler: backoff_factor must be in (0, 1), got ",
               o.backoff_factor);
   OCTET_CHECK(o.growth_interval > 0, "loss scaler: growth_interval must be > 0, got ", o.growth_interval);
-  OCTET_CHECK(o.min_scale > 0.0 && o.min_scale <= o.init_scale && o.init_scale <= o.max_scale,
-              "loss scaler: need 0 < min_scale <= init_scale <= max_scale, got ", o.min_scale, ", ", o.init_scale,
-              ", ", o.max_scale);
+  OCTET_CHECK(o.min_scale > 0.0 && o.min_scale <= o.init_scale && o.init_scale <= o.max_scale &&
+                  std::isfinite(o.max_scale),
+              "loss scaler: need 0 < min_scale <= init_scale <= max_scale < inf, got ", o.min_scale, ", ",
+              o.init_scale, ", ", o.max_scale);
 }
 
 Tensor DynamicLossScaler::ScaleLoss(const Tensor& loss) const { return MulScalar(loss, scale_); }

@@ -32,8 +32,9 @@ class DynamicLossScaler {
     double min_scale = 1.0;
     double max_scale = 16777216.0;  // 2^24
   };
-  // Throws octet::Error on factors that do not grow/shrink, a non-positive
-  // interval or scale, or min_scale > init_scale > max_scale.
+  // Throws octet::Error on factors that do not grow/shrink (or an infinite
+  // growth factor), a non-positive interval or scale, an infinite max_scale,
+  // or min_scale > init_scale > max_scale.
   DynamicLossScaler();
   explicit DynamicLossScaler(const Options& options);
 

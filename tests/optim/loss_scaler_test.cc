@@ -96,5 +96,22 @@ TEST(LossScaler, StateDictRoundTripAndErrors) {
             std::string::npos);
 }
 
+// Each bad option is named with its value; an infinite growth factor or
+// max_scale would let the scale reach inf, where every step overflows and
+// backing off never brings it back.
+TEST(LossScaler, RejectsBadOptions) {
+  using O = DynamicLossScaler::Options;
+  const auto err = [](const O& o) { return ErrorOf([&] { DynamicLossScaler s(o); }); };
+  EXPECT_NE(err(O{.growth_factor = 1.0}).find("growth_factor must be finite and > 1, got 1"), std::string::npos);
+  EXPECT_NE(err(O{.growth_factor = INFINITY}).find("growth_factor must be finite and > 1, got inf"),
+            std::string::npos);
+  EXPECT_NE(err(O{.backoff_factor = 1.0}).find("backoff_factor must be in (0, 1), got 1"), std::string::npos);
+  EXPECT_NE(err(O{.growth_interval = 0}).find("growth_interval must be > 0, got 0"), std::string::npos);
+  EXPECT_NE(err(O{.init_scale = 0.5}).find("need 0 < min_scale <= init_scale <= max_scale < inf, got 1, 0.5,"),
+            std::string::npos);
+  EXPECT_NE(err(O{.max_scale = INFINITY}).find("max_scale < inf, got 1, 65536, inf"), std::string::npos);
+  EXPECT_EQ(err(O{}), "");
+}
+
 }  // namespace
 }  // namespace octet::optim
