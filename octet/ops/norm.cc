@@ -1,5 +1,7 @@
 #include <octet/ops/norm.h>
 
+#include <cmath>
+
 #include <octet/autograd/function.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/norm_kernels.h>
@@ -42,7 +44,7 @@ void CheckNormArgs(const char* op, const Tensor& x, const Tensor& weight, const 
   CheckUnscaledFloat(op, x, "x");
   OCTET_CHECK(x.dim() >= 1, op, ": x must have at least one dim (the normalised dim C), got ", Describe(x));
   OCTET_CHECK(x.shape().back() > 0, op, ": the normalised (last) dim of x is empty: ", Describe(x));
-  OCTET_CHECK(eps >= 0, op, ": eps must be >= 0, got ", eps);
+  OCTET_CHECK(std::isfinite(eps) && eps >= 0, op, ": eps must be finite and >= 0, got ", eps);
   CheckParam(op, x, weight, "weight");
   CheckParam(op, x, bias, "bias");
 }

@@ -9,7 +9,7 @@
 //
 // Errors (octet::Error naming the op, shapes and dtypes): x of rank 0 or with
 // an empty last dim, weight/bias not of shape (C), dtype or device mismatch,
-// FP8 or integer inputs, eps < 0.
+// FP8 or integer inputs, eps < 0 or not finite.
 #pragma once
 
 #include <octet/core/float8.h>

@@ -504,7 +504,9 @@ TEST(NormErrors, BadArgumentsNameTheOpAndTheTensors) {
   e = ErrorOf([&] { RmsNorm(Zeros({3, 0}), Tensor()); });
   EXPECT_NE(e.find("rms_norm: the normalised (last) dim of x is empty"), std::string::npos) << e;
   e = ErrorOf([&] { LayerNorm(x, w, Tensor(), -1.0); });
-  EXPECT_NE(e.find("layer_norm: eps must be >= 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("layer_norm: eps must be finite and >= 0, got -1"), std::string::npos) << e;
+  e = ErrorOf([&] { RmsNorm(x, w, INFINITY); });  // would give weight * 0 everywhere
+  EXPECT_NE(e.find("rms_norm: eps must be finite and >= 0, got inf"), std::string::npos) << e;
   e = ErrorOf([&] { AddLayerNorm(x, Zeros({8}), w, Tensor()); });
   EXPECT_NE(e.find("add_layer_norm: residual float32[8] must have the shape of x float32[4, 8]"), std::string::npos)
       << e;
