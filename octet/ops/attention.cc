@@ -40,6 +40,11 @@ double ResolvedScale(double scale, int64_t head_size) {
   return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_size)) : scale;
 }
 
+// 0 picks 1 / sqrt(D); an infinite or NaN scale would make every output NaN.
+void CheckScale(const char* op, double scale) {
+  OCTET_CHECK(std::isfinite(scale), op, ": scale must be finite (0: 1 / sqrt(D)), got ", scale);
+}
+
 // Runs the forward kernel into `out` ((B,H,T,D), any strides) and saves
 // what backward reads: out and the log-sum-exp, then `inputs` (what backward
 // rebuilds q, k and v from: the tensors themselves, or an FP8 copy).
@@ -211,16 +216,19 @@ struct CausalAttentionQkvFp8Op : autograd::Op<CausalAttentionQkvFp8Op> {
 }  // namespace
 
 Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  CheckScale(kOpName, scale);
   return CausalAttentionOp::Apply(q, k, v, scale);
 }
 
 Tensor CausalAttentionQkv(const Tensor& qkv, int64_t n_head, double scale) {
   CheckDefined(kQkvOpName, qkv, "qkv");
+  CheckScale(kQkvOpName, scale);
   return CausalAttentionQkvOp::Apply(qkv, n_head, scale);
 }
 
 Tensor CausalAttentionQkvFp8(const Tensor& qkv, int64_t n_head, DType compute, double scale) {
   CheckDefined(kQkvFp8OpName, qkv, "qkv");
+  CheckScale(kQkvFp8OpName, scale);
   return CausalAttentionQkvFp8Op::Apply(qkv, n_head, compute, scale);
 }
 

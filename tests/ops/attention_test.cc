@@ -472,7 +472,12 @@ TEST(Attention, EmptySequence) {
 
 TEST(Attention, ErrorsNameOpAndShapes) {
   const Tensor q = Zeros({1, 2, 5, 4});
-  std::string e = ErrorOf([&] { CausalAttention(Zeros({2, 5, 4}), q, q); });
+  // A scale that is not finite would make every output NaN (0 picks 1 / sqrt(D)).
+  std::string e = ErrorOf([&] { CausalAttention(q, q, q, NAN); });
+  EXPECT_NE(e.find("causal_attention: scale must be finite (0: 1 / sqrt(D)), got nan"), std::string::npos) << e;
+  e = ErrorOf([&] { CausalAttentionQkv(Zeros({1, 5, 24}), 2, INFINITY); });
+  EXPECT_NE(e.find("causal_attention_qkv: scale must be finite"), std::string::npos) << e;
+  e = ErrorOf([&] { CausalAttention(Zeros({2, 5, 4}), q, q); });
   EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
   EXPECT_NE(e.find("rank 4"), std::string::npos) << e;
   EXPECT_NE(e.find("[2, 5, 4]"), std::string::npos) << e;
