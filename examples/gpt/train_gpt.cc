@@ -56,7 +56,7 @@ ABSL_FLAG(std::string, amp, "O0", "Mixed precision: O0 (FP32), O1 (FP8 compute),
 ABSL_FLAG(std::string, recipe, "delayed", "O1 FP8 scaling: delayed | current");
 ABSL_FLAG(int32_t, amax_history, 16, "O1 delayed scaling: amax history length");
 ABSL_FLAG(std::string, amax_algo, "max", "O1 delayed scaling: max | most_recent");
-ABSL_FLAG(int32_t, margin, 0, "O1: scale = fp8_max / amax / 2^margin");
+ABSL_FLAG(int32_t, margin, 0, "O1: scale = fp8_max / amax / 2^margin (>= 0: a negative one saturates the amax)");
 ABSL_FLAG(bool, pow2_scales, false, "O1: round scales down to powers of two");
 ABSL_FLAG(bool, fp8_lm_head, false, "O1: run the (tied) lm_head GEMM in FP8 too");
 ABSL_FLAG(bool, fp8_attention, true,
