@@ -37,12 +37,10 @@ std::shared_ptr<ScaleMeta> NewScale(Device device) {
 AdamW::AdamW(NamedTensors params, Options options) : Optimizer("adamw", std::move(params), options.lr),
                                                      options_(std::move(options)) {
   const Options& o = options_;
-  OCTET_CHECK(std::isfinite(o.lr) && o.lr >= 0.0, "adamw: lr must be finite and >= 0, got ", o.lr);
   OCTET_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0, "adamw: beta1 must be in [0, 1), got ", o.beta1);
   OCTET_CHECK(o.beta2 >= 0.0 && o.beta2 < 1.0, "adamw: beta2 must be in [0, 1), got ", o.beta2);
-  OCTET_CHECK(std::isfinite(o.eps) && o.eps >= 0.0, "adamw: eps must be finite and >= 0, got ", o.eps);
-  OCTET_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0.0,
-              "adamw: weight_decay must be finite and >= 0, got ", o.weight_decay);
+  CheckFiniteNonNegative(kind(), "eps", o.eps);
+  CheckFiniteNonNegative(kind(), "weight_decay", o.weight_decay);
   std::set<std::string> names;
   for (const auto& [name, p] : this->params()) names.insert(name);
   for (const std::string& n : o.no_decay) {

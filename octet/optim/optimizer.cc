@@ -15,8 +15,12 @@
 
 namespace octet::optim {
 
+void Optimizer::CheckFiniteNonNegative(std::string_view what, const char* name, double value) {
+  OCTET_CHECK(std::isfinite(value) && value >= 0.0, what, ": ", name, " must be finite and >= 0, got ", value);
+}
+
 void Optimizer::set_lr(double lr) {
-  OCTET_CHECK(std::isfinite(lr) && lr >= 0.0, kind_, ": lr must be finite and >= 0, got ", lr);
+  CheckFiniteNonNegative(kind_, "lr", lr);
   lr_ = lr;
 }
 
@@ -35,6 +39,7 @@ Optimizer::Optimizer(std::string kind, NamedTensors params, double lr)
     OCTET_CHECK(p.device() == params_.front().second.device(), op, ": parameter '", name, "' is on ", p.device(),
                 " but '", params_.front().first, "' is on ", params_.front().second.device());
   }
+  CheckFiniteNonNegative(kind_, "lr", lr_);
 }
 
 void Optimizer::ZeroGrad() {
@@ -89,6 +94,7 @@ void Optimizer::LoadStateDict(const OptimizerState& state) {
   if (lr_it != state.scalars.end() && !ParseDouble(lr_it->second, &lr)) {
     OCTET_FAIL(absl::StrCat(where, ": scalar 'lr' is not a number: '", lr_it->second, "'"));
   }
+  CheckFiniteNonNegative(where, "scalar 'lr'", lr);
   CheckScalars(state.scalars);
 
   std::map<std::string, const Tensor*> given;

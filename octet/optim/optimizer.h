@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,8 +47,8 @@ class Optimizer {
  public:
   // kind: short lower-case name used as the state-dict prefix ("adamw", "sgd").
   // Throws octet::Error when a parameter is undefined, not a leaf requiring
-  // grad, not contiguous, FP8 or not float, when names repeat, or when the
-  // parameters are on different devices.
+  // grad, not contiguous, FP8 or not float, when names repeat, when the
+  // parameters are on different devices, or when lr is not finite and >= 0.
   Optimizer(std::string kind, NamedTensors params, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -60,7 +61,8 @@ class Optimizer {
   void ZeroGrad();
 
   double lr() const { return lr_; }
-  // lr: finite and >= 0 (octet::Error otherwise, naming the optimizer).
+  // lr: finite and >= 0, as the constructor and LoadStateDict require
+  // (octet::Error otherwise, naming the optimizer).
   void set_lr(double lr);
   // Number of Step() calls so far (restored by LoadStateDict).
   int64_t step_count() const { return step_count_; }
@@ -85,6 +87,10 @@ class Optimizer {
   virtual void AfterLoad() {}
 
   void IncrementStep() { ++step_count_; }
+
+  // Throws octet::Error "<what>: <name> must be finite and >= 0, got <value>"
+  // unless it is: the learning rate here, the subclasses' own options.
+  static void CheckFiniteNonNegative(std::string_view what, const char* name, double value);
 
  private:
   std::string kind_;

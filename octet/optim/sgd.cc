@@ -1,7 +1,5 @@
 #include <octet/optim/sgd.h>
 
-#include <cmath>
-
 #include <octet/autograd/grad_mode.h>
 #include <octet/ops/optim_kernels.h>
 
@@ -9,12 +7,8 @@ namespace octet::optim {
 
 SGD::SGD(NamedTensors params, Options options)
     : Optimizer("sgd", std::move(params), options.lr), options_(options) {
-  OCTET_CHECK(std::isfinite(options_.lr) && options_.lr >= 0.0, "sgd: lr must be finite and >= 0, got ",
-              options_.lr);
-  OCTET_CHECK(std::isfinite(options_.momentum) && options_.momentum >= 0.0,
-              "sgd: momentum must be finite and >= 0, got ", options_.momentum);
-  OCTET_CHECK(std::isfinite(options_.weight_decay) && options_.weight_decay >= 0.0,
-              "sgd: weight_decay must be finite and >= 0, got ", options_.weight_decay);
+  CheckFiniteNonNegative(kind(), "momentum", options_.momentum);
+  CheckFiniteNonNegative(kind(), "weight_decay", options_.weight_decay);
   OCTET_CHECK(!options_.nesterov || options_.momentum > 0.0, "sgd: nesterov needs momentum > 0");
   buffers_.resize(this->params().size());
   if (options_.momentum == 0.0) return;

@@ -587,6 +587,11 @@ TEST(AdamW, LoadStateDictErrorsNameTheEntriesAndChangeNothing) {
   st = ErrorOf([&] { opt.LoadStateDict(sdt); });
   EXPECT_NE(st.find("saved with state_dtype bf16 but this optimizer uses fp32"), std::string::npos) << st;
 
+  OptimizerState lr = deep();  // a learning rate the constructor and set_lr refuse
+  lr.scalars["lr"] = "inf";
+  st = ErrorOf([&] { opt.LoadStateDict(lr); });
+  EXPECT_NE(st.find("scalar 'lr' must be finite and >= 0, got inf"), std::string::npos) << st;
+
   OptimizerState step = deep();
   step.scalars["step"] = "x";
   st = ErrorOf([&] { opt.LoadStateDict(step); });
