@@ -92,8 +92,9 @@ class CpuAllocator final : public Allocator {
  public:
   void* Allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
-    const bool cached = cache() && nbytes >= kCpuCacheMin;
-    void* p = cached ? cache()->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
+    CachingAllocator* const c = cache();
+    const bool cached = c != nullptr && nbytes >= kCpuCacheMin;
+    void* p = cached ? c->Allocate(nbytes, 0) : AlignedAlloc(nbytes);
     OCTET_CHECK(p != nullptr, "CPU out of memory: failed to allocate ", nbytes, " bytes");
     if (cached) ASAN_UNPOISON_MEMORY_REGION(p, nbytes);
     Count(cached, nbytes, +1);
@@ -101,10 +102,11 @@ class CpuAllocator final : public Allocator {
   }
   void Free(void* ptr, size_t nbytes, Device) override {
     if (ptr == nullptr) return;
-    const bool cached = cache() && nbytes >= kCpuCacheMin;
+    CachingAllocator* const c = cache();
+    const bool cached = c != nullptr && nbytes >= kCpuCacheMin;
     if (cached) {
       ASAN_POISON_MEMORY_REGION(ptr, nbytes);
-      cache()->Free(ptr);
+      c->Free(ptr);
     } else {
       std::free(ptr);
     }
