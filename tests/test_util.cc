@@ -2,10 +2,18 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <sstream>
 
 namespace octet::testing {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::vector<double> RandomValues(int64_t n, uint64_t seed, double lo, double hi) {
   std::mt19937_64 gen(seed);

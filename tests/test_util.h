@@ -1,5 +1,5 @@
 // Helpers shared by the tests: tensor comparison against float64 references,
-// seeded random inputs.
+// seeded random inputs, a file's contents.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,10 @@
 #include <octet/core/tensor.h>
 
 namespace octet::testing {
+
+// The bytes of the file at `path` ("" when it cannot be read): a program's
+// captured output, a log, a metrics file.
+std::string ReadFile(const std::string& path);
 
 // Random values in [lo, hi) from a fixed-seed std::mt19937_64 (independent of
 // octet's own RNG so tests don't test the RNG with itself).

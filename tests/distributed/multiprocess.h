@@ -16,12 +16,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/test_util.h"
 
 extern char** environ;
 
@@ -77,12 +78,7 @@ inline pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::str
   return rc == 0 ? pid : -1;
 }
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using ::octet::testing::ReadFile;
 
 // Waits for `pids` up to `timeout`; kills what is left (SIGKILL) and marks it timed out.
 inline std::vector<RankResult> WaitAll(const std::vector<pid_t>& pids, const std::vector<std::string>& logs,

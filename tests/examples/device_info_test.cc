@@ -11,17 +11,17 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "tests/examples/programs.h"
+#include "tests/test_util.h"
 
 namespace octet {
 namespace {
 
 namespace fs = std::filesystem;
 using ::octet::testing::kDeviceInfo;
+using ::octet::testing::ReadFile;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
@@ -29,13 +29,6 @@ struct Result {
   int exit_code = -1;
   std::string out, err;
 };
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Runs it with octet's switches cleared from this process's environment,
 // then `env` (VAR=value words) set.
@@ -49,8 +42,8 @@ Result RunDeviceInfo(const std::string& env) {
   const int status = std::system(cmd.c_str());
   Result r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = Slurp(dir / "out");
-  r.err = Slurp(dir / "err");
+  r.out = ReadFile(dir / "out");
+  r.err = ReadFile(dir / "err");
   fs::remove_all(dir);
   return r;
 }

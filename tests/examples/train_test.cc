@@ -21,6 +21,7 @@
 
 #include "examples/gpt/data.h"
 #include "tests/examples/programs.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -31,18 +32,12 @@ using ::testing::Not;
 
 using ::octet::testing::kSampleGpt;
 using ::octet::testing::kTrainGpt;
+using ::octet::testing::ReadFile;
 
 struct RunResult {
   int exit_code = -1;
   std::string out, err;
 };
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class TrainGpt : public ::testing::Test {
  protected:

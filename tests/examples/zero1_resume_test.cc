@@ -46,11 +46,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/examples/programs.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -58,6 +58,7 @@ namespace fs = std::filesystem;
 
 using ::octet::testing::kOctetRun;
 using ::octet::testing::kTrainGpt;
+using ::octet::testing::ReadFile;
 
 constexpr int kSteps = 8, kStop = 4;
 constexpr double kRelTol = 1e-6;  // see the top of this file
@@ -80,13 +81,6 @@ struct TrainRun {
   std::string out;
   Trajectory losses, grad_norms;
 };
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The values of "key" in a metrics file, by step.
 Trajectory ParseMetrics(const fs::path& path, const std::string& key) {
