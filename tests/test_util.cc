@@ -1,7 +1,13 @@
 #include "tests/test_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,6 +19,38 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string ShellQuote(const std::string& word) {
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+CommandResult RunCommand(const std::string& command, const CommandOptions& options) {
+  namespace fs = std::filesystem;
+  static std::atomic<int> counter{0};
+  const std::string stem = (fs::temp_directory_path() / ("octet_test_cmd_" + std::to_string(::getpid()) + "_" +
+                                                         std::to_string(counter++))).string();
+  const std::string out = stem + ".out", err = stem + ".err";
+  // timeout(1) answers 124 when the limit ended the command (TERM, then KILL
+  // 10 s later if it is still there).
+  const std::string line = "timeout -k 10 " + std::to_string(options.timeout_s) + " /bin/sh -c " +
+                           ShellQuote(command) + " > " + ShellQuote(out) +
+                           (options.merge_stderr ? " 2>&1" : " 2> " + ShellQuote(err));
+  const int status = std::system(line.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.timed_out = r.exit_code == 124;
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  if (r.timed_out)
+    (options.merge_stderr ? r.out : r.err) +=
+        "\n[RunCommand: stopped after " + std::to_string(options.timeout_s) + " s: " + command + "]\n";
+  std::error_code ec;
+  fs::remove(out, ec);
+  fs::remove(err, ec);
+  return r;
 }
 
 std::vector<double> RandomValues(int64_t n, uint64_t seed, double lo, double hi) {

@@ -1,5 +1,5 @@
 // Helpers shared by the tests: tensor comparison against float64 references,
-// seeded random inputs, a file's contents.
+// seeded random inputs, a file's contents, a program run as a child.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +15,31 @@ namespace octet::testing {
 // The bytes of the file at `path` ("" when it cannot be read): a program's
 // captured output, a log, a metrics file.
 std::string ReadFile(const std::string& path);
+
+// `word` as one /bin/sh word: in single quotes, a single quote inside it
+// closed, escaped and reopened.
+std::string ShellQuote(const std::string& word);
+
+struct CommandOptions {
+  // stderr into `out` (interleaved as written), `err` left empty.
+  bool merge_stderr = false;
+  // Ended (SIGTERM, SIGKILL 10 s later) after this long: a hung child fails
+  // its test with timed_out instead of stalling the suite.
+  int timeout_s = 600;
+};
+
+struct CommandResult {
+  // The exit status, 128 + N when signal N ended the command (the shell's
+  // convention); -1 when no shell could run it.
+  int exit_code = -1;
+  bool timed_out = false;  // ended by CommandOptions::timeout_s (exit_code 124)
+  std::string out, err;
+};
+
+// Runs `command`, a /bin/sh command line (VAR=value prefixes, pipes and
+// redirections allowed; quote each argument with ShellQuote), with stdout and
+// stderr captured through files in the temporary directory, removed after.
+CommandResult RunCommand(const std::string& command, const CommandOptions& options = {});
 
 // Random values in [lo, hi) from a fixed-seed std::mt19937_64 (independent of
 // octet's own RNG so tests don't test the RNG with itself).

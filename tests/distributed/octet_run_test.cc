@@ -17,22 +17,15 @@ namespace {
 
 using testing::IsWorker;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
+using Result = ::octet::testing::CommandResult;
 
-// Runs octet-run with `args` (the program is this binary's worker `worker`).
-RunResult OctetRun(const std::string& args, const std::string& worker, const std::string& dir) {
-  const std::string log = dir + "/octet_run.log";
-  const std::string cmd = std::string("OCTET_TEST_WORKER=1 timeout -s KILL 60 ") + OCTET_BINARY_DIR +
-                          "/octet-run " + args + " -- " + testing::SelfExe() + " --gtest_filter=" + worker +
-                          " --gtest_also_run_disabled_tests > " + log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.output = testing::ReadFile(log);
-  return r;
+// Runs octet-run with `args` (the program is this binary's worker `worker`);
+// its output and its ranks' in `out`.
+Result OctetRun(const std::string& args, const std::string& worker) {
+  return ::octet::testing::RunCommand(std::string("OCTET_TEST_WORKER=1 ") + OCTET_BINARY_DIR + "/octet-run " + args +
+                                          " -- " + testing::SelfExe() + " --gtest_filter=" + worker +
+                                          " --gtest_also_run_disabled_tests",
+                                      {.merge_stderr = true, .timeout_s = 60});
 }
 
 // The whole line of `text` that contains `needle` ("" when none does).
@@ -77,60 +70,60 @@ class OctetRunTest : public ::testing::Test {
 };
 
 TEST_F(OctetRunTest, HealthyJobPrefixesEveryLineWithItsRank) {
-  RunResult r = OctetRun("-n 3 --timeout-ms 10000", "RunWorker.DISABLED_Job", dir_);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const Result r = OctetRun("-n 3 --timeout-ms 10000", "RunWorker.DISABLED_Job");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   for (int k = 0; k < 3; ++k) {
-    EXPECT_NE(r.output.find("[rank " + std::to_string(k) + "] hello from rank " + std::to_string(k) + " of 3"),
+    EXPECT_NE(r.out.find("[rank " + std::to_string(k) + "] hello from rank " + std::to_string(k) + " of 3"),
               std::string::npos)
-        << r.output;
-    EXPECT_NE(r.output.find("[rank " + std::to_string(k) + "] rank " + std::to_string(k) + " done"),
+        << r.out;
+    EXPECT_NE(r.out.find("[rank " + std::to_string(k) + "] rank " + std::to_string(k) + " done"),
               std::string::npos)
-        << r.output;
+        << r.out;
   }
   // The default store is a temporary directory, removed afterwards.
-  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
 TEST_F(OctetRunTest, FailingRankIsNamedAndTheOthersStop) {
   ::setenv("OCTET_TEST_VICTIM", "1", 1);
-  RunResult r = OctetRun("-n 3 --timeout-ms 10000", "RunWorker.DISABLED_Job", dir_);
+  const Result r = OctetRun("-n 3 --timeout-ms 10000", "RunWorker.DISABLED_Job");
   ::unsetenv("OCTET_TEST_VICTIM");
-  EXPECT_EQ(r.exit_code, 3) << r.output;
-  EXPECT_NE(r.output.find("octet-run: rank 1 (pid"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("exited with status 3"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("octet-run: FAILED: rank 1 exited with status 3"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("octet-run: rank 1 (pid"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exited with status 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("octet-run: FAILED: rank 1 exited with status 3"), std::string::npos) << r.out;
   // The other ranks saw the lost peer themselves and said which it was.
-  EXPECT_NE(r.output.find("[rank 0] "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("lost rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("[rank 0] "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lost rank 1"), std::string::npos) << r.out;
 }
 
 TEST_F(OctetRunTest, KilledRankMakesEveryOtherRankFailNamingIt) {
   ::setenv("OCTET_TEST_VICTIM", "2", 1);
   ::setenv("OCTET_TEST_KILL", "1", 1);
-  RunResult r = OctetRun("-n 3 --timeout-ms 5000 --grace-ms 10000", "RunWorker.DISABLED_Job", dir_);
+  const Result r = OctetRun("-n 3 --timeout-ms 5000 --grace-ms 10000", "RunWorker.DISABLED_Job");
   ::unsetenv("OCTET_TEST_VICTIM");
   ::unsetenv("OCTET_TEST_KILL");
-  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
-  EXPECT_NE(r.output.find("rank 2 was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.out;
+  EXPECT_NE(r.out.find("rank 2 was killed by signal 9"), std::string::npos) << r.out;
   // Ranks 0 and 1 exited non-zero on their own (within the grace period, not
   // stopped by octet-run), each naming the lost rank. A rank that diagnoses
   // after the other survivor has already exited names that one too ("lost
   // rank 1 (pid ... is gone), lost rank 2 (...)", seen in about 1 run in 12),
   // so the killed rank must be among the ranks named, not the only one.
   for (int k = 0; k < 2; ++k) {
-    const std::string line = LineWith(r.output, "ProcessGroup(gloo) rank " + std::to_string(k) +
+    const std::string line = LineWith(r.out, "ProcessGroup(gloo) rank " + std::to_string(k) +
                                                     "/3: AllReduce(sum, float32[4]) failed: lost rank ");
-    EXPECT_EQ(line.rfind("[rank " + std::to_string(k) + "] ", 0), 0u) << r.output;
-    EXPECT_NE(line.find("lost rank 2 ("), std::string::npos) << "rank " << k << " does not name rank 2:\n" << r.output;
-    EXPECT_NE(r.output.find("rank " + std::to_string(k) + " exited with status 1"), std::string::npos) << r.output;
+    EXPECT_EQ(line.rfind("[rank " + std::to_string(k) + "] ", 0), 0u) << r.out;
+    EXPECT_NE(line.find("lost rank 2 ("), std::string::npos) << "rank " << k << " does not name rank 2:\n" << r.out;
+    EXPECT_NE(r.out.find("rank " + std::to_string(k) + " exited with status 1"), std::string::npos) << r.out;
   }
 }
 
 TEST_F(OctetRunTest, BadRankCountIsAUsageError) {
   for (const char* n : {"0", "x", "-3"}) {
-    RunResult r = OctetRun(std::string("-n ") + n, "RunWorker.DISABLED_Job", dir_);
-    EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find("the number of ranks must be in [1, 1024]"), std::string::npos) << r.output;
+    const Result r = OctetRun(std::string("-n ") + n, "RunWorker.DISABLED_Job");
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("the number of ranks must be in [1, 1024]"), std::string::npos) << r.out;
   }
 }
 
@@ -138,24 +131,24 @@ TEST_F(OctetRunTest, StaleStoreDirectoryIsRefusedBeforeStarting) {
   const std::string store = dir_ + "/store";
   std::filesystem::create_directories(store);
   testing::Spawn({"/bin/true"}, {}, store + "/octet%2Frank%2F0");  // a left-over key file
-  RunResult r = OctetRun("-n 2 --store " + store, "RunWorker.DISABLED_Job", dir_);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("store directory " + store + " is not empty"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << "no rank may start:\n" << r.output;
+  const Result r = OctetRun("-n 2 --store " + store, "RunWorker.DISABLED_Job");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("store directory " + store + " is not empty"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[rank"), std::string::npos) << "no rank may start:\n" << r.out;
 }
 
 TEST_F(OctetRunTest, FreshStoreDirectoryWorks) {
-  RunResult r = OctetRun("-n 2 --timeout-ms 10000 --store " + dir_ + "/fresh", "RunWorker.DISABLED_Job", dir_);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const Result r = OctetRun("-n 2 --timeout-ms 10000 --store " + dir_ + "/fresh", "RunWorker.DISABLED_Job");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
 TEST_F(OctetRunTest, UnreachableRedisIsReportedBeforeStarting) {
   const int port = testing::FreePort();
-  RunResult r = OctetRun("-n 2 --redis 127.0.0.1:" + std::to_string(port), "RunWorker.DISABLED_Job", dir_);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("cannot reach Redis at 127.0.0.1:" + std::to_string(port)), std::string::npos)
-      << r.output;
-  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
+  const Result r = OctetRun("-n 2 --redis 127.0.0.1:" + std::to_string(port), "RunWorker.DISABLED_Job");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot reach Redis at 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("[rank"), std::string::npos) << r.out;
 }
 
 }  // namespace

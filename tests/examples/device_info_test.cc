@@ -6,10 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -21,31 +17,17 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::octet::testing::kDeviceInfo;
-using ::octet::testing::ReadFile;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = ::octet::testing::CommandResult;
 
 // Runs it with octet's switches cleared from this process's environment,
 // then `env` (VAR=value words) set.
 Result RunDeviceInfo(const std::string& env) {
-  const fs::path dir = fs::temp_directory_path() / ("octet_device_info_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cmd =
+  return ::octet::testing::RunCommand(
       "env -u OCTET_CPU_GEMM -u OCTET_CPU_GELU -u OCTET_CPU_AMX_GEMM -u OCTET_CPU_F32_GEMM -u OCTET_CPU_CACHING "
-      "-u OCTET_DISABLE_AVX512 OMP_NUM_THREADS=2 " + env + " " + kDeviceInfo + " > " + (dir / "out").string() +
-      " 2> " + (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(dir / "out");
-  r.err = ReadFile(dir / "err");
-  fs::remove_all(dir);
-  return r;
+      "-u OCTET_DISABLE_AVX512 OMP_NUM_THREADS=2 " + env + " " + kDeviceInfo);
 }
 
 TEST(DeviceInfo, PrintsTheCpuPathsAndTheCudaSide) {

@@ -4,17 +4,15 @@
 // written by 2 ZeRO-1 ranks resumes in a single process. Default corpus:
 // Debian's fortunes (skipped, saying so, when absent).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "examples/gpt/data.h"
 #include "tests/examples/programs.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -34,17 +32,14 @@ struct TrainRun {
   double val_loss = -1;
 };
 
-TrainRun Train(int ranks, const std::string& flags, const fs::path& dir) {
-  const fs::path log = dir / "log.txt";
-  const std::string cmd = std::string(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " +
-                          kTrainGpt + kSmall + " " + flags + " > " + log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
+TrainRun Train(int ranks, const std::string& flags) {
+  const octet::testing::CommandResult run = octet::testing::RunCommand(
+      std::string(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " + kTrainGpt + kSmall + " " +
+          flags,
+      {.merge_stderr = true});
   TrainRun r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.out = ss.str();
+  r.exit_code = run.exit_code;
+  r.out = run.out;
   const size_t at = r.out.find("final val loss ");
   if (at != std::string::npos) r.val_loss = std::atof(r.out.c_str() + at + 15);
   return r;
@@ -67,14 +62,14 @@ class TrainDist : public ::testing::Test {
 };
 
 TEST_F(TrainDist, Fp8SyncEndsWithinOnePercentOfFp32SyncAndZero1Too) {
-  const TrainRun fp32 = Train(2, "--grad_sync=fp32", dir_);
+  const TrainRun fp32 = Train(2, "--grad_sync=fp32");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.out;
   ASSERT_GT(fp32.val_loss, 0) << fp32.out;
   EXPECT_NE(fp32.out.find("distributed: 2 ranks, DDP, grad sync fp32"), std::string::npos) << fp32.out;
-  const TrainRun fp8 = Train(2, "--grad_sync=fp8", dir_);
+  const TrainRun fp8 = Train(2, "--grad_sync=fp8");
   ASSERT_EQ(fp8.exit_code, 0) << fp8.out;
   EXPECT_NEAR(fp8.val_loss, fp32.val_loss, 0.01 * fp32.val_loss) << fp8.out;
-  const TrainRun zero = Train(2, "--zero1", dir_);
+  const TrainRun zero = Train(2, "--zero1");
   ASSERT_EQ(zero.exit_code, 0) << zero.out;
   EXPECT_NE(zero.out.find("ZeRO-1"), std::string::npos) << zero.out;
   EXPECT_NEAR(zero.val_loss, fp32.val_loss, 0.01 * fp32.val_loss) << zero.out;
@@ -83,7 +78,7 @@ TEST_F(TrainDist, Fp8SyncEndsWithinOnePercentOfFp32SyncAndZero1Too) {
 }
 
 TEST_F(TrainDist, FourRanksBf16SyncAndO1Run) {
-  const TrainRun r = Train(4, "--grad_sync=bf16 --amp O1 --steps 4 --log_every 1", dir_);
+  const TrainRun r = Train(4, "--grad_sync=bf16 --amp O1 --steps 4 --log_every 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("[rank 0] step     4/4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bf16"), std::string::npos) << r.out;
@@ -92,9 +87,9 @@ TEST_F(TrainDist, FourRanksBf16SyncAndO1Run) {
 
 TEST_F(TrainDist, Zero1CheckpointResumesInOneProcess) {
   const std::string ckpt = (dir_ / "ckpt").string();
-  const TrainRun two = Train(2, "--zero1 --steps 6 --stop_after 4 --ckpt_dir " + ckpt, dir_);
+  const TrainRun two = Train(2, "--zero1 --steps 6 --stop_after 4 --ckpt_dir " + ckpt);
   ASSERT_EQ(two.exit_code, 0) << two.out;
-  const TrainRun one = Train(1, "--steps 6 --ckpt_dir " + ckpt + " --resume", dir_);
+  const TrainRun one = Train(1, "--steps 6 --ckpt_dir " + ckpt + " --resume");
   ASSERT_EQ(one.exit_code, 0) << one.out;
   EXPECT_NE(one.out.find("resumed from " + ckpt + " at step 4"), std::string::npos) << one.out;
 }

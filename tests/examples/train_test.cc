@@ -6,7 +6,6 @@
 // examples/gpt/CMakeLists.txt); without it (examples not built) the tests skip.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -33,11 +32,10 @@ using ::testing::Not;
 using ::octet::testing::kSampleGpt;
 using ::octet::testing::kTrainGpt;
 using ::octet::testing::ReadFile;
+using ::octet::testing::RunCommand;
+using ::octet::testing::ShellQuote;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using RunResult = ::octet::testing::CommandResult;
 
 class TrainGpt : public ::testing::Test {
  protected:
@@ -91,18 +89,9 @@ class TrainGpt : public ::testing::Test {
     return RunProgram(kTrainGpt, args, env);
   }
   static RunResult RunProgram(const char* program, const std::vector<std::string>& args, const std::string& env) {
-    static int counter = 0;
-    const fs::path out = *dir_ / ("out_" + std::to_string(counter) + ".txt");
-    const fs::path err = *dir_ / ("err_" + std::to_string(counter++) + ".txt");
     std::string cmd = "OMP_NUM_THREADS=2 " + env + (env.empty() ? "" : " ") + program;
-    for (const std::string& a : args) cmd += " '" + a + "'";
-    cmd += " > '" + out.string() + "' 2> '" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(out);
-    r.err = ReadFile(err);
-    return r;
+    for (const std::string& a : args) cmd += " " + ShellQuote(a);
+    return RunCommand(cmd);
   }
 
   // The small model every run here uses (a few ms per step).

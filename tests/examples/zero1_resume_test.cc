@@ -37,7 +37,6 @@
 // changes the next step's update by O(lr) per weight and the loss by about
 // 1e-3 relative or more.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -58,7 +57,8 @@ namespace fs = std::filesystem;
 
 using ::octet::testing::kOctetRun;
 using ::octet::testing::kTrainGpt;
-using ::octet::testing::ReadFile;
+using ::octet::testing::CommandResult;
+using ::octet::testing::RunCommand;
 
 constexpr int kSteps = 8, kStop = 4;
 constexpr double kRelTol = 1e-6;  // see the top of this file
@@ -122,15 +122,16 @@ class Zero1Resume : public ::testing::Test {
 
   // train_gpt at `ranks` ranks with `flags`; `name` names its log and metrics files.
   static TrainRun Train(int ranks, const std::string& flags, const std::string& name) {
-    const fs::path log = *dir_ / (name + ".log"), metrics = *dir_ / (name + ".jsonl");
+    const fs::path metrics = *dir_ / (name + ".jsonl");
     fs::remove(metrics);
-    const std::string cmd = std::string(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " +
-                            kTrainGpt + " --data " + (*dir_ / "corpus.txt").string() + kModel + " --metrics " +
-                            metrics.string() + " " + flags + " > " + log.string() + " 2>&1";
-    const int status = std::system(cmd.c_str());
+    const CommandResult run =
+        RunCommand(std::string(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " + kTrainGpt +
+                       " --data " + (*dir_ / "corpus.txt").string() + kModel + " --metrics " + metrics.string() + " " +
+                       flags,
+                   {.merge_stderr = true});
     TrainRun r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(log);
+    r.exit_code = run.exit_code;
+    r.out = run.out;
     r.losses = ParseMetrics(metrics, "loss");
     r.grad_norms = ParseMetrics(metrics, "grad_norm");
     return r;
