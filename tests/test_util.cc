@@ -21,6 +21,22 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+std::string FreshTestDir(const std::string& tag, bool create) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("octet_" + tag + "_" + std::to_string(::getpid()) + "_" +
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::remove_all(dir);
+  if (create) fs::create_directories(dir);
+  return dir.string();
+}
+
 std::string ShellQuote(const std::string& word) {
   std::string quoted = "'";
   for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -1,5 +1,5 @@
 // Helpers shared by the tests: tensor comparison against float64 references,
-// seeded random inputs, a file's contents, a program run as a child.
+// seeded random inputs, files and test directories, a program run as a child.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +15,14 @@ namespace octet::testing {
 // The bytes of the file at `path` ("" when it cannot be read): a program's
 // captured output, a log, a metrics file.
 std::string ReadFile(const std::string& path);
+// Writes `bytes` to `path`, replacing what was there; a test failure when it
+// cannot.
+void WriteFile(const std::string& path, const std::string& bytes);
+
+// A directory for the running test: <temp>/octet_<tag>_<pid>_<test name>,
+// emptied (removed, then created again when `create`). The fixture removes it
+// in its TearDown.
+std::string FreshTestDir(const std::string& tag, bool create = true);
 
 // `word` as one /bin/sh word: in single quotes, a single quote inside it
 // closed, escaped and reopened.

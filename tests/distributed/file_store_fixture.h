@@ -11,15 +11,14 @@
 #include <string>
 
 #include <octet/distributed/store.h>
+#include "tests/test_util.h"
 
 namespace octet::dist::testing {
 
 class FileStoreFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("octet_file_store_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = ::octet::testing::FreshTestDir("file_store", /*create=*/false);
     ASSERT_NO_THROW(store_ = FileStore::Open(dir_.string()));
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

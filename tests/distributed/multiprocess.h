@@ -41,12 +41,7 @@ inline std::string SelfExe() { return std::filesystem::read_symlink("/proc/self/
 
 // A directory of its own per test, removed first.
 inline std::string FreshDir(const std::string& tag) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("octet_dist_" + std::to_string(::getpid()) + "_" + tag + "_" +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
+  return ::octet::testing::FreshTestDir("dist_" + tag);
 }
 
 // Spawns `argv` with `env` added to this process's environment; stdout and

@@ -12,29 +12,24 @@
 #include <vector>
 
 #include "examples/gpt/data.h"
+#include "tests/test_util.h"
 
 namespace octet::gpt {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::WriteFile;
 
 class DataTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("octet_data_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = ::octet::testing::FreshTestDir("data_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };
 
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::string Text(const std::vector<uint16_t>& tokens) {
   std::string s;
@@ -74,14 +69,14 @@ TEST(ByteTokenizer, PrintableEscapesAndResolvesOverstrike) {
 TEST_F(DataTest, CorpusDirectoryRules) {
   fs::create_directories(dir_ / "corpus" / "off");
   const fs::path c = dir_ / "corpus";
-  WriteBytes((c / "alpha").string(), "one\n%\ntwo\n%\n\n%\nthree\n");  // 3 documents (the blank one is dropped)
-  WriteBytes((c / "alpha.dat").string(), std::string("\x00\x01\x02", 3));
+  WriteFile((c / "alpha").string(), "one\n%\ntwo\n%\n\n%\nthree\n");  // 3 documents (the blank one is dropped)
+  WriteFile((c / "alpha.dat").string(), std::string("\x00\x01\x02", 3));
   fs::create_symlink("alpha", c / "alpha.u8");
   fs::create_symlink("alpha", c / "zz_alias");                 // same file again: skipped
-  WriteBytes((dir_ / "outside.txt").string(), "four");         // a file outside, no '%': one document
+  WriteFile((dir_ / "outside.txt").string(), "four");         // a file outside, no '%': one document
   fs::create_symlink(dir_ / "outside.txt", c / "beta_link");  // a symlink to a new file: read
-  WriteBytes((c / "off" / "gamma").string(), "hidden in a subdirectory\n");
-  WriteBytes((c / ".hidden").string(), "dot file\n");
+  WriteFile((c / "off" / "gamma").string(), "hidden in a subdirectory\n");
+  WriteFile((c / ".hidden").string(), "dot file\n");
   fs::create_symlink(dir_ / "missing", c / "dangling");
 
   absl::StatusOr<TextCorpus> corpus = LoadTextCorpus({c.string()}, {.validation_every = 2});
@@ -114,7 +109,7 @@ TEST_F(DataTest, CorpusErrors) {
   EXPECT_TRUE(absl::IsNotFound(c.status()));
   EXPECT_NE(c.status().message().find("'" + Path("nope") + "' does not exist"), std::string::npos) << c.status();
   fs::create_directories(dir_ / "empty");
-  WriteBytes(Path("empty/blank"), "  \n%\n\n");
+  WriteFile(Path("empty/blank"), "  \n%\n\n");
   c = LoadTextCorpus({Path("empty")});
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("empty corpus: no text in '" + Path("empty") + "' (1 files read)"),
@@ -182,7 +177,7 @@ TEST_F(DataTest, EveryCorruptShardIsRejected) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const std::string path = Path(std::string(c.name) + ".bin");
-    WriteBytes(path, c.bytes);
+    WriteFile(path, c.bytes);
     absl::StatusOr<std::vector<uint16_t>> r = ReadTokenShard(path);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("token shard '" + path + "'"), std::string::npos) << r.status();
@@ -194,7 +189,7 @@ TEST_F(DataTest, EveryCorruptShardIsRejected) {
   EXPECT_NE(missing.status().message().find("token shard '" + Path("missing.bin") + "': cannot open"),
             std::string::npos);
   // A smaller vocabulary (the byte tokenizer's) is checked too.
-  WriteBytes(Path("bytes.bin"), ShardBytes(20240520, 1, 2, {255, 256}));
+  WriteFile(Path("bytes.bin"), ShardBytes(20240520, 1, 2, {255, 256}));
   EXPECT_NE(ReadTokenShard(Path("bytes.bin"), 256).status().message().find("token id 256 at index 1"),
             std::string::npos);
 }

@@ -13,6 +13,7 @@
 
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/file_util_internal.h>
+#include "tests/test_util.h"
 
 namespace octet::gpt {
 namespace {
@@ -23,9 +24,7 @@ using ::testing::HasSubstr;
 class RunStateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("octet_run_state_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = ::octet::testing::FreshTestDir("run_state_test", /*create=*/false);
   }
   void TearDown() override {
     nn::SetFileFaultHookForTesting(nullptr);

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/random.h>
@@ -21,6 +20,7 @@ namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::ReadFile;
 using ::octet::testing::RandomValues;
 // These tests call the absl::Status forms (internal::, nn/checkpoint_internal.h),
 // which also carry the status code; the public functions throw octet::Error
@@ -29,20 +29,12 @@ using ::octet::testing::RandomValues;
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("octet_checkpoint_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = ::octet::testing::FreshTestDir("checkpoint_test", /*create=*/false);
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string Bytes(const Tensor& t) {
   const Tensor c = t.Contiguous();
@@ -65,7 +57,7 @@ TEST_F(CheckpointTest, LayoutAndRoundTrip) {
   s.metadata = {{"data.shard", "3"}, {"data.offset", "17"}};
   ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
 
-  EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000100\n");
+  EXPECT_EQ(ReadFile(dir_ / "LATEST"), "step_00000100\n");
   EXPECT_TRUE(fs::exists(dir_ / "step_00000100" / "model.safetensors"));
   EXPECT_TRUE(fs::exists(dir_ / "step_00000100" / "train_state.safetensors"));
   int entries = 0;
@@ -97,7 +89,7 @@ TEST_F(CheckpointTest, LayoutAndRoundTrip) {
   // A later step moves LATEST; the older one stays loadable by step.
   s.step = 200;
   ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
-  EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000200\n");
+  EXPECT_EQ(ReadFile(dir_ / "LATEST"), "step_00000200\n");
   EXPECT_EQ(internal::LoadTrainingState(dir_.string())->step, 200);
   EXPECT_EQ(internal::LoadTrainingState(dir_.string(), 100)->step, 100);
   // Saving the same step again replaces it.
@@ -249,7 +241,7 @@ TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
   const absl::Status st = internal::SaveTrainingState(dir_.string(), s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("__metadata__"), std::string::npos) << st;
-  EXPECT_EQ(ReadText(dir_ / "LATEST"), "step_00000001\n");
+  EXPECT_EQ(ReadFile(dir_ / "LATEST"), "step_00000001\n");
   EXPECT_FALSE(fs::exists(dir_ / "step_00000002"));
   int entries = 0;
   for (const auto& e : fs::directory_iterator(dir_)) ++entries, (void)e;

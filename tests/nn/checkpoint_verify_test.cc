@@ -15,11 +15,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include <octet/nn/checkpoint.h>
@@ -31,6 +29,8 @@ namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::ReadFile;
+using ::octet::testing::WriteFile;
 using ::octet::testing::RandomValues;
 // These tests call the absl::Status forms (internal::, nn/checkpoint_internal.h),
 // which also carry the status code; the public functions throw octet::Error
@@ -39,9 +39,7 @@ using ::octet::testing::RandomValues;
 class CheckpointVerifyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("octet_checkpoint_verify_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = ::octet::testing::FreshTestDir("checkpoint_verify", /*create=*/false);
   }
   void TearDown() override {
     SetFileFaultHookForTesting(nullptr);
@@ -51,17 +49,6 @@ class CheckpointVerifyTest : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteText(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
 
 TrainingState MakeState(int64_t step, uint64_t seed = 1) {
   TrainingState s;
@@ -85,20 +72,20 @@ void ExpectError(const absl::StatusOr<TrainingState>& l, const std::string& piec
 TEST_F(CheckpointVerifyTest, FlippedDataByteNamesFileAndTensor) {
   ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(3)).ok());
   const fs::path model = dir_ / "step_00000003" / "model.safetensors";
-  std::string bytes = ReadText(model);
+  std::string bytes = ReadFile(model);
   // "ln.bias" is saved last: its data ends the file.
   bytes[bytes.size() - 5] ^= 0x04;
-  WriteText(model, bytes);
+  WriteFile(model, bytes);
   ExpectError(internal::LoadTrainingState(Dir()), "safetensors file '" + model.string() + "': checksum mismatch in tensor 'ln.bias'");
   // All-zero optimizer state.
   ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(3)).ok());
   const fs::path state = dir_ / "step_00000003" / "train_state.safetensors";
-  bytes = ReadText(state);
+  bytes = ReadFile(state);
   const std::string m_bytes(reinterpret_cast<const char*>(MakeState(3).optimizer.tensors[0].second.raw_data()), 256);
   const size_t at = bytes.find(m_bytes);
   ASSERT_NE(at, std::string::npos);
   std::fill(bytes.begin() + at, bytes.begin() + at + 256, '\0');
-  WriteText(state, bytes);
+  WriteFile(state, bytes);
   ExpectError(internal::LoadTrainingState(Dir()), "checksum mismatch in tensor 'optimizer/m.wte'");
 }
 
@@ -154,13 +141,13 @@ TEST_F(CheckpointVerifyTest, MissingOrStaleLatestStillFindsTheNewestCompleteStep
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->step, 30);
   // Stale: a kill between the rename of the step directory and LATEST.
-  WriteText(dir_ / "LATEST", "step_00000020\n");
+  WriteFile(dir_ / "LATEST", "step_00000020\n");
   info = internal::ScanCheckpointDir(Dir());
   EXPECT_EQ(info->latest, "step_00000020");
   EXPECT_EQ(info->latest_problem, "LATEST names step_00000020 but the newest complete checkpoint is step_00000030");
   EXPECT_EQ(internal::LoadTrainingState(Dir())->step, 30);
   // Garbage in LATEST is reported, and ignored.
-  WriteText(dir_ / "LATEST", "../../etc\n");
+  WriteFile(dir_ / "LATEST", "../../etc\n");
   info = internal::ScanCheckpointDir(Dir());
   EXPECT_NE(info->latest_problem.find("holds '../../etc', not a step directory name"), std::string::npos);
   EXPECT_EQ(internal::LoadTrainingState(Dir())->step, 30);
@@ -262,9 +249,9 @@ TEST_F(CheckpointVerifyTest, NextSaveRemovesStaleTemporariesOfDeadProcessesOnly)
                                          "notes.tmp.1", "LATEST.tmp.12ab"};
   for (const std::string& n : {stale[0], kept[0], kept[2]}) {
     fs::create_directories(dir_ / n);
-    WriteText(dir_ / n / "model.safetensors.tmp.1", std::string(1000, 'x'));
+    WriteFile(dir_ / n / "model.safetensors.tmp.1", std::string(1000, 'x'));
   }
-  for (const std::string& n : {stale[1], kept[1], kept[3], kept[4]}) WriteText(dir_ / n, "step_00000002\n");
+  for (const std::string& n : {stale[1], kept[1], kept[3], kept[4]}) WriteFile(dir_ / n, "step_00000002\n");
   absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(Dir());
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->temporaries.size(), 4u);

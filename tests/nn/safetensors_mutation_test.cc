@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,17 +24,13 @@ namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::WriteFile;
 using ::octet::testing::ReadFile;
 using ::octet::testing::RandomValues;
 
 // Per test; OCTET_MUTATION_TRIALS=100000 for a longer search (~20 s each).
 const int kTrials = std::getenv("OCTET_MUTATION_TRIALS") != nullptr ? std::atoi(std::getenv("OCTET_MUTATION_TRIALS"))
                                                                      : 1500;
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // One random change of `bytes`; most land in the first `hot` bytes (the
 // length and the header), where the parser works.
@@ -92,7 +87,7 @@ std::string Mutate(std::string bytes, size_t hot, std::mt19937_64& gen) {
 // naming the file. Returns whether it loaded.
 bool LoadsOrFailsCleanly(const std::string& path, const std::string& bytes, int trial, bool exact_cover,
                          absl::StatusOr<SafetensorsFile>* out = nullptr) {
-  WriteBytes(path, bytes);
+  WriteFile(path, bytes);
   absl::StatusOr<SafetensorsFile> local;
   absl::StatusOr<SafetensorsFile>& f = out != nullptr ? *out : local;
   f = internal::LoadSafetensors(path);
@@ -123,10 +118,7 @@ bool LoadsOrFailsCleanly(const std::string& path, const std::string& bytes, int 
 class SafetensorsMutation : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("octet_safetensors_mutation_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = ::octet::testing::FreshTestDir("safetensors_mutation");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }

@@ -12,11 +12,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +29,8 @@ namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::ReadFile;
+using ::octet::testing::WriteFile;
 using ::octet::testing::ErrorOf;
 using ::octet::testing::RandomValues;
 // The detailed checks call the absl::Status forms (internal::,
@@ -40,28 +40,14 @@ using ::octet::testing::RandomValues;
 class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("octet_safetensors_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = ::octet::testing::FreshTestDir("safetensors_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };
 
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::string U64(uint64_t n) { return std::string(reinterpret_cast<const char*>(&n), 8); }
 
@@ -151,7 +137,7 @@ TEST_F(SafetensorsTest, HandMadeFileByteForByte) {
   std::string header = json;
   while (header.size() % 8 != 0) header += ' ';  // pad with spaces to 8 bytes
   const std::string expected = U64(header.size()) + header + data_a + data_b;
-  const std::string actual = ReadBytes(path);
+  const std::string actual = ReadFile(path);
   EXPECT_EQ(actual.size(), 8 + header.size() + 11);
   EXPECT_EQ(header.size() % 8, 0u);
   EXPECT_EQ(actual[8], '{');
@@ -183,9 +169,9 @@ TEST_F(SafetensorsTest, ChecksumsCatchFlippedBytesZeroedDataAndEditedMetadata) {
                                      {"q", fp8}},
                               {{"step", "100"}})
                   .ok());
-  const std::string good = ReadBytes(path);
+  const std::string good = ReadFile(path);
   auto expect_error = [&](const std::string& bytes, const std::string& problem) {
-    WriteBytes(path, bytes);
+    WriteFile(path, bytes);
     absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
     ASSERT_FALSE(f.ok()) << problem;
     const std::string msg(f.status().message());
@@ -217,7 +203,7 @@ TEST_F(SafetensorsTest, ChecksumsCatchFlippedBytesZeroedDataAndEditedMetadata) {
   renamed.replace(renamed.find("\"octet.crc32c.a\""), 16, "\"octet.crc32c.z\"");
   expect_error(renamed, "tensor 'a' has no checksum");
 
-  WriteBytes(path, good);
+  WriteFile(path, good);
   absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->checksummed);
@@ -300,7 +286,7 @@ TEST_F(SafetensorsTest, ReadsFilesOfOtherWriters) {
       R"("y":{"shape":[],"dtype":"I32","data_offsets":[0,4]}}   )";
   const int32_t y = -5;
   const uint16_t z[2] = {0x3F80, 0xC000};  // bf16 1.0, -2.0
-  WriteBytes(path, RawFile(header, std::string(reinterpret_cast<const char*>(&y), 4) +
+  WriteFile(path, RawFile(header, std::string(reinterpret_cast<const char*>(&y), 4) +
                                        std::string(reinterpret_cast<const char*>(z), 4)));
   absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
@@ -310,7 +296,7 @@ TEST_F(SafetensorsTest, ReadsFilesOfOtherWriters) {
   EXPECT_EQ(f->Find("z")->ToDoubles(), (std::vector<double>{1.0, -2.0}));
   EXPECT_EQ(f->Find("e")->numel(), 0);
 
-  WriteBytes(path, RawFile("{}      ", ""));
+  WriteFile(path, RawFile("{}      ", ""));
   f = internal::LoadSafetensors(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->tensors.empty());
@@ -372,7 +358,7 @@ TEST_F(SafetensorsTest, EveryCorruptFileGivesAnErrorNamingFileAndProblem) {
   for (const CorruptCase& c : cases) {
     SCOPED_TRACE(c.name);
     const std::string path = Path(std::string(c.name) + ".safetensors");
-    WriteBytes(path, c.bytes);
+    WriteFile(path, c.bytes);
     absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(path);
     ASSERT_FALSE(f.ok());
     const std::string msg(f.status().message());
@@ -424,21 +410,21 @@ TEST_F(SafetensorsTest, SaveRejectsBadNames) {
 TEST_F(SafetensorsTest, FailedWriteLeavesTheOldFileIntact) {
   const std::string path = Path("model.safetensors");
   ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", Full({4}, 1.0)}}).ok());
-  const std::string before = ReadBytes(path);
+  const std::string before = ReadFile(path);
   // The temp file "<path>.tmp.<pid>" cannot be created: a directory is in the way.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   fs::create_directories(tmp);
   const absl::Status st = internal::SaveSafetensors(path, {{"a", Full({4}, 2.0)}, {"b", Full({100}, 3.0)}});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("cannot create temporary file '" + tmp + "'"), std::string::npos) << st;
-  EXPECT_EQ(ReadBytes(path), before);
+  EXPECT_EQ(ReadFile(path), before);
   fs::remove_all(tmp);
   // A directory that does not exist.
   const absl::Status st2 = internal::SaveSafetensors(Path("no/such/dir/x.safetensors"), {{"a", Full({1}, 1.0)}});
   EXPECT_FALSE(st2.ok());
   // Success replaces the file and leaves no temp file behind.
   ASSERT_TRUE(internal::SaveSafetensors(path, {{"a", Full({4}, 2.0)}}).ok());
-  EXPECT_NE(ReadBytes(path), before);
+  EXPECT_NE(ReadFile(path), before);
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
