@@ -3,12 +3,15 @@
 // (to FP32 rounding), each rank holding about half the state; the gathered
 // state dict is what plain AdamW holds (a checkpoint from 2 ranks loads at 1),
 // and a plain AdamW state loads into 2 sharded ranks and continues alike.
-// BF16 weight gathering stays within bf16 rounding of the FP32 run.
+// BF16 weight gathering stays within bf16 rounding of the FP32 run, and BF16
+// or FP8 gradient sync within the rounding of its format, element by element.
 #include <octet/distributed/zero.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -145,6 +148,89 @@ TEST(ZeroWorker, DISABLED_MatchesPlainAdamW) {
   ExpectClose(model.Params(), ref.Params(), 2e-5, "parameters after resuming from plain AdamW state");
 }
 
+// ReduceGradients with a narrow wire dtype: every element of the reduced
+// mean gradient against the exact mean, within what the format's rounding
+// allows. Each rank quantizes with its own scale and the owner narrows the
+// sum with one of its own (process_group.h). The reduced gradient is read
+// through the public API: AdamW's first step with beta1 = beta2 = 0 and
+// lr = eps = 1e6 moves a weight from 0 by -g / (1 + |g| / 1e6), so the FP32
+// masters hold -g to a relative 2e-6.
+TEST(ZeroWorker, DISABLED_NarrowGradSyncWithinItsBound) {
+  DistContext dist;
+  ASSERT_NO_THROW(dist = InitFromEnvironment());
+  ProcessGroup& pg = *dist.group;
+  const int world = pg.size(), rank = pg.rank();
+  const Shape shapes[] = {{37}, {6, 50}};  // 337 elements: the shards are padded
+  // Gradients spanning 2^-16 .. 1 in magnitude, different on every rank.
+  auto grad_of = [&](int r, int k) {
+    std::vector<float> v(Numel(shapes[k]));
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = Hash(static_cast<int64_t>(i), 500 + 10 * r + k) * std::ldexp(1.0f, -static_cast<int>(i % 17));
+    }
+    return v;
+  };
+  // The exact mean, the mean of |g|, and each rank's amax over all its gradients.
+  std::vector<double> mean, mean_abs;
+  std::vector<double> amax(world, 0.0);
+  for (int k = 0; k < 2; ++k) {
+    const size_t base = mean.size();
+    mean.resize(base + Numel(shapes[k]), 0.0);
+    mean_abs.resize(mean.size(), 0.0);
+    for (int r = 0; r < world; ++r) {
+      const std::vector<float> g = grad_of(r, k);
+      for (size_t i = 0; i < g.size(); ++i) {
+        mean[base + i] += static_cast<double>(g[i]) / world;
+        mean_abs[base + i] += std::fabs(static_cast<double>(g[i])) / world;
+        amax[r] = std::max(amax[r], std::fabs(static_cast<double>(g[i])));
+      }
+    }
+  }
+  double sum_amax = 0.0;
+  for (double a : amax) sum_amax += a;
+
+  const optim::AdamW::Options readout{.lr = 1e6, .beta1 = 0.0, .beta2 = 0.0, .eps = 1e6, .weight_decay = 0.0};
+  const GradSync modes[] = {GradSync::kFp32, GradSync::kBf16, GradSync::kFp8E4M3, GradSync::kFp8E5M2};
+  for (GradSync mode : modes) {
+    ZeroAdamW::NamedTensors params;
+    for (int k = 0; k < 2; ++k) {
+      Tensor p = Zeros(shapes[k]);
+      p.requires_grad_();
+      params.emplace_back(k == 0 ? "a" : "b", p);
+    }
+    ZeroAdamW opt(pg, params, readout, {.grad_sync = mode});
+    for (int k = 0; k < 2; ++k) Sum(Mul(params[k].second, FromVector(grad_of(rank, k), shapes[k]))).Backward();
+    opt.ReduceGradients();
+    opt.Step();
+    std::vector<float> got;
+    for (const auto& [name, master] : opt.MasterWeights()) {
+      for (float v : master.ToFloats()) got.push_back(-v);
+    }
+    ASSERT_EQ(got.size(), mean.size());
+    // Mantissa bits m_b, rel = 2^-(m_b+1); a rank's quantization adds at most
+    // h / s_r (h: half the smallest subnormal; s_r = fp8_max / amax_r), the
+    // owner's narrowing of the sum h / s_out with s_out >= fp8_max /
+    // ((1 + rel) sum_r amax_r); the mean divides by N:
+    //   |got - mean| <= rel (mean|g| + |mean|)(1 + rel) + 2 h (1 + rel) sum_r amax_r / (fp8_max N)
+    //                   + 2^-20 mean|g| (f32 sums) + 4e-6 |mean| (the read-out).
+    int mbits = 23;
+    double h = 0.0, fp8_max = 1.0;
+    if (mode == GradSync::kBf16) mbits = 7;
+    if (mode == GradSync::kFp8E4M3) mbits = 3, h = std::ldexp(1.0, -10), fp8_max = 448;
+    if (mode == GradSync::kFp8E5M2) mbits = 2, h = std::ldexp(1.0, -17), fp8_max = 57344;
+    const double rel = std::ldexp(1.0, -(mbits + 1));
+    double worst = 0.0;
+    for (size_t i = 0; i < mean.size(); ++i) {
+      const double bound = rel * (mean_abs[i] + std::fabs(mean[i])) * (1 + rel) +
+                           2 * h * (1 + rel) * sum_amax / (fp8_max * world) + std::ldexp(mean_abs[i], -20) +
+                           4e-6 * std::fabs(mean[i]);
+      ASSERT_LE(std::fabs(got[i] - mean[i]), bound) << Name(mode) << " element " << i << " rank " << rank;
+      worst = std::max(worst, std::fabs(got[i] - mean[i]) / bound);
+    }
+    // The bound is not loose everywhere: some element uses a good part of it.
+    if (mode != GradSync::kFp32) EXPECT_GT(worst, 0.25) << Name(mode);
+  }
+}
+
 void RunZero(int world, std::map<std::string, std::string> env = {}) {
   const std::string dir = testing::FreshDir("zero" + std::to_string(world));
   env["OCTET_MASTER"] = dir + "/store";
@@ -161,6 +247,15 @@ TEST(Zero1, TwoRanksMatchPlainAdamWAndCheckpointsMoveBetweenWorldSizes) {
 TEST(Zero1, ThreeRanksWithBf16WeightGather) {
   if (testing::IsWorker()) GTEST_SKIP();
   RunZero(3, {{"OCTET_TEST_BF16", "1"}});
+}
+
+TEST(Zero1, NarrowGradientSyncWithinTheBoundOfItsFormat) {
+  if (testing::IsWorker()) GTEST_SKIP();
+  const std::string dir = testing::FreshDir("zero_sync");
+  testing::ExpectAllPassed(testing::RunRanks(
+      3, "ZeroWorker.DISABLED_NarrowGradSyncWithinItsBound",
+      {{"OCTET_MASTER", dir + "/store"}, {"OCTET_TIMEOUT_MS", "20000"}}, dir));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

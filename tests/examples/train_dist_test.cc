@@ -1,8 +1,8 @@
 // train_gpt under octet-run: a small GPT trained by 2 ranks with FP8 gradient
 // sync ends within 1 % of the validation loss of FP32 sync; ZeRO-1 (fp32
-// weight gather) within 1 % too; 4 ranks and BF16 sync run; a checkpoint
-// written by 2 ZeRO-1 ranks resumes in a single process. Default corpus:
-// Debian's fortunes (skipped, saying so, when absent).
+// weight gather) within 1 % too, with FP32 or FP8 gradients; 4 ranks and BF16
+// sync run; a checkpoint written by 2 ZeRO-1 ranks resumes in a single
+// process. Default corpus: Debian's fortunes (skipped, saying so, when absent).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -61,7 +61,7 @@ class TrainDist : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(TrainDist, Fp8SyncEndsWithinOnePercentOfFp32SyncAndZero1Too) {
+TEST_F(TrainDist, Fp8SyncEndsWithinOnePercentOfFp32SyncAndZero1WithEitherToo) {
   const TrainRun fp32 = Train(2, "--grad_sync=fp32");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.out;
   ASSERT_GT(fp32.val_loss, 0) << fp32.out;
@@ -73,6 +73,11 @@ TEST_F(TrainDist, Fp8SyncEndsWithinOnePercentOfFp32SyncAndZero1Too) {
   ASSERT_EQ(zero.exit_code, 0) << zero.out;
   EXPECT_NE(zero.out.find("ZeRO-1"), std::string::npos) << zero.out;
   EXPECT_NEAR(zero.val_loss, fp32.val_loss, 0.01 * fp32.val_loss) << zero.out;
+  const TrainRun zero_fp8 = Train(2, "--zero1 --grad_sync=fp8");
+  ASSERT_EQ(zero_fp8.exit_code, 0) << zero_fp8.out;
+  EXPECT_NE(zero_fp8.out.find("ZeRO-1 ("), std::string::npos) << zero_fp8.out;
+  EXPECT_NE(zero_fp8.out.find("grads fp8_e4m3"), std::string::npos) << zero_fp8.out;
+  EXPECT_NEAR(zero_fp8.val_loss, fp32.val_loss, 0.01 * fp32.val_loss) << zero_fp8.out;
   // The loss went down from ln(256) = 5.55: the runs trained.
   EXPECT_LT(fp32.val_loss, 4.5) << fp32.out;
 }
