@@ -46,7 +46,7 @@ Tensor ClipGradNormTensor(const NamedTensors& params, double max_norm);
 Tensor GradNormTensor(const NamedTensors& params);
 
 // Multiplies every defined gradient by s in place (its own dtype, computed in
-// f32/f64). Used by clipping and the loss scaler.
+// f32/f64). ClipGradNorm uses it when the gradients are on several devices.
 void ScaleGrads(const NamedTensors& params, double s);
 
 }  // namespace octet::optim

@@ -1,5 +1,6 @@
 // nn::Module: registration, naming, state dict round trip and errors, modes,
-// dtype conversion, amp level propagation.
+// dtype conversion (persistent float buffers too), lookups by name, amp level
+// propagation.
 #include <octet/nn/module.h>
 
 #include <gmock/gmock.h>
@@ -75,6 +76,22 @@ TEST(Module, NamesAreDottedAndOrderedOwnFirstThenChildren) {
   std::vector<std::string> modules;
   for (auto& [n, m] : net.NamedModules()) modules.push_back(n);
   EXPECT_THAT(modules, ElementsAre("", "a", "b"));
+  const Net& cnet = net;
+  std::vector<std::string> const_modules;
+  for (auto& [n, m] : cnet.NamedModules()) const_modules.push_back(n);
+  EXPECT_EQ(const_modules, modules);
+  std::vector<std::string> children;
+  for (auto& [n, m] : net.NamedChildren()) children.push_back(n);
+  EXPECT_THAT(children, ElementsAre("a", "b"));  // direct children only
+  EXPECT_EQ(net.NamedChildren()[0].second, &net.a());
+  // Slots by name, this module only.
+  ASSERT_NE(net.FindParameter("bias"), nullptr);
+  EXPECT_EQ(net.FindParameter("bias")->ToDoubles(), std::vector<double>(3, 0.5));
+  EXPECT_EQ(net.FindParameter("a.scale"), nullptr);
+  EXPECT_EQ(net.FindParameter("count"), nullptr);
+  EXPECT_EQ(net.a().FindParameter("scale"), &net.a().scale());
+  EXPECT_NE(net.a().FindBuffer("scratch"), nullptr);
+  EXPECT_EQ(net.a().FindBuffer("scale"), nullptr);
   EXPECT_EQ(net.NumParameters(), 3 * 5);
   for (const Tensor& p : net.Parameters()) EXPECT_TRUE(p.requires_grad() && p.is_leaf());
 }
@@ -186,6 +203,42 @@ TEST(Module, ToDtypeConvertsFloatSlotsInPlace) {
   const Tensor y = net(RandomTensor({2, 3}, 3, DType::kFloat64));
   EXPECT_EQ(y.dtype(), DType::kFloat64);
   EXPECT_THAT(ErrorOf([&] { net.To(DType::kFloat8E4M3); }), HasSubstr("not fp8_e4m3"));
+}
+
+// A persistent float buffer (a running statistic) converts with the
+// parameters, keeping its values; a non-persistent one and an integer one stay.
+class WithStatistic : public Module {
+ public:
+  WithStatistic()
+      : w_(RegisterParameter("w", Full({2}, 1.5))),
+        running_(RegisterBuffer("running", FromVector(std::vector<double>{0.25, -3.0, 1e-3}, {3}))),
+        steps_(RegisterBuffer("steps", Full({1}, 7.0, {.dtype = DType::kInt32}))),
+        scratch_(RegisterBuffer("scratch", Full({1}, 2.0), /*persistent=*/false)) {}
+  Tensor& running() { return running_; }
+
+ private:
+  Tensor& w_;
+  Tensor& running_;
+  Tensor& steps_;
+  Tensor& scratch_;
+};
+
+TEST(Module, ToDtypeConvertsPersistentFloatBuffersWithTheirValues) {
+  WithStatistic m;
+  m.To(DType::kBFloat16);
+  EXPECT_EQ(m.running().dtype(), DType::kBFloat16);  // the member sees it
+  // bf16 of 0.25, -3 and 1e-3 (f32 0x3A83126F rounds to 0x3A83: 131 / 128 * 2^-10).
+  EXPECT_EQ(m.running().ToDoubles(), (std::vector<double>{0.25, -3.0, 0.00099945068359375}));
+  const NamedTensors buffers = m.NamedBuffers();
+  ASSERT_EQ(buffers.size(), 3u);
+  EXPECT_EQ(buffers[1].second.dtype(), DType::kInt32);
+  EXPECT_EQ(buffers[1].second.Item(), 7.0);
+  EXPECT_EQ(buffers[2].second.dtype(), DType::kFloat32);  // non-persistent: stays
+  EXPECT_EQ(m.NamedParameters()[0].second.dtype(), DType::kBFloat16);
+  // Back to float32: the bf16 values, widened exactly.
+  m.To(DType::kFloat32);
+  EXPECT_EQ(m.running().dtype(), DType::kFloat32);
+  EXPECT_EQ(m.running().ToDoubles(), (std::vector<double>{0.25, -3.0, 0.00099945068359375}));
 }
 
 TEST(Module, AmpLevelPropagatesWithOptOutAndAutocastOverride) {

@@ -1,5 +1,5 @@
 // Gradient clipping by global norm: the norm value, scaling, skipped
-// parameters, bf16 gradients and the non-finite case.
+// parameters, bf16 gradients, the non-finite case, and ScaleGrads.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -34,6 +34,21 @@ TEST(ClipGradNorm, ReturnsTheGlobalNormAndScalesAboveMax) {
   EXPECT_TRUE(AllClose(a.grad(), {3 * c, 4 * c}, 1e-7, 0));
   EXPECT_TRUE(AllClose(b.grad(), {12 * c}, 1e-7, 0));
   EXPECT_NEAR(GradNorm({{"a", a}, {"b", b}}), 1.0, 1e-6);
+}
+
+TEST(ScaleGrads, MultipliesEachDefinedGradientInItsDtype) {
+  Tensor a = WithGrad({3.0, -0.5}, {2});
+  Tensor b = WithGrad({1.0, 3.0}, {2}, DType::kBFloat16);
+  Tensor d = WithGrad({0.1}, {1}, DType::kFloat64);
+  Tensor none = Zeros({3}, {.requires_grad = true});  // no gradient: skipped
+  ScaleGrads({{"a", a}, {"b", b}, {"d", d}, {"none", none}, {"undefined", Tensor()}}, 0.1);
+  // f32: the product of 3 and 0.1f rounded once.
+  EXPECT_EQ(a.grad().ToFloats(), (std::vector<float>{3.0f * 0.1f, -0.5f * 0.1f}));
+  // bf16: computed in f32, rounded to bf16 (0.3f = 0x3E99999A -> 0x3E9A = 0.30078125).
+  EXPECT_EQ(b.grad().dtype(), DType::kBFloat16);
+  EXPECT_EQ(b.grad().ToDoubles(), (std::vector<double>{0.10009765625, 0.30078125}));
+  EXPECT_EQ(d.grad().ToDoubles(), (std::vector<double>{0.1 * 0.1}));
+  EXPECT_FALSE(none.grad().defined());
 }
 
 TEST(ClipGradNorm, LeavesGradientsBelowMaxUntouched) {
