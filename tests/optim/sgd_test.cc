@@ -1,11 +1,13 @@
 // SGD: steps against a float64 reference (plain, momentum, Nesterov, weight
-// decay), bf16 parameters, state dict round trip.
+// decay), bf16 parameters, the kernel with f32 gradients for narrow and f64
+// parameters, state dict round trip.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include <octet/ops/optim_kernels.h>
 #include <octet/optim/sgd.h>
 #include "tests/test_util.h"
 
@@ -77,6 +79,34 @@ TEST(Sgd, Float32AndBf16Parameters) {
   EXPECT_TRUE(AllClose(a, {1.0 - 0.625, -1.0 - 1.25}, 0, 1e-7));
   EXPECT_TRUE(AllClose(b, {1.0 - 0.625, -1.0 - 1.25}, 0, 0));  // exact in bf16
   EXPECT_EQ(opt.momentum_buffer(1).dtype(), DType::kFloat32);
+}
+
+// The kernel's documented forms the optimizer does not reach through
+// set_grad (a gradient always has its parameter's dtype there): f16, bf16 and
+// f64 parameters with f32 gradients (NOTE [sgd update] in ops/optim_kernels.h).
+// The values are exact in every format: two steps with weight decay and
+// momentum from p = (1, -1), g = (1, 2):
+//   step 1: g' = g + 0.5 p = (1.5, 1.5), b = g', p = p - 0.25 b = (0.625, -1.375)
+//   step 2: g' = (1.3125, 1.3125), b = 0.5 b + g' = 2.0625, p = (0.109375, -1.890625).
+TEST(SgdKernel, NarrowAndDoubleParametersWithFloat32Gradients) {
+  const SgdHyper h{.lr = 0.25, .momentum = 0.5, .weight_decay = 0.5};
+  for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    Tensor p = FromVector(std::vector<double>{1.0, -1.0}, {2}, {.dtype = dt});
+    const DType c = dt == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    Tensor buf = Zeros({2}, {.dtype = c});
+    const Tensor g = FromVector(std::vector<double>{1.0, 2.0}, {2});
+    sgd_kernel(kCPU)(h, p, g, buf);
+    EXPECT_EQ(p.ToDoubles(), (std::vector<double>{0.625, -1.375})) << Name(dt);
+    sgd_kernel(kCPU)(h, p, g, buf);
+    EXPECT_EQ(p.ToDoubles(), (std::vector<double>{0.109375, -1.890625})) << Name(dt);
+    EXPECT_EQ(buf.ToDoubles(), (std::vector<double>{2.0625, 2.0625})) << Name(dt);
+    EXPECT_EQ(p.dtype(), dt);
+  }
+  // A gradient of another narrow dtype is refused, naming both.
+  Tensor p = Zeros({2}, {.dtype = DType::kBFloat16});
+  EXPECT_NE(ErrorOf([&] { sgd_kernel(kCPU)(h, p, Zeros({2}, {.dtype = DType::kFloat16}), Tensor()); })
+                .find("sgd: gradient float16[2] does not match parameter bfloat16[2]"),
+            std::string::npos);
 }
 
 TEST(Sgd, StateDictRoundTrip) {
