@@ -1,7 +1,8 @@
 // Checkpoints that cannot be fooled (NOTE [checkpoint layout]): corrupt data,
 // FIFOs, a missing or stale LATEST, swapped step directories, files of
-// another run, values that cannot be right, unreadable directories, stale
-// temporaries of interrupted saves, and saves killed at random points.
+// another run, edited training-state files, values that cannot be right,
+// unreadable directories, stale temporaries of interrupted saves, and saves
+// killed at random points.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,23 +16,28 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <limits>
+#include <map>
 #include <random>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/checkpoint_internal.h>
 #include <octet/nn/file_util_internal.h>
+#include <octet/nn/safetensors_internal.h>
 #include "tests/test_util.h"
 
 namespace octet::nn {
 namespace {
 
 namespace fs = std::filesystem;
+using ::octet::testing::RandomValues;
 using ::octet::testing::ReadFile;
 using ::octet::testing::WriteFile;
-using ::octet::testing::RandomValues;
 // These tests call the absl::Status forms (internal::, nn/checkpoint_internal.h),
 // which also carry the status code; the public functions throw octet::Error
 // with the same message (checkpoint_test.cc: PublicApiThrowsWhatTheStatusSays).
@@ -48,7 +54,6 @@ class CheckpointVerifyTest : public ::testing::Test {
   std::string Dir() const { return dir_.string(); }
   fs::path dir_;
 };
-
 
 TrainingState MakeState(int64_t step, uint64_t seed = 1) {
   TrainingState s;
@@ -196,6 +201,17 @@ TEST_F(CheckpointVerifyTest, ValuesThatCannotBeRightAreRefused) {
          s->optimizer.tensors[0].second = Full({2}, std::numeric_limits<double>::infinity(), {.dtype = DType::kBFloat16});
        },
        "tensor 'optimizer/m.wte' holds inf at element 0"},
+      {"f64 inf", [](TrainingState* s) {
+         s->model[1].second = Full({3}, -std::numeric_limits<double>::infinity(), {.dtype = DType::kFloat64});
+       },
+       "tensor 'ln.bias' holds -inf at element 0"},
+      {"e5m2 inf code", [](TrainingState* s) {
+         // The code itself: converting inf to FP8 saturates.
+         Tensor t = Zeros({3}, {.dtype = DType::kFloat8E5M2});
+         static_cast<uint8_t*>(t.raw_data())[2] = 0x7C;  // S.11111.00
+         s->optimizer.tensors[0].second = t;
+       },
+       "tensor 'optimizer/m.wte' holds inf at element 2"},
       {"fp8 NaN code", [](TrainingState* s) {
          s->model[1].second = FromVector(std::vector<double>{0, std::nan(""), 1}, {3}, {.dtype = DType::kFloat8E4M3});
        },
@@ -209,6 +225,64 @@ TEST_F(CheckpointVerifyTest, ValuesThatCannotBeRightAreRefused) {
     ASSERT_TRUE(internal::SaveTrainingState(Dir(), s).ok());
     ExpectError(internal::LoadTrainingState(Dir()), c.problem);
   }
+}
+
+// A training-state file rewritten with valid checksums but edited contents:
+// what the loader checks beyond the bytes.
+TEST_F(CheckpointVerifyTest, EditedTrainingStateFilesAreRefusedNamingWhat) {
+  struct Case {
+    std::string name;
+    std::function<void(std::map<std::string, std::string>*, std::vector<std::pair<std::string, Tensor>>*)> edit;
+    std::string problem;
+  };
+  using Meta = std::map<std::string, std::string>;
+  using Tensors = std::vector<std::pair<std::string, Tensor>>;
+  const std::vector<Case> cases = {
+      {"version 1", [](Meta* m, Tensors*) { (*m)["octet.version"] = "1"; },
+       "unsupported octet.version '1' (expected 2; version 1 checkpoints carry no checksums)"},
+      {"version 99", [](Meta* m, Tensors*) { (*m)["octet.version"] = "99"; },
+       "unsupported octet.version '99' (expected 2)"},
+      {"no format", [](Meta* m, Tensors*) { m->erase("octet.format"); },
+       "not an octet training state (octet.format is missing)"},
+      {"no step", [](Meta* m, Tensors*) { m->erase("step"); }, "'step' is missing or not a non-negative integer"},
+      {"negative step", [](Meta* m, Tensors*) { (*m)["step"] = "-4"; },
+       "'step' is missing or not a non-negative integer"},
+      {"no seed", [](Meta* m, Tensors*) { m->erase("rng.seed"); }, "'rng.seed' is missing or not an integer"},
+      {"bad offset", [](Meta* m, Tensors*) { (*m)["rng.offset"] = "x"; }, "'rng.offset' is missing or not an integer"},
+      {"stray tensor", [](Meta*, Tensors* t) { t->emplace_back("stray", Zeros({1})); },
+       "unexpected tensor 'stray' (names start with optimizer/ or extra/)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(dir_);
+    ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(4)).ok());
+    const std::string state = (dir_ / "step_00000004" / "train_state.safetensors").string();
+    absl::StatusOr<SafetensorsFile> f = internal::LoadSafetensors(state);
+    ASSERT_TRUE(f.ok()) << f.status();
+    c.edit(&f->metadata, &f->tensors);
+    ASSERT_TRUE(internal::SaveSafetensors(state, f->tensors, f->metadata).ok());
+    ExpectError(internal::LoadTrainingState(Dir()), c.problem);
+  }
+
+  // Re-saved by another tool, which drops octet's checksum metadata (the
+  // header edited, the data untouched): loadable as safetensors, refused as
+  // a checkpoint.
+  fs::remove_all(dir_);
+  ASSERT_TRUE(internal::SaveTrainingState(Dir(), MakeState(4)).ok());
+  const std::string model = (dir_ / "step_00000004" / "model.safetensors").string();
+  const std::string bytes = ReadFile(model);
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  const std::string data = bytes.substr(8 + n);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  nlohmann::json& meta = header["__metadata__"];
+  for (auto it = meta.begin(); it != meta.end();) it = it.key().rfind("octet.crc32c.", 0) == 0 ? meta.erase(it) : ++it;
+  std::string text = header.dump();
+  text.resize((text.size() + 7) / 8 * 8, ' ');
+  n = text.size();
+  WriteFile(model, std::string(reinterpret_cast<const char*>(&n), 8) + text + data);
+  ASSERT_TRUE(internal::LoadSafetensors(model).ok());
+  ExpectError(internal::LoadTrainingState(Dir()), "carries no checksums (octet.crc32c.* metadata was removed?)");
 }
 
 TEST_F(CheckpointVerifyTest, UnreadableDirectoryIsAnErrorNotEmpty) {
