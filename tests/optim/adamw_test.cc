@@ -241,6 +241,36 @@ TEST(AdamW, Bf16ParamsKeepFp32MasterAndEqualItsRounding) {
   EXPECT_FALSE(AllClose(master, w0, 0, 1e-4));
 }
 
+// The documented contract of the master copy: weights written into a bf16
+// parameter behind the optimizer's back are overwritten by the next step,
+// unless SyncMasterFromParams() copies them into the master first.
+TEST(AdamW, SyncMasterFromParamsAdoptsWeightsLoadedBehindItsBack) {
+  const AdamW::Options o{.lr = 0.25, .weight_decay = 0.0};
+  auto run = [&](bool sync) {
+    Tensor w = Param({1.0, -2.0}, {2}, DType::kBFloat16);
+    Tensor b = Param({0.5}, {1}, DType::kFloat32);  // f32: no master, nothing to sync
+    AdamW opt({{"w", w}, {"b", b}}, o);
+    // New weights loaded into the model (e.g. from a model-only checkpoint).
+    w.detach().CopyFrom_(FromVector(std::vector<double>{4.0, 8.0}, {2}, {.dtype = DType::kBFloat16}));
+    if (sync) opt.SyncMasterFromParams();
+    SetGrad(w, {1.0, -1.0}, DType::kBFloat16);
+    SetGrad(b, {1.0}, DType::kFloat32);
+    opt.Step();  // the first step moves each weight by lr against its gradient's sign
+    EXPECT_EQ(b.ToDoubles(), (std::vector<double>{0.25}));
+    return w.ToDoubles();
+  };
+  EXPECT_EQ(run(/*sync=*/false), (std::vector<double>{0.75, -1.75}));  // the old master's trajectory
+  EXPECT_EQ(run(/*sync=*/true), (std::vector<double>{3.75, 8.25}));
+}
+
+TEST(AdamW, IndexOfFindsAParameterByNameOrNamesTheMissingOne) {
+  Tensor a = Param({1.0}, {1}, DType::kFloat32), b = Param({2.0}, {1}, DType::kFloat32);
+  AdamW opt({{"a", a}, {"layer.b", b}}, {});
+  EXPECT_EQ(opt.IndexOf("a"), 0u);
+  EXPECT_EQ(opt.IndexOf("layer.b"), 1u);
+  EXPECT_NE(ErrorOf([&] { opt.IndexOf("b"); }).find("adamw: no parameter named 'b'"), std::string::npos);
+}
+
 TEST(AdamW, Bf16GradientsForBf16Params) {
   Tensor w = Param({0.5, -0.25}, {2}, DType::kBFloat16);
   AdamW opt({{"w", w}}, {.lr = 0.125, .eps = 0.0, .weight_decay = 0.0});
