@@ -641,7 +641,24 @@ TEST(AmpScalingState, RoundTripsAndReportsMismatches) {
   for (size_t i = 0; i < st.size(); ++i) EXPECT_EQ(st[i].second.ToDoubles(), sb[i].second.ToDoubles()) << st[i].first;
   Linear c({.in = 8, .out = 8});
   c.SetAmp(amp::Level::kO1, {.amax_history_len = 4});
-  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(c, st); }), HasSubstr("fp8_input_amax_history (expected float32[4], got float32[16])"));
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(c, st); }),
+              HasSubstr("fp8_input_amax_history (expected float32[4], got float32[16])"));
+
+  // A missing entry and an unexpected one are each named, and nothing is
+  // loaded: b keeps what it had.
+  NamedTensors partial(st.begin() + 1, st.end());
+  partial.emplace_back("h.0.fc.fp8_input_scale", Full({1}, 2.0));
+  const Tensor before = amp::ScalingState(b)[1].second.Clone();
+  partial[0].second = Full(partial[0].second.shape(), 0.125);
+  const std::string msg = ErrorOf([&] { amp::LoadScalingState(b, partial); });
+  EXPECT_THAT(msg, HasSubstr("nothing was loaded. Missing: fp8_input_amax_history. Unexpected: h.0.fc.fp8_input_scale."));
+  EXPECT_EQ(amp::ScalingState(b)[1].second.ToDoubles(), before.ToDoubles());
+  // O1 state into a model without FP8 state: every entry unexpected.
+  Linear plain({.in = 8, .out = 8});
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(plain, st); }), HasSubstr("Unexpected: fp8_input_amax_history, "));
+  NamedTensors twice = st;
+  twice.push_back(st[0]);
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(b, twice); }), HasSubstr("LoadScalingState: repeated names"));
 }
 
 TEST(AmpAutocast, ScopeTurnsOnFp8ForAModelWithoutSetAmp) {
