@@ -331,6 +331,31 @@ TEST(Matmul, PrimitivesAreCached) {
   EXPECT_EQ(after.hits, before.hits + 3);
 }
 
+// The cache keeps the 256 most recently used primitives (NOTE [oneDNN
+// primitive cache] in ops/cpu/dnnl_gemm.cc): a program that runs more shapes
+// than that evicts the least recently used, and a shape evicted is made again,
+// with the same results.
+TEST(Matmul, PrimitiveCacheEvictsTheLeastRecentlyUsedBeyondItsCapacity) {
+  constexpr int64_t kCapacity = 256, kShapes = 300;
+  cpu::ClearMatmulCacheForTesting();
+  const Tensor b = RandomTensor({8, 5}, 3, DType::kFloat32);
+  auto a_of = [](int64_t m) { return RandomTensor({m, 8}, 1000 + m, DType::kFloat32); };
+  const Tensor first = Matmul(a_of(1), b);
+  for (int64_t m = 2; m <= kShapes; ++m) Matmul(a_of(m), b);
+  cpu::MatmulCacheStats st = cpu::GetMatmulCacheStats();
+  EXPECT_EQ(st.misses, kShapes);  // one primitive per shape
+  EXPECT_EQ(st.size, kCapacity);
+  // The most recent shape is still held; the first was evicted and is made again.
+  Matmul(a_of(kShapes), b);
+  EXPECT_EQ(cpu::GetMatmulCacheStats().hits, st.hits + 1);
+  const Tensor again = Matmul(a_of(1), b);
+  st = cpu::GetMatmulCacheStats();
+  EXPECT_EQ(st.misses, kShapes + 1);
+  EXPECT_EQ(st.size, kCapacity);
+  EXPECT_EQ(::octet::testing::Bytes(again), ::octet::testing::Bytes(first));
+  EXPECT_TRUE(Matches(again, RefMatmul(a_of(1), b), TolFor(DType::kFloat32, 8)));
+}
+
 // NOTE [transient gemm buffers] (ops/cpu/dnnl_gemm.cc): the packed B of a
 // large f32 GEMM comes from octet's CPU cache and goes back to it when the
 // call returns, leaving only the output allocated.
