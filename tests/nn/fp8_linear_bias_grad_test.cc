@@ -2,7 +2,9 @@
 // (Fp8LinearOp::Backward with CastTransposeWithBiasGrad, ops/cast.h), forced
 // on the CPU as a TN-only GPU takes it: db has the same bits as the separate
 // Sum(dy as f32, {0}) of the row-wise path and matches a float64 column sum
-// of dy; a Linear without a bias, or whose bias needs no gradient, is unaffected.
+// of dy; a Linear without a bias, or whose bias needs no gradient, is
+// unaffected; a frozen weight with a trainable bias gets its bias gradient
+// from the separate sum.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +72,33 @@ TEST(Fp8LinearBiasGrad, NoBiasStillGivesWeightAndInputGradients) {
   }
   EXPECT_TRUE(::octet::testing::AllClose(tn.weight().grad(), rows.weight().grad().ToDoubles(), 1e-5, 1e-9));
   EXPECT_TRUE(::octet::testing::AllClose(xt.grad(), xr.grad().ToDoubles(), 1e-5, 1e-9));
+}
+
+// A frozen weight with a trainable bias (bias-only fine-tuning): no
+// column-wise dY is made, so no cast sums the bias gradient; the separate sum
+// does, with the same bits either way, and the weight gets no gradient.
+TEST(Fp8LinearBiasGrad, FrozenWeightTrainableBias) {
+  Linear rows({.in = 32, .out = 24}), tn({.in = 32, .out = 24});
+  tn.LoadStateDict(rows.StateDict());
+  for (Linear* l : {&rows, &tn}) {
+    l->SetAmp(amp::Level::kO1);
+    l->weight().requires_grad_(false);
+  }
+  const Tensor x = RandomTensor({2, 19, 32}, 5, DType::kBFloat16, -2, 2);
+  const Tensor dy = RandomTensor({2, 19, 24}, 6, DType::kBFloat16, -1, 1);
+  const Tensor xr = x.detach().requires_grad_(), xt = x.detach().requires_grad_();
+  rows(xr).Backward(dy);
+  {
+    Forced on(true);
+    tn(xt).Backward(dy);
+  }
+  EXPECT_FALSE(rows.weight().grad().defined());
+  EXPECT_FALSE(tn.weight().grad().defined());
+  ASSERT_TRUE(tn.bias()->grad().defined());
+  EXPECT_EQ(tn.bias()->grad().ToDoubles(), rows.bias()->grad().ToDoubles());
+  const std::vector<double> want = ColumnSums64(dy, 24), got = tn.bias()->grad().ToDoubles();
+  for (int c = 0; c < 24; ++c) EXPECT_NEAR(got[c], want[c], 1e-4) << c;
+  EXPECT_EQ(::octet::testing::Bytes(xt.grad()), ::octet::testing::Bytes(xr.grad()));
 }
 
 }  // namespace
