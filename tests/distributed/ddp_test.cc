@@ -6,7 +6,8 @@
 //  - FP8 sync's error against the FP32 mean stays within the bound its scale
 //    implies (NOTE [fp8 grad sync] in distributed/ddp.h), for E4M3 and E5M2,
 //    with the bytes sent in the ratio 4 : 2 : 1 (+ the amax) for fp32/bf16/fp8;
-//  - an unused parameter is an error naming it, or a zero gradient when allowed.
+//  - an unused parameter is an error naming it, or a zero gradient when
+//    allowed; then a rank that ran no backward at all contributes zeros.
 #include <octet/distributed/ddp.h>
 
 #include <gtest/gtest.h>
@@ -258,6 +259,20 @@ TEST(DdpWorker, DISABLED_UnusedParameter) {
   Tensor g0 = g.Clone();
   pg.Broadcast(g0, 0)->Wait();
   EXPECT_EQ(g.ToFloats(), g0.ToFloats());
+
+  // A step in which rank 0 ran no backward at all (its share of the data ran
+  // out): it contributes zeros, and every rank ends with the others' mean.
+  Mlp lone(0);
+  DistributedDataParallel lone_ddp(pg, lone.Params(true), {.allow_unused = true});
+  if (pg.rank() != 0) lone.Loss(BatchX(1, 0, 4), BatchY(1, 0, 4)).Backward();
+  lone_ddp.FinishGradSync();
+  Mlp ref(0);
+  ref.Loss(BatchX(1, 0, 4), BatchY(1, 0, 4)).Backward();  // what each other rank computed
+  ASSERT_TRUE(lone.w1.grad().defined());
+  const std::vector<float> got = lone.w1.grad().ToFloats(), one = ref.w1.grad().ToFloats();
+  const float share = static_cast<float>(pg.size() - 1) / static_cast<float>(pg.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], share * one[i], 1e-6f + 1e-5f * std::fabs(one[i])) << i;
+  EXPECT_EQ(lone.unused.grad().ToFloats(), std::vector<float>(3, 0.0f));
 }
 
 // ---- the tests ------------------------------------------------------------------
@@ -290,7 +305,7 @@ TEST(Ddp, ErrorFeedbackShrinksTheAccumulatedError) {
   RunWorker(2, "DdpWorker.DISABLED_ErrorFeedbackCancelsAccumulatedQuantisationError");
 }
 
-TEST(Ddp, UnusedParameterIsNamedUnlessAllowed) {
+TEST(Ddp, UnusedParameterIsNamedUnlessAllowedAndAnIdleRankAddsZeros) {
   if (IsWorker()) GTEST_SKIP();
   RunWorker(2, "DdpWorker.DISABLED_UnusedParameter");
 }
