@@ -168,6 +168,27 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   EXPECT_TRUE(good.ok) << good.message;
 }
 
+// What Gradcheck cannot check it says, rather than passing: no input that
+// requires grad, an output cut from its inputs, a float32 output or input.
+TEST(Gradcheck, SaysWhenThereIsNothingToCheck) {
+  const Tensor x = Leaf({0.3, -0.7}, {2});
+  const Tensor constant = FromVector(std::vector<double>{0.3, -0.7}, {2}, {.dtype = DType::kFloat64});
+  GradcheckResult r = Gradcheck([](const TensorList& in) { return Square(in[0]); }, {constant});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.message, "no input requires grad");
+  r = Gradcheck([](const TensorList& in) { return Square(in[0].detach()); }, {x});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.message, "output does not require grad");
+  EXPECT_NE(ErrorOf([&] {
+              Gradcheck([](const TensorList& in) { return Square(in[0]).To(DType::kFloat32); }, {x});
+            }).find("Gradcheck: output must be float64, got float32[2]"),
+            std::string::npos);
+  const Tensor x32 = FromVector(std::vector<double>{1.0}, {1}, {.requires_grad = true});
+  EXPECT_NE(ErrorOf([&] { Gradcheck([](const TensorList& in) { return Square(in[0]); }, {x32}); })
+                .find("Gradcheck: inputs that require grad must be float64, got float32[1]"),
+            std::string::npos);
+}
+
 // NOTE [backward owns its gradient]: a Backward that takes dY by value holds
 // the only reference the engine had; how many handles share its tensor, and
 // how many tensors its bytes, is recorded.
