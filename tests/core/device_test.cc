@@ -184,8 +184,10 @@ TEST(DeviceControl, MissingDevicesAreErrors) {
   EXPECT_THAT(ErrorOf([&] { EmptyCache(bad_cpu); }), HasSubstr("octet::EmptyCache"));
   EXPECT_THAT(ErrorOf([&] { StreamGuard guard(bad_cpu, nullptr); }), HasSubstr("octet::StreamGuard"));
   const Device missing = CUDA(DeviceCount(DeviceType::kCUDA));  // one past the last
+  EXPECT_EQ(NativeStream(kCPU), nullptr);  // the CPU has no stream
   for (auto call : {+[](Device d) { GetMemoryStats(d); }, +[](Device d) { ResetPeakMemoryStats(d); },
-                    +[](Device d) { EmptyCache(d); }, +[](Device d) { StreamGuard g(d, nullptr); }}) {
+                    +[](Device d) { EmptyCache(d); }, +[](Device d) { StreamGuard g(d, nullptr); },
+                    +[](Device d) { Synchronize(d); }, +[](Device d) { NativeStream(d); }}) {
     const std::string msg = ErrorOf([&] { call(missing); });
     EXPECT_THAT(msg, HasSubstr(ToString(missing))) << msg;
     EXPECT_THAT(msg, ::testing::AnyOf(HasSubstr("is not available"), HasSubstr("does not exist"))) << msg;
