@@ -63,4 +63,5 @@ done | awk -v root="$root/" -v build="$build_abs/" '
   END { if (total > 0) printf "total: %d of %d lines run (%.1f %%)\n", ran, total, 100 * ran / total > "/dev/stderr" }
 ' 2>"$work/total" | sort -n
 cat "$work/total"
-echo "unrun lines of octet/DIR/X.cc: cd $build_abs && gcov CMakeFiles/octet_objects.dir/octet/DIR/X.cc.gcda (then see X.cc.gcov)"
+echo "unrun lines of octet/DIR/X.cc: cd $build_abs && gcov CMakeFiles/octet_objects.dir/octet/DIR/X.cc.gcda" \
+  "(then see X.cc.gcov)"

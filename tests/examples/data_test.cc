@@ -22,9 +22,7 @@ using ::octet::testing::WriteFile;
 
 class DataTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::octet::testing::FreshTestDir("data_test");
-  }
+  void SetUp() override { dir_ = ::octet::testing::FreshTestDir("data_test"); }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;

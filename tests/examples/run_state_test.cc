@@ -23,9 +23,7 @@ using ::testing::HasSubstr;
 
 class RunStateTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::octet::testing::FreshTestDir("run_state_test", /*create=*/false);
-  }
+  void SetUp() override { dir_ = ::octet::testing::FreshTestDir("run_state_test", /*create=*/false); }
   void TearDown() override {
     nn::SetFileFaultHookForTesting(nullptr);
     fs::remove_all(dir_);

@@ -651,7 +651,8 @@ TEST(AmpScalingState, RoundTripsAndReportsMismatches) {
   const Tensor before = amp::ScalingState(b)[1].second.Clone();
   partial[0].second = Full(partial[0].second.shape(), 0.125);
   const std::string msg = ErrorOf([&] { amp::LoadScalingState(b, partial); });
-  EXPECT_THAT(msg, HasSubstr("nothing was loaded. Missing: fp8_input_amax_history. Unexpected: h.0.fc.fp8_input_scale."));
+  EXPECT_THAT(msg, HasSubstr("nothing was loaded. Missing: fp8_input_amax_history. "
+                             "Unexpected: h.0.fc.fp8_input_scale."));
   EXPECT_EQ(amp::ScalingState(b)[1].second.ToDoubles(), before.ToDoubles());
   // O1 state into a model without FP8 state: every entry unexpected.
   Linear plain({.in = 8, .out = 8});

@@ -28,9 +28,7 @@ using ::octet::testing::RandomValues;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::octet::testing::FreshTestDir("checkpoint_test", /*create=*/false);
-  }
+  void SetUp() override { dir_ = ::octet::testing::FreshTestDir("checkpoint_test", /*create=*/false); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };

@@ -44,9 +44,7 @@ using ::octet::testing::WriteFile;
 
 class CheckpointVerifyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::octet::testing::FreshTestDir("checkpoint_verify", /*create=*/false);
-  }
+  void SetUp() override { dir_ = ::octet::testing::FreshTestDir("checkpoint_verify", /*create=*/false); }
   void TearDown() override {
     SetFileFaultHookForTesting(nullptr);
     fs::remove_all(dir_);

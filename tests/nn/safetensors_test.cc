@@ -39,9 +39,7 @@ using ::octet::testing::RandomValues;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::octet::testing::FreshTestDir("safetensors_test");
-  }
+  void SetUp() override { dir_ = ::octet::testing::FreshTestDir("safetensors_test"); }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
