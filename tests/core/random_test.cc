@@ -112,6 +112,22 @@ TEST(Dropout, BackwardReusesTheMask) {
   for (size_t i = 0; i < yv.size(); ++i) ASSERT_EQ(gv[i], yv[i] == 0 ? 0.0 : 2.0);
 }
 
+// In each float dtype the same generator drops the same elements, and the
+// survivors are x / (1 - p) rounded once to the dtype.
+TEST(Dropout, EveryFloatDtypeDropsTheSameElements) {
+  const Tensor x = Full({4096}, 1.5);
+  Generator g32(9);
+  const std::vector<double> ref = Dropout(x, 0.3, true, &g32).ToDoubles();
+  for (DType dt : {DType::kFloat64, DType::kBFloat16, DType::kFloat16}) {
+    Generator g(9);
+    const Tensor y = Dropout(x.To(dt), 0.3, true, &g);
+    EXPECT_EQ(y.dtype(), dt);
+    const double kept = Full({1}, 1.5 / 0.7, {.dtype = dt}).Item();
+    const std::vector<double> v = y.ToDoubles();
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], ref[i] == 0 ? 0.0 : kept) << Name(dt) << " " << i;
+  }
+}
+
 TEST(Dropout, RejectsBadProbability) {
   EXPECT_NE(ErrorOf([] { Dropout(Ones({2}), 1.0); }).find("dropout: probability must be in [0, 1), got 1"),
             std::string::npos);

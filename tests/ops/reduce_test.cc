@@ -128,6 +128,15 @@ TEST(Reduce, ArgMaxFindsFirstMaximum) {
   EXPECT_EQ(ArgMax(x, -1, true).shape(), (Shape{2, 1}));
 }
 
+TEST(Reduce, ArgMaxOfIntegerAndNarrowFloatInputs) {
+  const std::vector<double> v = {1, 7, 7, 2, 9, 0};
+  for (DType dt : {DType::kInt64, DType::kInt32, DType::kBFloat16, DType::kFloat16}) {
+    const Tensor x = FromVector(v, {2, 3}, {.dtype = dt});
+    EXPECT_EQ(ArgMax(x, 1).ToDoubles(), (std::vector<double>{1, 1})) << Name(dt);
+    EXPECT_EQ(ArgMax(x, 0).ToDoubles(), (std::vector<double>{1, 1, 0})) << Name(dt);
+  }
+}
+
 TEST(Reduce, SumToShapeUndoesBroadcast) {
   Tensor g = Ones({2, 3, 4});
   EXPECT_TRUE(AllClose(SumToShape(g, {3, 1}), std::vector<double>{8, 8, 8}, 0, 0));

@@ -244,6 +244,33 @@ TEST(AdamW, Bf16ParamsKeepFp32MasterAndEqualItsRounding) {
 // The documented contract of the master copy: weights written into a bf16
 // parameter behind the optimizer's back are overwritten by the next step,
 // unless SyncMasterFromParams() copies them into the master first.
+// float16 parameters: the same master-copy contract as bf16's (above), with
+// f16's rounding (the first test's bf16 checks, for the other narrow dtype).
+TEST(AdamW, F16ParamsKeepFp32MasterAndEqualItsRounding) {
+  constexpr int64_t kN = 5 * 161;
+  auto f16_exact = [](std::vector<double> v) {
+    for (double& x : v) x = F16BitsToFloat(FloatToF16Bits(static_cast<float>(x)));
+    return v;
+  };
+  const std::vector<double> w0 = f16_exact(RandomValues(kN, 17));
+  Tensor wh = Param(w0, {5, 161}, DType::kFloat16);
+  Tensor wf = Param(w0, {5, 161}, DType::kFloat32);
+  const AdamW::Options o{.lr = 1e-3, .beta2 = 0.95, .weight_decay = 0.1};
+  AdamW oh({{"w", wh}}, o), of({{"w", wf}}, o);
+  ASSERT_TRUE(oh.state(0).master.defined());
+  for (int step = 0; step < 6; ++step) {
+    const std::vector<double> g = f16_exact(RandomValues(kN, 400 + step));
+    SetGrad(wh, g, DType::kFloat16);
+    SetGrad(wf, g, DType::kFloat32);
+    oh.Step();
+    of.Step();
+  }
+  EXPECT_EQ(Bytes(oh.state(0).master), Bytes(wf));  // master == the f32 trajectory
+  const std::vector<float> mf = oh.state(0).master.ToFloats();
+  const auto* bits = static_cast<const uint16_t*>(wh.raw_data());
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(bits[i], FloatToF16Bits(mf[i])) << i;
+}
+
 TEST(AdamW, SyncMasterFromParamsAdoptsWeightsLoadedBehindItsBack) {
   const AdamW::Options o{.lr = 0.25, .weight_decay = 0.0};
   auto run = [&](bool sync) {

@@ -77,6 +77,15 @@ TEST(ClipGradNorm, Bf16Gradients) {
   EXPECT_TRUE(AllClose(a.grad(), {1.5, 2.0}, 1e-2, 0));  // bf16 rounding of 1.5, 2.0 (exact here)
 }
 
+TEST(ClipGradNorm, Float16Gradients) {
+  Tensor a = WithGrad({3.0, 4.0}, {2}, DType::kFloat16), b = WithGrad({0.0, -12.0}, {2}, DType::kFloat16);
+  EXPECT_DOUBLE_EQ(ClipGradNorm({{"a", a}, {"b", b}}, 6.5), 13.0);
+  EXPECT_EQ(a.grad().dtype(), DType::kFloat16);
+  // 3, 4 and -12 times 6.5 / (13 + 1e-6) in f32, rounded to f16: 1.5, 2, -6.
+  EXPECT_EQ(a.grad().ToDoubles(), (std::vector<double>{1.5, 2.0}));
+  EXPECT_EQ(b.grad().ToDoubles(), (std::vector<double>{0.0, -6.0}));
+}
+
 TEST(ClipGradNorm, NonFiniteNormIsReturnedAndGradientsUntouched) {
   Tensor a = WithGrad({1.0, std::numeric_limits<double>::infinity()}, {2}), b = WithGrad({100.0}, {1});
   const double norm = ClipGradNorm({{"a", a}, {"b", b}}, 1.0);
