@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 
 #include <octet/core/scaling.h>
 #include <octet/core/tensor.h>
@@ -145,6 +146,29 @@ TEST(Tensor, PrintingShowsDtypeShapeAndValues) {
   EXPECT_NE(s.find("float32[2, 2]"), std::string::npos) << s;
   EXPECT_NE(s.find("[0, 1]"), std::string::npos) << s;
   EXPECT_NE(s.find("[2, 3]"), std::string::npos) << s;
+  // The whole text for a scalar, a long tensor cut short, an FP8 tensor with
+  // its scale, a leaf requiring grad, and operator<<.
+  EXPECT_EQ(Scalar(2.5).ToString(), "Tensor(float32[])\n2.5");
+  EXPECT_EQ(Iota({10}).ToString(4), "Tensor(float32[10])\n[0, 1, 2, 3 ... (6 more)");
+  const Tensor q = FromVector(std::vector<double>{1, -2}, {2}, {.dtype = DType::kFloat8E4M3})
+                       .WithScaleMeta(MakePerTensorScale(4.0f, 8.0f));
+  EXPECT_EQ(q.ToString(), "Tensor(fp8_e4m3[2], scale_inv=0.25)\n[0.25, -0.5]");
+  const Tensor w = Zeros({1, 2}, {.requires_grad = true});
+  std::ostringstream os;
+  os << w;
+  EXPECT_EQ(os.str(), "Tensor(float32[1, 2], requires_grad)\n[0, 0]");
+  EXPECT_EQ(Tensor().ToString(), "Tensor(undefined)");
+}
+
+TEST(Tensor, LikeFactoriesCopyShapeDtypeAndDevice) {
+  const Tensor x = Full({2, 3}, 7.0, {.dtype = DType::kBFloat16});
+  const Tensor z = ZerosLike(x), e = EmptyLike(x);
+  EXPECT_EQ(z.shape(), x.shape());
+  EXPECT_EQ(z.dtype(), DType::kBFloat16);
+  EXPECT_EQ(z.ToDoubles(), std::vector<double>(6, 0.0));
+  EXPECT_EQ(e.shape(), x.shape());
+  EXPECT_EQ(e.dtype(), DType::kBFloat16);
+  EXPECT_NE(e.storage(), x.storage());
 }
 
 TEST(Tensor, BadCallsNameTheProblem) {
