@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Which of the library's lines the test suite runs, file by file, with gcov
 # alone: builds octet's host code with --coverage (-O1, CUDA off) in
-# build-coverage, runs every test, and prints for each .cc file under octet/
-# its lines run / lines with code, least covered first, then the total.
+# build-coverage, runs every test, and prints for each .cc file of the
+# library (octet/), the examples (examples/, run by their tests as child
+# processes) and tools/ its lines run / lines with code, least covered
+# first, then the library's total and the examples' and tools'.
 # A file's unrun lines: the command on the last line of the output writes
-# X.cc.gcov, where "#####" marks them.
+# them into X.cc.gcov.
 # Environment:
 #   BUILD_DIR   build directory (default: build-coverage)
 #   SKIP_TESTS  1: only report what the last run left (.gcda files)
@@ -34,7 +36,7 @@ trap 'rm -rf "$work"' EXIT
 # gcov -n prints, for every source a .gcda's object was built from, "File
 # 'PATH'" and "Lines executed:P% of N"; the library's .cc files each belong
 # to one object, so their figures need no merging.
-find "$build_abs/CMakeFiles" -name '*.gcda' | while read -r gcda; do
+find "$build_abs" -name '*.gcda' | while read -r gcda; do
   (cd "$work" && gcov -n -o "$(dirname "$gcda")" "$gcda" 2>/dev/null)
 done | awk -v root="$root/" -v build="$build_abs/" '
   # A path as gcov prints it (relative to the build directory) made absolute.
@@ -52,16 +54,26 @@ done | awk -v root="$root/" -v build="$build_abs/" '
   }
   /^File / { file = $2; gsub(/\047/, "", file); file = absolute(file); next }
   /^Lines executed:/ {
-    if (file ~ /\.cc$/ && index(file, root "octet/") == 1) {
+    lib = index(file, root "octet/") == 1
+    if (file ~ /\.cc$/ && (lib || index(file, root "examples/") == 1 || index(file, root "tools/") == 1)) {
       split($2, a, "%"); pct = substr(a[1], index(a[1], ":") + 1); n = $4
       run = int(pct * n / 100 + 0.5)
       rel = substr(file, length(root) + 1)
-      if (!(rel in seen)) { seen[rel] = 1; printf "%6.1f %% %6d / %-6d %s\n", pct, run, n, rel; total += n; ran += run }
+      if (!(rel in seen)) {
+        seen[rel] = 1
+        printf "%6.1f %% %6d / %-6d %s\n", pct, run, n, rel
+        if (lib) { total += n; ran += run } else { other_total += n; other_ran += run }
+      }
     }
     file = ""
   }
-  END { if (total > 0) printf "total: %d of %d lines run (%.1f %%)\n", ran, total, 100 * ran / total > "/dev/stderr" }
+  END {
+    if (total > 0) printf "library: %d of %d lines run (%.1f %%)\n", ran, total, 100 * ran / total > "/dev/stderr"
+    if (other_total > 0)
+      printf "examples and tools: %d of %d lines run (%.1f %%)\n", other_ran, other_total,
+             100 * other_ran / other_total > "/dev/stderr"
+  }
 ' 2>"$work/total" | sort -n
 cat "$work/total"
-echo "unrun lines of octet/DIR/X.cc: cd $build_abs && gcov CMakeFiles/octet_objects.dir/octet/DIR/X.cc.gcda" \
-  "(then see X.cc.gcov)"
+echo "unrun lines of a file X.cc: cd $build_abs && gcov \$(find . -name X.cc.gcda)" \
+  "(then see X.cc.gcov, where ##### marks them)"

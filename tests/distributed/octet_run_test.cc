@@ -1,7 +1,9 @@
 // octet-run end to end: it runs this test binary's worker tests as ranks.
 // A healthy job passes with every line prefixed by its rank; a failing rank, a
 // killed rank, a bad -n, a stale store directory and an unreachable Redis
-// server are each reported clearly, and nothing hangs.
+// server are each reported clearly, and nothing hangs. Around any program:
+// usage errors, a program that cannot start, a signal to octet-run, and ranks
+// outstaying the grace period after a failure.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -149,6 +151,71 @@ TEST_F(OctetRunTest, UnreachableRedisIsReportedBeforeStarting) {
   EXPECT_NE(r.out.find("cannot reach Redis at 127.0.0.1:" + std::to_string(port)), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("[rank"), std::string::npos) << r.out;
+}
+
+// octet-run around any program (here sh and sleep): its own behaviour, not
+// the collectives'.
+std::string OctetRunBinary() { return std::string(OCTET_BINARY_DIR) + "/octet-run"; }
+
+TEST_F(OctetRunTest, UsageErrorsAreNamedWithStatus2AndHelpWith0) {
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : {Case{"--bogus -- true", "octet-run: unknown argument '--bogus' (the program goes after --)"},
+                        Case{"-- true", "octet-run: missing -n N"},
+                        Case{"-n 2", "octet-run: no program to run (put it after --)"}}) {
+    const Result r = ::octet::testing::RunCommand(OctetRunBinary() + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("usage: octet-run -n N"), std::string::npos) << r.err;
+  }
+  const Result help = ::octet::testing::RunCommand(OctetRunBinary() + " --help");
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.err.find("usage: octet-run -n N"), std::string::npos) << help.err;
+}
+
+TEST_F(OctetRunTest, AProgramThatCannotStartIsNamed) {
+  const Result r = ::octet::testing::RunCommand(OctetRunBinary() + " -n 2 -- /nonexistent/octet_program");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot start '/nonexistent/octet_program' for rank 0: No such file or directory"),
+            std::string::npos)
+      << r.err;
+}
+
+// Ctrl-C (or a SIGTERM) to octet-run stops every rank and exits 128 + the
+// signal; a rank that prints no final newline keeps its last line.
+TEST_F(OctetRunTest, ASignalToOctetRunStopsEveryRank) {
+  for (const char* sig : {"INT", "TERM"}) {
+    const Result r = ::octet::testing::RunCommand(
+        OctetRunBinary() + " -n 2 -- sh -c 'printf \"up $OCTET_RANK\"; sleep 60' & pid=$!; sleep 1; kill -" + sig +
+            " $pid; wait $pid",
+        {.merge_stderr = true, .timeout_s = 30});
+    EXPECT_FALSE(r.timed_out) << r.out;
+    const int signo = std::string(sig) == "INT" ? SIGINT : SIGTERM;
+    EXPECT_EQ(r.exit_code, 128 + signo) << r.out;
+    EXPECT_NE(r.out.find("octet-run: got signal " + std::to_string(signo) + "; stopping every rank"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("[rank 0] up 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("[rank 1] up 1"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;  // stopped, not failed
+  }
+}
+
+// After a rank fails, the others get --grace-ms to exit on their own; then
+// SIGTERM, and SIGKILL 3 s later for one that ignores it. The exit status is
+// the failed rank's.
+TEST_F(OctetRunTest, RanksThatOutstayTheGraceAreTerminatedThenKilled) {
+  const Result r = ::octet::testing::RunCommand(
+      OctetRunBinary() + " -n 3 --grace-ms 200 -- sh -c '" +
+          "case $OCTET_RANK in 0) exit 3;; 1) exec sleep 60;; *) trap \"\" TERM; sleep 60;; esac'",
+      {.merge_stderr = true, .timeout_s = 30});
+  EXPECT_FALSE(r.timed_out) << r.out;
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("octet-run: rank 0 (pid"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("octet-run: FAILED: rank 0 exited with status 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 was killed by signal 15"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 2 was killed by signal 9"), std::string::npos) << r.out;
 }
 
 }  // namespace

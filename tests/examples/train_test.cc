@@ -337,6 +337,10 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--sample_tokens=-1"}, "--sample_tokens must be >= 0 (0: none), got -1"},
       {{corpus, "--temperature=0"}, "--temperature must be > 0, got 0"},
       {{corpus, "--top_k=-1"}, "--top_k must be >= 0 (0: all), got -1"},
+      // The distributed flags, checked in a single process too.
+      {{corpus, "--grad_sync=fp16"}, "unknown --grad_sync 'fp16' (expected fp32, bf16, fp8 or fp8_e5m2)"},
+      {{corpus, "--zero_gather=int8"}, "unknown --zero_gather 'int8' (expected fp32, bf16 or fp8)"},
+      {{corpus, "--bucket_kb=0"}, "--bucket_kb must be >= 1, got 0"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
