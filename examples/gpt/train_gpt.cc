@@ -388,9 +388,11 @@ absl::Status Run() {
               static_cast<long long>(config.n_embd), static_cast<long long>(config.block_size),
               static_cast<long long>(config.vocab_size), static_cast<long long>(model.NumParameters()),
               nn::amp::Name(level));
-  if (level == nn::amp::Level::kO1)
-    std::printf(" (%s scaling, history %d, margin %d)", nn::amp::Name(recipe.scaling), recipe.amax_history_len,
-                recipe.margin);
+  if (level == nn::amp::Level::kO1) {
+    std::printf(" (%s scaling, history %d, amax %s, margin %d)", nn::amp::Name(recipe.scaling),
+                recipe.amax_history_len, recipe.amax_algo == AmaxAlgo::kMax ? "max" : "most_recent", recipe.margin);
+  }
+  std::printf("; AdamW state %s", optim::Name(state_dtype));
   std::printf("; batch %lld x %lld tokens x %lld micro-batches; %s", static_cast<long long>(B),
               static_cast<long long>(T), static_cast<long long>(accum), ToString(device).c_str());
   if (device.is_cpu()) std::printf(", %d threads", omp_get_max_threads());

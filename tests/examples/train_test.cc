@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -341,6 +342,10 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--grad_sync=fp16"}, "unknown --grad_sync 'fp16' (expected fp32, bf16, fp8 or fp8_e5m2)"},
       {{corpus, "--zero_gather=int8"}, "unknown --zero_gather 'int8' (expected fp32, bf16 or fp8)"},
       {{corpus, "--bucket_kb=0"}, "--bucket_kb must be >= 1, got 0"},
+      {{corpus, "--amax_history=0"}, "--amax_history must be >= 1, got 0"},
+      {{corpus, "--state_dtype=fp16"}, "unknown --state_dtype 'fp16' (expected fp32, bf16 or fp8)"},
+      {{corpus, "--batch=0"}, "--batch, --seq_len and --grad_accum must be >= 1, got 0, "},
+      {{corpus, "--resume=maybe"}, "unknown --resume 'maybe' (expected true, false or auto)"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -356,6 +361,39 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
 // sample_gpt (examples/gpt/sample_gpt.cc) on a checkpoint train_gpt wrote:
 // the prompt and its continuation, the same text for the same seed, one
 // block per sample; and each bad input stops it with a message naming it.
+// What the README's main job does at its end (a sample of generated text)
+// and the options no other run here takes: a CSV metrics file, the FP8/FP16
+// AdamW state and the most-recent amax algorithm at O1; then sample_gpt
+// from that O1 checkpoint with its FP8 scaling state.
+TEST_F(TrainGpt, EndOfRunSampleCsvMetricsAndO1Options) {
+  const fs::path csv = *dir_ / "o1.csv", ckpt = *dir_ / "o1_ckpt";
+  std::vector<std::string> args = BaseArgs("O1", 3, csv.string());
+  for (const char* a : {"--sample_tokens=16", "--prompt=the cat", "--state_dtype=fp8", "--amax_algo=most_recent"})
+    args.push_back(a);
+  args.push_back("--ckpt_dir=" + ckpt.string());
+  const RunResult r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("amp O1 (delayed scaling, history 16, amax most_recent, margin 0); AdamW state fp8_fp16;"));
+  EXPECT_THAT(r.out, HasSubstr("---- sample ----\nthe cat"));
+  EXPECT_THAT(r.out, HasSubstr("\n----------------\n"));
+  const std::string text = ReadFile(csv.string());
+  EXPECT_EQ(text.rfind("step,loss,lr,grad_norm,ms_per_step,tokens_per_s,gflops,worst_saturation,val_loss\n", 0), 0u)
+      << text;
+  std::istringstream lines(text);
+  std::string line;
+  std::getline(lines, line);  // the header
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_TRUE(std::getline(lines, line)) << text;
+    EXPECT_EQ(line.rfind(std::to_string(step) + ",", 0), 0u) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 8) << line;
+  }
+  if (!fs::exists(kSampleGpt)) return;
+  const RunResult s = RunProgram(kSampleGpt, {"--ckpt=" + ckpt.string(), "--amp=O1", "--tokens=8", "--prompt=a "}, "");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_THAT(s.out, HasSubstr("---- sample 1 ----\na "));
+}
+
 TEST_F(TrainGpt, SampleGptGeneratesFromACheckpointAndNamesBadInput) {
   if (!fs::exists(kSampleGpt)) GTEST_SKIP() << "sample_gpt not built (" << kSampleGpt << ")";
   const fs::path ckpt = *dir_ / "sample_ckpt";
