@@ -329,6 +329,39 @@ TEST(BatchSampler, Errors) {
   EXPECT_FALSE(TokenDataset::FromTokens({}, 256).ok());
   absl::StatusOr<DataPosition> p = PositionFromMetadata({{"data.epoch", "1"}});
   EXPECT_NE(p.status().message().find("no 'data.shard'"), std::string::npos);
+  for (int64_t vocab : {0, 65537}) {
+    bad = TokenDataset::FromTokens({1}, vocab);
+    ASSERT_FALSE(bad.ok()) << vocab;
+    const std::string want = "token dataset: vocab size " + std::to_string(vocab) + " is not in [1, 65536]";
+    EXPECT_NE(bad.status().message().find(want), std::string::npos) << bad.status();
+  }
+}
+
+// A data position as a checkpoint's metadata carries it: the round trip, and
+// each value that is not a non-negative integer named with its key.
+TEST(DataPosition, MetadataRoundTripAndBadValues) {
+  std::map<std::string, std::string> meta;
+  PositionToMetadata({.epoch = 2, .shard = 1, .offset = 12345}, &meta, "data.");
+  absl::StatusOr<DataPosition> p = PositionFromMetadata(meta, "data.");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, (DataPosition{.epoch = 2, .shard = 1, .offset = 12345}));
+  for (const char* bad : {"-3", "12x", "", "99999999999999999999"}) {
+    std::map<std::string, std::string> m = meta;
+    m["data.offset"] = bad;
+    p = PositionFromMetadata(m, "data.");
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(p.status().message().find(std::string("'data.offset' = '") + bad + "' is not a non-negative integer"),
+              std::string::npos)
+        << p.status();
+  }
+}
+
+TEST_F(DataTest, ValidationEveryBelowTwoIsAnError) {
+  WriteFile(Path("one.txt"), "a fortune\n%\nanother\n");
+  const absl::StatusOr<TextCorpus> c = LoadTextCorpus({Path("one.txt")}, {.validation_every = 1});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("text corpus: validation_every must be >= 2, got 1"), std::string::npos)
+      << c.status();
 }
 
 TEST_F(DataTest, ShardCorruptedAfterOpeningFailsAtNext) {
