@@ -418,6 +418,7 @@ TEST_F(TrainGpt, SampleGptGeneratesFromACheckpointAndNamesBadInput) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--temperature=0"}, "--temperature must be > 0, got 0"},
       {{"--top_k=-1"}, "--top_k must be >= 0 (0: all), got -1"},
+      {{"stray"}, "unexpected argument 'stray'"},
       {{"--tokens=-1"}, "--tokens must be >= 0, got -1"},
       {{"--samples=0"}, "--samples must be >= 1, got 0"},
       {{"--amp=O7"}, "unknown --amp level 'O7'"},
