@@ -206,71 +206,51 @@ TEST(AdamW, RejectsBadParametersAndOptions) {
   EXPECT_EQ(o.lr(), 1e-3);
 }
 
-TEST(AdamW, Bf16ParamsKeepFp32MasterAndEqualItsRounding) {
-  // Initial values and gradients exact in bf16, so an f32 run with the same
-  // gradients must follow the master bit for bit. Three chunks of the
-  // bf16 update (256 elements, NOTE [adamw chunk length]) and a tail of 37,
-  // against the f32 update's chunks of 1024.
+TEST(AdamW, NarrowParamsKeepFp32MasterAndEqualItsRounding) {
+  // Initial values and gradients exact in the parameter's dtype, so an f32
+  // run with the same gradients must follow the master bit for bit. Three
+  // chunks of the narrow update (256 elements, NOTE [adamw chunk length]) and
+  // a tail of 37, against the f32 update's chunks of 1024.
   constexpr int64_t kRows = 5, kCols = 161, kN = kRows * kCols;
-  auto bf16_exact = [](std::vector<double> v) {
-    for (double& x : v) x = Bf16BitsToFloat(FloatToBf16Bits(static_cast<float>(x)));
-    return v;
-  };
-  const std::vector<double> w0 = bf16_exact(RandomValues(kN, 7));
-  Tensor wb = Param(w0, {kRows, kCols}, DType::kBFloat16);
-  Tensor wf = Param(w0, {kRows, kCols}, DType::kFloat32);
-  const AdamW::Options o{.lr = 1e-3, .beta2 = 0.95, .weight_decay = 0.1};
-  AdamW ob({{"w", wb}}, o), of({{"w", wf}}, o);
-  ASSERT_TRUE(ob.state(0).master.defined());
-  EXPECT_EQ(ob.state(0).master.dtype(), DType::kFloat32);
-  EXPECT_FALSE(of.state(0).master.defined());
-  for (int step = 0; step < 10; ++step) {
-    const std::vector<double> g = bf16_exact(RandomValues(kN, 300 + step));
-    SetGrad(wb, g, DType::kBFloat16);
-    SetGrad(wf, g, DType::kFloat32);
-    ob.Step();
-    of.Step();
+  for (const DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(Name(dt));
+    auto bits_of = [dt](float x) { return dt == DType::kBFloat16 ? FloatToBf16Bits(x) : FloatToF16Bits(x); };
+    auto exact = [&](std::vector<double> v) {
+      for (double& x : v) {
+        const uint16_t b = bits_of(static_cast<float>(x));
+        x = dt == DType::kBFloat16 ? Bf16BitsToFloat(b) : F16BitsToFloat(b);
+      }
+      return v;
+    };
+    const std::vector<double> w0 = exact(RandomValues(kN, 7));
+    Tensor wn = Param(w0, {kRows, kCols}, dt);
+    Tensor wf = Param(w0, {kRows, kCols}, DType::kFloat32);
+    const AdamW::Options o{.lr = 1e-3, .beta2 = 0.95, .weight_decay = 0.1};
+    AdamW on({{"w", wn}}, o), of({{"w", wf}}, o);
+    ASSERT_TRUE(on.state(0).master.defined());
+    EXPECT_EQ(on.state(0).master.dtype(), DType::kFloat32);
+    EXPECT_FALSE(of.state(0).master.defined());
+    for (int step = 0; step < 10; ++step) {
+      const std::vector<double> g = exact(RandomValues(kN, 300 + step));
+      SetGrad(wn, g, dt);
+      SetGrad(wf, g, DType::kFloat32);
+      on.Step();
+      of.Step();
+    }
+    const Tensor& master = on.state(0).master;
+    EXPECT_EQ(Bytes(master), Bytes(wf));  // master == the f32 trajectory
+    const std::vector<float> mf = master.ToFloats();
+    const auto* bits = static_cast<const uint16_t*>(wn.raw_data());
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(bits[i], bits_of(mf[i])) << i;
+    // The updates (~1e-3 * 10) are below the narrow dtype's resolution for
+    // many entries: without the master they would be lost.
+    EXPECT_FALSE(AllClose(master, w0, 0, 1e-4));
   }
-  const Tensor& master = ob.state(0).master;
-  EXPECT_EQ(Bytes(master), Bytes(wf));  // master == the f32 trajectory
-  const std::vector<float> mf = master.ToFloats();
-  const auto* bits = static_cast<const uint16_t*>(wb.raw_data());
-  for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(bits[i], FloatToBf16Bits(mf[i])) << i;
-  // The updates (~1e-3 * 10) are below bf16's resolution for many entries:
-  // without the master they would be lost.
-  EXPECT_FALSE(AllClose(master, w0, 0, 1e-4));
 }
 
 // The documented contract of the master copy: weights written into a bf16
 // parameter behind the optimizer's back are overwritten by the next step,
 // unless SyncMasterFromParams() copies them into the master first.
-// float16 parameters: the same master-copy contract as bf16's (above), with
-// f16's rounding (the first test's bf16 checks, for the other narrow dtype).
-TEST(AdamW, F16ParamsKeepFp32MasterAndEqualItsRounding) {
-  constexpr int64_t kN = 5 * 161;
-  auto f16_exact = [](std::vector<double> v) {
-    for (double& x : v) x = F16BitsToFloat(FloatToF16Bits(static_cast<float>(x)));
-    return v;
-  };
-  const std::vector<double> w0 = f16_exact(RandomValues(kN, 17));
-  Tensor wh = Param(w0, {5, 161}, DType::kFloat16);
-  Tensor wf = Param(w0, {5, 161}, DType::kFloat32);
-  const AdamW::Options o{.lr = 1e-3, .beta2 = 0.95, .weight_decay = 0.1};
-  AdamW oh({{"w", wh}}, o), of({{"w", wf}}, o);
-  ASSERT_TRUE(oh.state(0).master.defined());
-  for (int step = 0; step < 6; ++step) {
-    const std::vector<double> g = f16_exact(RandomValues(kN, 400 + step));
-    SetGrad(wh, g, DType::kFloat16);
-    SetGrad(wf, g, DType::kFloat32);
-    oh.Step();
-    of.Step();
-  }
-  EXPECT_EQ(Bytes(oh.state(0).master), Bytes(wf));  // master == the f32 trajectory
-  const std::vector<float> mf = oh.state(0).master.ToFloats();
-  const auto* bits = static_cast<const uint16_t*>(wh.raw_data());
-  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(bits[i], FloatToF16Bits(mf[i])) << i;
-}
-
 TEST(AdamW, SyncMasterFromParamsAdoptsWeightsLoadedBehindItsBack) {
   const AdamW::Options o{.lr = 0.25, .weight_decay = 0.0};
   auto run = [&](bool sync) {
