@@ -336,6 +336,11 @@ absl::Status Run() {
   absl::StatusOr<std::unique_ptr<DistributedTraining>> dist = DistributedTraining::Create();
   if (!dist.ok()) return dist.status();
   DistributedTraining& dt = **dist;
+  // Before the data is read: ZeroAdamW shards only float32 state.
+  if (dt.zero1() && state_dtype != optim::StateDType::kFloat32) {
+    return Fail(absl::StrCat("--zero1 shards float32 AdamW state only; --state_dtype is ", sd,
+                             " (use --state_dtype=fp32, or drop --zero1)"));
+  }
 
   // ---- data --------------------------------------------------------------------------
   absl::StatusOr<Data> data = LoadData();

@@ -2,7 +2,8 @@
 // sync ends within 1 % of the validation loss of FP32 sync; ZeRO-1 (fp32
 // weight gather) within 1 % too, with FP32 or FP8 gradients; 4 ranks and BF16
 // sync run; a checkpoint written by 2 ZeRO-1 ranks resumes in a single
-// process. Default corpus: Debian's fortunes (skipped, saying so, when absent).
+// process; ZeRO-1 refuses a narrow AdamW state before reading the data.
+// Default corpus: Debian's fortunes (skipped, saying so, when absent).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -88,6 +89,13 @@ TEST_F(TrainDist, FourRanksBf16SyncAndO1Run) {
   EXPECT_NE(r.out.find("[rank 0] step     4/4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bf16"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("[rank 1] step"), std::string::npos) << "only rank 0 logs progress:\n" << r.out;
+}
+
+TEST_F(TrainDist, Zero1RefusesNarrowAdamWStateBeforeReadingData) {
+  const TrainRun r = Train(2, "--zero1 --state_dtype=fp8");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("--zero1 shards float32 AdamW state only; --state_dtype is fp8"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("data: "), std::string::npos) << "nothing read first:\n" << r.out;
 }
 
 TEST_F(TrainDist, Zero1CheckpointResumesInOneProcess) {
