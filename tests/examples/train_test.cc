@@ -394,6 +394,21 @@ TEST_F(TrainGpt, EndOfRunSampleCsvMetricsAndO1Options) {
   EXPECT_THAT(s.out, HasSubstr("---- sample 1 ----\na "));
 }
 
+// A learning rate that blows the weights up: the run stops at the first
+// non-finite loss, naming it and the step, with a non-zero exit and no
+// checkpoint of the broken weights.
+TEST_F(TrainGpt, DivergenceStopsTheRunNamingTheStep) {
+  const fs::path ckpt = *dir_ / "diverged_ckpt";
+  std::vector<std::string> args = BaseArgs("O0", 6, (*dir_ / "diverged.jsonl").string());
+  args.insert(args.end(), {"--lr=1e30", "--warmup=0", "--ckpt_every=1", "--ckpt_dir=" + ckpt.string()});
+  const RunResult r = Run(args);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("train_gpt: error: training diverged: loss nan at step 2"));
+  // Step 1's checkpoint (finite weights) is the newest one left.
+  EXPECT_TRUE(fs::exists(ckpt / "step_00000001")) << r.out;
+  EXPECT_FALSE(fs::exists(ckpt / "step_00000002")) << r.out;
+}
+
 TEST_F(TrainGpt, SampleGptGeneratesFromACheckpointAndNamesBadInput) {
   if (!fs::exists(kSampleGpt)) GTEST_SKIP() << "sample_gpt not built (" << kSampleGpt << ")";
   const fs::path ckpt = *dir_ / "sample_ckpt";
