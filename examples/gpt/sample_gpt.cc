@@ -22,7 +22,7 @@
 #include <octet/nn/gpt.h>
 
 ABSL_FLAG(std::string, ckpt, "", "Checkpoint directory (or a step_XXXXXXXX directory inside it)");
-ABSL_FLAG(std::string, prompt, "%\n", "Prompt text (byte-level models)");
+ABSL_FLAG(std::string, prompt, "", "Prompt text, for byte-level models (default: the start of a fortune, \"%\\n\")");
 ABSL_FLAG(int64_t, tokens, 300, "Tokens to generate");
 ABSL_FLAG(double, temperature, 0.8, "Sampling temperature (> 0)");
 ABSL_FLAG(int64_t, top_k, 40, "Keep the k most likely tokens (0: all)");
@@ -63,8 +63,14 @@ absl::Status Run() {
   }
   std::vector<int64_t> ids;
   const bool bytes = config->vocab_size == ByteTokenizer::kVocabSize;
+  const std::string prompt = absl::GetFlag(FLAGS_prompt);
   if (bytes) {
-    for (uint16_t t : ByteTokenizer::Encode(absl::GetFlag(FLAGS_prompt))) ids.push_back(t);
+    for (uint16_t t : ByteTokenizer::Encode(prompt.empty() ? std::string("%\n") : prompt)) ids.push_back(t);
+  } else if (!prompt.empty()) {
+    // Text has no token ids in another vocabulary: refused, not ignored.
+    return absl::InvalidArgumentError(absl::StrCat("--prompt is text for a byte-level model (vocab 256); this "
+                                                   "checkpoint's model has vocab ",
+                                                   config->vocab_size, " (its samples start from token 0)"));
   }
   if (ids.empty()) ids.push_back(0);
   if (static_cast<int64_t>(ids.size()) > config->block_size) ids.erase(ids.begin(), ids.end() - config->block_size);

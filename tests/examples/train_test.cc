@@ -468,6 +468,32 @@ TEST_F(TrainGpt, TrainsOnLlmcTokenShardsAndRejectsOutOfRangeTokens) {
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("1 token shard(s)"));
   EXPECT_THAT(ok.out, HasSubstr("val loss"));
+  // A model whose vocabulary is not bytes (320 ids): sample_gpt prints its
+  // samples as token ids, and refuses a text prompt rather than ignoring it.
+  if (fs::exists(kSampleGpt)) {
+    const fs::path ckpt = *dir_ / "shards_ckpt";
+    std::vector<std::string> ids_args = args;
+    ids_args.back() = "--vocab_size=320";
+    ids_args.push_back("--steps=2");
+    ids_args.push_back("--ckpt_dir=" + ckpt.string());
+    ASSERT_EQ(Run(ids_args).exit_code, 0);
+    const RunResult s = RunProgram(kSampleGpt, {"--ckpt=" + ckpt.string(), "--tokens=6"}, "");
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const size_t at = s.out.find("---- sample 1 ----\n");
+    ASSERT_NE(at, std::string::npos) << s.out;
+    std::istringstream ids(s.out.substr(at + 19));
+    int64_t id = -1, count = 0;
+    while (ids >> id) {
+      EXPECT_GE(id, 0);
+      EXPECT_LT(id, 320);
+      ++count;
+    }
+    EXPECT_EQ(count, 7) << s.out;  // token 0, then the 6 generated
+    const RunResult p = RunProgram(kSampleGpt, {"--ckpt=" + ckpt.string(), "--prompt=hello"}, "");
+    EXPECT_EQ(p.exit_code, 1);
+    EXPECT_THAT(p.err, HasSubstr("--prompt is text for a byte-level model (vocab 256); this checkpoint's model has "
+                                 "vocab 320"));
+  }
   // A shard holding id 300 with a 256-token model: a clear error, not a crash.
   std::vector<uint16_t> with_bad(tokens.begin(), tokens.begin() + 5000);
   with_bad[4321] = 300;
