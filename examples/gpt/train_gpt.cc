@@ -618,6 +618,10 @@ absl::Status Run() {
     for (double v : out.ToDoubles()) tokens.push_back(static_cast<int64_t>(v));
     absl::StatusOr<std::string> text = ByteTokenizer::Decode(tokens);
     if (text.ok()) std::printf("---- sample ----\n%s\n----------------\n", ByteTokenizer::Printable(*text).c_str());
+  } else if (n_sample > 0) {
+    std::printf("no end-of-run sample: the model's tokens are not bytes (%s, vocab %lld); sample_gpt prints "
+                "token ids from its checkpoint\n",
+                data->text ? "a text corpus" : "token shards", static_cast<long long>(data->vocab_size));
   }
   return absl::OkStatus();
 }

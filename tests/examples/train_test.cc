@@ -475,8 +475,12 @@ TEST_F(TrainGpt, TrainsOnLlmcTokenShardsAndRejectsOutOfRangeTokens) {
     std::vector<std::string> ids_args = args;
     ids_args.back() = "--vocab_size=320";
     ids_args.push_back("--steps=2");
+    ids_args.push_back("--sample_tokens=5");
     ids_args.push_back("--ckpt_dir=" + ckpt.string());
-    ASSERT_EQ(Run(ids_args).exit_code, 0);
+    const RunResult trained = Run(ids_args);
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    EXPECT_THAT(trained.out, HasSubstr("no end-of-run sample: the model's tokens are not bytes (token shards, vocab "
+                                       "320); sample_gpt prints token ids from its checkpoint"));
     const RunResult s = RunProgram(kSampleGpt, {"--ckpt=" + ckpt.string(), "--tokens=6"}, "");
     ASSERT_EQ(s.exit_code, 0) << s.err;
     const size_t at = s.out.find("---- sample 1 ----\n");
