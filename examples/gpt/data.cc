@@ -128,6 +128,14 @@ std::vector<uint16_t> ByteTokenizer::Encode(std::string_view text) {
   return out;
 }
 
+std::vector<int64_t> ByteTokenizer::PromptIds(std::string_view prompt, int64_t max_tokens) {
+  if (prompt.empty()) prompt = "%\n";
+  if (static_cast<int64_t>(prompt.size()) > max_tokens) prompt.remove_prefix(prompt.size() - max_tokens);
+  std::vector<int64_t> ids(prompt.size());
+  for (size_t i = 0; i < prompt.size(); ++i) ids[i] = static_cast<unsigned char>(prompt[i]);
+  return ids;
+}
+
 absl::StatusOr<std::string> ByteTokenizer::Decode(const std::vector<int64_t>& tokens) {
   std::string out(tokens.size(), '\0');
   for (size_t i = 0; i < tokens.size(); ++i) {

@@ -29,6 +29,10 @@ class ByteTokenizer {
  public:
   static constexpr int64_t kVocabSize = 256;
   static std::vector<uint16_t> Encode(std::string_view text);
+  // A prompt for sampling as ids: its last max_tokens bytes; an empty prompt
+  // is the start of a fortune, "%\n" (train_gpt's end-of-run sample and
+  // sample_gpt's --prompt).
+  static std::vector<int64_t> PromptIds(std::string_view prompt, int64_t max_tokens);
   static absl::StatusOr<std::string> Decode(const std::vector<int64_t>& tokens);
   // For printing samples: keeps printable ASCII, newline and tab, shows a
   // backspace overstrike "x\bx" as "x", and every other byte as "\xNN".

@@ -1,6 +1,7 @@
 // The GPT configuration and amp settings as checkpoint metadata (string
 // map), shared by train_gpt (writes, and checks on --resume) and sample_gpt
-// (rebuilds the model from a checkpoint).
+// (rebuilds the model from a checkpoint); and the sampling options both
+// programs take.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,15 @@ inline absl::StatusOr<nn::GPTConfig> ConfigFromMetadata(const std::map<std::stri
   c.tie_weights = tie != 0;
   c.bias = bias != 0;
   return c;
+}
+
+// --temperature and --top_k, as both programs name them: an error naming the
+// flag and the value, or OK.
+inline absl::Status CheckSamplingFlags(double temperature, int64_t top_k) {
+  if (!(temperature > 0.0))
+    return absl::InvalidArgumentError(absl::StrCat("--temperature must be > 0, got ", temperature));
+  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("--top_k must be >= 0 (0: all), got ", top_k));
+  return absl::OkStatus();
 }
 
 }  // namespace octet::gpt

@@ -39,14 +39,12 @@ absl::Status Run() {
   nn::amp::Level level;
   if (!nn::amp::ParseLevel(absl::GetFlag(FLAGS_amp), &level))
     return absl::InvalidArgumentError(absl::StrCat("unknown --amp level '", absl::GetFlag(FLAGS_amp), "'"));
-  if (!(absl::GetFlag(FLAGS_temperature) > 0.0))
-    return absl::InvalidArgumentError(absl::StrCat("--temperature must be > 0, got ", absl::GetFlag(FLAGS_temperature)));
+  if (absl::Status s = CheckSamplingFlags(absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k)); !s.ok())
+    return s;
   if (absl::GetFlag(FLAGS_tokens) < 0)
     return absl::InvalidArgumentError(absl::StrCat("--tokens must be >= 0, got ", absl::GetFlag(FLAGS_tokens)));
   if (absl::GetFlag(FLAGS_samples) < 1)
     return absl::InvalidArgumentError(absl::StrCat("--samples must be >= 1, got ", absl::GetFlag(FLAGS_samples)));
-  if (absl::GetFlag(FLAGS_top_k) < 0)
-    return absl::InvalidArgumentError(absl::StrCat("--top_k must be >= 0 (0: all), got ", absl::GetFlag(FLAGS_top_k)));
   const nn::TrainingState st = nn::LoadTrainingState(ckpt);  // throws octet::Error
   absl::StatusOr<nn::GPTConfig> config = ConfigFromMetadata(st.metadata);
   if (!config.ok()) return config.status();
@@ -61,19 +59,16 @@ absl::Status Run() {
       std::fprintf(stderr, "sample_gpt: note: %s; FP8 scales start fresh\n", e.what());
     }
   }
-  std::vector<int64_t> ids;
   const bool bytes = config->vocab_size == ByteTokenizer::kVocabSize;
   const std::string prompt = absl::GetFlag(FLAGS_prompt);
-  if (bytes) {
-    for (uint16_t t : ByteTokenizer::Encode(prompt.empty() ? std::string("%\n") : prompt)) ids.push_back(t);
-  } else if (!prompt.empty()) {
+  if (!bytes && !prompt.empty()) {
     // Text has no token ids in another vocabulary: refused, not ignored.
     return absl::InvalidArgumentError(absl::StrCat("--prompt is text for a byte-level model (vocab 256); this "
                                                    "checkpoint's model has vocab ",
                                                    config->vocab_size, " (its samples start from token 0)"));
   }
-  if (ids.empty()) ids.push_back(0);
-  if (static_cast<int64_t>(ids.size()) > config->block_size) ids.erase(ids.begin(), ids.end() - config->block_size);
+  const std::vector<int64_t> ids =
+      bytes ? ByteTokenizer::PromptIds(prompt, config->block_size) : std::vector<int64_t>{0};
   const int64_t n = absl::GetFlag(FLAGS_samples);
   std::vector<int64_t> batch;
   for (int64_t i = 0; i < n; ++i) batch.insert(batch.end(), ids.begin(), ids.end());

@@ -274,11 +274,7 @@ absl::Status CheckRanges() {
     return Fail(absl::StrCat("--grad_clip must be >= 0 (0: off), got ", absl::GetFlag(FLAGS_grad_clip)));
   if (absl::GetFlag(FLAGS_sample_tokens) < 0)
     return Fail(absl::StrCat("--sample_tokens must be >= 0 (0: none), got ", absl::GetFlag(FLAGS_sample_tokens)));
-  if (!(absl::GetFlag(FLAGS_temperature) > 0.0))
-    return Fail(absl::StrCat("--temperature must be > 0, got ", absl::GetFlag(FLAGS_temperature)));
-  if (absl::GetFlag(FLAGS_top_k) < 0)
-    return Fail(absl::StrCat("--top_k must be >= 0 (0: all), got ", absl::GetFlag(FLAGS_top_k)));
-  return absl::OkStatus();
+  return CheckSamplingFlags(absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k));
 }
 
 absl::Status Run() {
@@ -605,12 +601,7 @@ absl::Status Run() {
   metrics.Final(val_loss, avg_ms, avg_tok_s, PeakRssMb());
   const int64_t n_sample = absl::GetFlag(FLAGS_sample_tokens);
   if (n_sample > 0 && data->text && data->vocab_size == ByteTokenizer::kVocabSize) {
-    std::string prompt = absl::GetFlag(FLAGS_prompt);
-    if (prompt.empty()) prompt = "%\n";
-    std::vector<int64_t> ids;
-    for (uint16_t t : ByteTokenizer::Encode(prompt)) ids.push_back(t);
-    if (static_cast<int64_t>(ids.size()) > config.block_size)
-      ids.erase(ids.begin(), ids.end() - config.block_size);
+    const std::vector<int64_t> ids = ByteTokenizer::PromptIds(absl::GetFlag(FLAGS_prompt), config.block_size);
     Generator gen(seed);
     const Tensor out = model.Generate(FromVector(ids, {1, static_cast<int64_t>(ids.size())}).To(device), n_sample,
                                       absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k), &gen);

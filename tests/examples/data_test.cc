@@ -56,6 +56,12 @@ TEST(ByteTokenizer, RoundTripsEveryByte) {
   EXPECT_NE(bad.status().message().find("token id 256 at position 1 is outside [0, 256)"), std::string::npos);
 }
 
+TEST(ByteTokenizer, PromptIdsDefaultToAFortuneStartAndKeepTheLastBytes) {
+  EXPECT_EQ(ByteTokenizer::PromptIds("", 128), (std::vector<int64_t>{'%', '\n'}));
+  EXPECT_EQ(ByteTokenizer::PromptIds("ab\xFF", 128), (std::vector<int64_t>{97, 98, 255}));  // bytes, not chars
+  EXPECT_EQ(ByteTokenizer::PromptIds("ab\xFF", 2), (std::vector<int64_t>{98, 255}));
+}
+
 TEST(ByteTokenizer, PrintableEscapesAndResolvesOverstrike) {
   EXPECT_EQ(ByteTokenizer::Printable("a\tb\n"), "a\tb\n");
   EXPECT_EQ(ByteTokenizer::Printable("_\bH_\bi"), "Hi");  // underlined "Hi"
