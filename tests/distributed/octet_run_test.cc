@@ -21,11 +21,13 @@ using testing::IsWorker;
 
 using Result = ::octet::testing::CommandResult;
 
+std::string OctetRunBinary() { return std::string(OCTET_BINARY_DIR) + "/octet-run"; }
+
 // Runs octet-run with `args` (the program is this binary's worker `worker`);
 // its output and its ranks' in `out`.
 Result OctetRun(const std::string& args, const std::string& worker) {
-  return ::octet::testing::RunCommand(std::string("OCTET_TEST_WORKER=1 ") + OCTET_BINARY_DIR + "/octet-run " + args +
-                                          " -- " + testing::SelfExe() + " --gtest_filter=" + worker +
+  return ::octet::testing::RunCommand("OCTET_TEST_WORKER=1 " + OctetRunBinary() + " " + args + " -- " +
+                                          testing::SelfExe() + " --gtest_filter=" + worker +
                                           " --gtest_also_run_disabled_tests",
                                       {.merge_stderr = true, .timeout_s = 60});
 }
@@ -155,7 +157,6 @@ TEST_F(OctetRunTest, UnreachableRedisIsReportedBeforeStarting) {
 
 // octet-run around any program (here sh and sleep): its own behaviour, not
 // the collectives'.
-std::string OctetRunBinary() { return std::string(OCTET_BINARY_DIR) + "/octet-run"; }
 
 TEST_F(OctetRunTest, UsageErrorsAreNamedWithStatus2AndHelpWith0) {
   struct Case {
