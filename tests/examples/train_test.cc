@@ -358,9 +358,6 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
   }
 }
 
-// sample_gpt (examples/gpt/sample_gpt.cc) on a checkpoint train_gpt wrote:
-// the prompt and its continuation, the same text for the same seed, one
-// block per sample; and each bad input stops it with a message naming it.
 // What the README's main job does at its end (a sample of generated text)
 // and the options no other run here takes: a CSV metrics file, the FP8/FP16
 // AdamW state and the most-recent amax algorithm at O1; then sample_gpt
@@ -409,6 +406,9 @@ TEST_F(TrainGpt, DivergenceStopsTheRunNamingTheStep) {
   EXPECT_FALSE(fs::exists(ckpt / "step_00000002")) << r.out;
 }
 
+// sample_gpt (examples/gpt/sample_gpt.cc) on a checkpoint train_gpt wrote:
+// the prompt and its continuation, the same text for the same seed, one
+// block per sample; and each bad input stops it with a message naming it.
 TEST_F(TrainGpt, SampleGptGeneratesFromACheckpointAndNamesBadInput) {
   if (!fs::exists(kSampleGpt)) GTEST_SKIP() << "sample_gpt not built (" << kSampleGpt << ")";
   const fs::path ckpt = *dir_ / "sample_ckpt";
