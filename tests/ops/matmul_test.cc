@@ -1,4 +1,4 @@
-// Matmul, Linear and ScaledMatmul against float64 references computed here,
+// Matmul, Linear and ScaledMatmul against float64 references (matmul_reference.h),
 // over a grid of shapes (odd sizes, batched, broadcast batch, 1-D operands)
 // and layouts (transposed, sliced, expanded, strided views), gradcheck in f64,
 // and error messages.
@@ -14,123 +14,31 @@
 //         f32, the accumulation in f32 and the scale multiply add the rest.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <octet/autograd/gradcheck.h>
-#include <octet/core/allocator.h>
-#include <octet/core/caching_allocator.h>
 #include <octet/core/scaling.h>
 #include <octet/ops/cast.h>
-#include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/matmul.h>
-#include <octet/ops/matmul_testing.h>
-#include <octet/ops/cpu/amx_gemm.h>
-#include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/matmul_kernels.h>
+#include <octet/ops/matmul_testing.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
+#include "tests/ops/matmul_reference.h"
 #include "tests/test_util.h"
 
 namespace octet {
 namespace {
 
 using ::octet::testing::ErrorOf;
+using ::octet::testing::Matches;
 using ::octet::testing::RandomTensor;
-
-// ---- float64 reference with NumPy semantics --------------------------------------------
-
-struct Ref {
-  Shape shape;
-  std::vector<double> value;  // row-major
-  std::vector<double> bound;  // sum_k |a||b| per element
-};
-
-// Reference of a (..., M, K) x b (..., K, N) (1-D operands promoted as NumPy),
-// plus bias (N) if given.
-Ref RefMatmul(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor()) {
-  Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() == 1) sa.insert(sa.begin(), 1);
-  if (sb.size() == 1) sb.push_back(1);
-  const std::vector<double> av = a.ToDoubles(), bv = b.ToDoubles();
-  const std::vector<double> biasv = bias.defined() ? bias.ToDoubles() : std::vector<double>();
-  const size_t rank = std::max(sa.size(), sb.size());
-  sa.insert(sa.begin(), rank - sa.size(), 1);
-  sb.insert(sb.begin(), rank - sb.size(), 1);
-  const int64_t M = sa[rank - 2], K = sa[rank - 1], N = sb[rank - 1];
-  Shape batch(rank - 2);
-  for (size_t d = 0; d + 2 < rank; ++d) batch[d] = std::max(sa[d], sb[d]);
-  const int64_t nb = Numel(batch);
-  Ref r;
-  r.value.assign(nb * M * N, 0.0);
-  r.bound.assign(nb * M * N, 0.0);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t rem = bi, ao = 0, bo = 0, astride = M * K, bstride = K * N;
-    for (int64_t d = static_cast<int64_t>(rank) - 3; d >= 0; --d) {
-      const int64_t idx = rem % batch[d];
-      rem /= batch[d];
-      if (sa[d] != 1) ao += idx * astride;
-      if (sb[d] != 1) bo += idx * bstride;
-      astride *= sa[d];
-      bstride *= sb[d];
-    }
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double s = 0, bound = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          const double p = av[ao + m * K + k] * bv[bo + k * N + n];
-          s += p;
-          bound += std::abs(p);
-        }
-        if (!biasv.empty()) s += biasv[n];
-        r.value[(bi * M + m) * N + n] = s;
-        r.bound[(bi * M + m) * N + n] = bound;
-      }
-  }
-  r.shape = batch;
-  if (a.dim() > 1) r.shape.push_back(M);
-  if (b.dim() > 1) r.shape.push_back(N);
-  return r;
-}
-
-struct Tol {
-  double bound_factor;  // times S
-  double rel;           // times |ref|
-  double abs = 0.0;
-};
-
-Tol TolFor(DType dtype, int64_t K) {
-  const double acc = (K + 2) * std::ldexp(1.0, -24);
-  switch (dtype) {
-    case DType::kFloat64: return {1e-12, 0.0};
-    case DType::kFloat32: return {acc, 0.0};
-    case DType::kBFloat16: return {acc, std::ldexp(1.0, -8)};
-    case DType::kFloat16: return {acc, std::ldexp(1.0, -11)};
-    default: return {0.0, 0.0};
-  }
-}
-
-::testing::AssertionResult Matches(const Tensor& got, const Ref& ref, const Tol& tol) {
-  if (got.shape() != ref.shape)
-    return ::testing::AssertionFailure() << "shape " << ShapeStr(got.shape()) << " vs " << ShapeStr(ref.shape);
-  const std::vector<double> g = got.ToDoubles();
-  int bad = 0;
-  std::string msg;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double t = tol.bound_factor * ref.bound[i] + tol.rel * std::abs(ref.value[i]) + tol.abs + 1e-300;
-    if (!(std::abs(g[i] - ref.value[i]) <= t)) {
-      if (bad++ < 5)
-        msg += "\n  [" + std::to_string(i) + "] got " + std::to_string(g[i]) + " want " +
-               std::to_string(ref.value[i]) + " tol " + std::to_string(t);
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << g.size() << " elements off:" << msg;
-}
+using ::octet::testing::Ref;
+using ::octet::testing::RefMatmul;
+using ::octet::testing::Tol;
+using ::octet::testing::TolFor;
 
 // ---- shape grid -----------------------------------------------------------------------
 
@@ -232,82 +140,6 @@ TEST_P(MatmulGrid, LargeGemmsWithPackedWeights) {
   EXPECT_TRUE(Matches(Linear(a3, bt, bias), RefMatmul(a3, bt.T().Contiguous(), bias), tol));
 }
 
-// NOTE [small f32 B stays plain] (ops/cpu/matmul_operands.cc): with 256 rows or
-// more, an f32 GEMM packs its B only when B has more than 2^18 elements;
-// either way the product is right. A bf16 B is packed at any of these sizes.
-TEST(Matmul, SmallF32WeightsStayPlainLargeOnesArePacked) {
-  cpu::SetF32SgemmForTesting(0);  // the default path, whatever OCTET_CPU_F32_GEMM says
-  const int64_t M = 300;
-  struct Case {
-    int64_t K, N;
-    bool packed;
-  };
-  for (const Case& c : {Case{256, 1024, false}, Case{512, 512, false}, Case{513, 512, true}, Case{600, 700, true}}) {
-    const Tensor a = RandomTensor({M, c.K}, 40 + c.K, DType::kFloat32);
-    const Tensor b = RandomTensor({c.K, c.N}, 41 + c.N, DType::kFloat32);
-    const Tensor w = RandomTensor({c.N, c.K}, 42 + c.N, DType::kFloat32);
-    const int64_t before = cpu::GetMatmulCacheStats().packed_b;
-    const Tensor y = Matmul(a, b);
-    const Tensor yl = Linear(a, w);  // B = wᵀ, column-major
-    const int64_t packs = cpu::GetMatmulCacheStats().packed_b - before;
-    EXPECT_EQ(packs, c.packed ? 2 : 0) << "K " << c.K << " N " << c.N;
-    EXPECT_TRUE(Matches(y, RefMatmul(a, b), TolFor(DType::kFloat32, c.K))) << "K " << c.K << " N " << c.N;
-    EXPECT_TRUE(Matches(yl, RefMatmul(a, w.T().Contiguous()), TolFor(DType::kFloat32, c.K)))
-        << "K " << c.K << " N " << c.N;
-  }
-  cpu::SetF32SgemmForTesting(-1);
-}
-
-// NOTE [f32 GEMMs on oneDNN's sgemm]: with the opt-in sgemm path on, the
-// GEMMs whose B octet would pack run on dnnl_sgemm instead (nothing packed;
-// with it off the same calls pack), in the orientations a Linear's forward
-// and dX use, with and without a bias, and agree with float64 references.
-TEST(Matmul, F32SgemmPathMatchesTheReferences) {
-  const int64_t M = 256;  // rows enough for B to be worth packing (kPackMinRows)
-  for (const auto& [K, N] : {std::pair<int64_t, int64_t>{600, 700}, {768, 512}}) {
-    const std::string what = "K " + std::to_string(K) + " N " + std::to_string(N);
-    const Tensor x = RandomTensor({M, K}, 50 + K, DType::kFloat32);
-    const Tensor w = RandomTensor({N, K}, 51 + N, DType::kFloat32);
-    const Tensor bias = RandomTensor({N}, 52, DType::kFloat32);
-    const Tensor b = RandomTensor({K, N}, 53 + K, DType::kFloat32);
-    const Tensor dy = RandomTensor({M, N}, 54, DType::kFloat32);
-    for (const int sgemm : {1, 0}) {
-      cpu::SetF32SgemmForTesting(sgemm);
-      const int64_t before = cpu::GetMatmulCacheStats().packed_b;
-      const Tensor y = Matmul(x, b);           // B row-major
-      const Tensor yl = Linear(x, w, bias);    // B = wᵀ, column-major, and a bias
-      const Tensor dx = Matmul(dy, w);         // a Linear's dX: B = w, row-major
-      const int64_t packs = cpu::GetMatmulCacheStats().packed_b - before;
-      EXPECT_EQ(packs, sgemm == 1 ? 0 : 3) << what << ", sgemm " << sgemm;
-      EXPECT_TRUE(Matches(y, RefMatmul(x, b), TolFor(DType::kFloat32, K))) << what << ", sgemm " << sgemm;
-      EXPECT_TRUE(Matches(yl, RefMatmul(x, w.T().Contiguous(), bias), TolFor(DType::kFloat32, K)))
-          << what << ", sgemm " << sgemm;
-      EXPECT_TRUE(Matches(dx, RefMatmul(dy, w), TolFor(DType::kFloat32, N))) << what << ", sgemm " << sgemm;
-    }
-  }
-  cpu::SetF32SgemmForTesting(-1);
-}
-
-TEST(Matmul, ConcurrentCallsFromSeveralThreads) {
-  // The primitive cache and the per-thread buffers under concurrent use.
-  const Tensor a = RandomTensor({40, 30}, 80, DType::kFloat32), b = RandomTensor({30, 20}, 81, DType::kFloat32);
-  const Tensor big_a = RandomTensor({300, 30}, 82, DType::kFloat32);
-  const Ref small_ref = RefMatmul(a, b), big_ref = RefMatmul(big_a, b);
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 20; ++i) {
-        const bool big = (i + t) % 2 == 0;
-        const Tensor y = Matmul(big ? big_a : a, b);
-        if (!Matches(y, big ? big_ref : small_ref, TolFor(DType::kFloat32, 30))) ++failures;
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-}
-
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatmulGrid,
                          ::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat64, DType::kFloat16),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(Name(i.param)); });
@@ -319,128 +151,6 @@ TEST(Matmul, ZeroSizedDims) {
   EXPECT_EQ(y.ToDoubles(), std::vector<double>(6, 0.0));
   const Tensor lin = Linear(Ones({2, 0}), Ones({3, 0}), FromVector(std::vector<double>{1, 2, 3}, {3}));
   EXPECT_EQ(lin.ToDoubles(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
-}
-
-TEST(Matmul, PrimitivesAreCached) {
-  const Tensor a = RandomTensor({31, 17}, 1, DType::kFloat32), b = RandomTensor({17, 13}, 2, DType::kFloat32);
-  Matmul(a, b);
-  const cpu::MatmulCacheStats before = cpu::GetMatmulCacheStats();
-  for (int i = 0; i < 3; ++i) Matmul(a, b);
-  const cpu::MatmulCacheStats after = cpu::GetMatmulCacheStats();
-  EXPECT_EQ(after.misses, before.misses);
-  EXPECT_EQ(after.hits, before.hits + 3);
-}
-
-// The cache keeps the 256 most recently used primitives (NOTE [oneDNN
-// primitive cache] in ops/cpu/dnnl_gemm.cc): a program that runs more shapes
-// than that evicts the least recently used, and a shape evicted is made again,
-// with the same results.
-TEST(Matmul, PrimitiveCacheEvictsTheLeastRecentlyUsedBeyondItsCapacity) {
-  constexpr int64_t kCapacity = 256, kShapes = 300;
-  cpu::ClearMatmulCacheForTesting();
-  const Tensor b = RandomTensor({8, 5}, 3, DType::kFloat32);
-  auto a_of = [](int64_t m) { return RandomTensor({m, 8}, 1000 + m, DType::kFloat32); };
-  const Tensor first = Matmul(a_of(1), b);
-  for (int64_t m = 2; m <= kShapes; ++m) Matmul(a_of(m), b);
-  cpu::MatmulCacheStats st = cpu::GetMatmulCacheStats();
-  EXPECT_EQ(st.misses, kShapes);  // one primitive per shape
-  EXPECT_EQ(st.size, kCapacity);
-  // The most recent shape is still held; the first was evicted and is made again.
-  Matmul(a_of(kShapes), b);
-  EXPECT_EQ(cpu::GetMatmulCacheStats().hits, st.hits + 1);
-  const Tensor again = Matmul(a_of(1), b);
-  st = cpu::GetMatmulCacheStats();
-  EXPECT_EQ(st.misses, kShapes + 1);
-  EXPECT_EQ(st.size, kCapacity);
-  EXPECT_EQ(::octet::testing::Bytes(again), ::octet::testing::Bytes(first));
-  EXPECT_TRUE(Matches(again, RefMatmul(a_of(1), b), TolFor(DType::kFloat32, 8)));
-}
-
-// NOTE [transient gemm buffers] (ops/cpu/dnnl_gemm.cc): the packed B of a
-// large f32 GEMM comes from octet's CPU cache and goes back to it when the
-// call returns, leaving only the output allocated.
-TEST(Matmul, CpuGemmBuffersAreTakenFromTheCacheAndGivenBack) {
-  if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
-  cpu::SetF32SgemmForTesting(0);  // the default path, whatever OCTET_CPU_F32_GEMM says
-  // 512 rows: B (640, 512) is packed first (WorthPacking; NOTE [small f32 B
-  // stays plain]); 1.25 MiB of it.
-  const Tensor a = RandomTensor({512, 640}, 1, DType::kFloat32), b = RandomTensor({640, 512}, 2, DType::kFloat32);
-  Matmul(a, b);  // creates the primitive
-  ResetCpuPeakMemoryStats();
-  const CpuMemoryStats before = GetCpuMemoryStats();
-  const Tensor c = Matmul(a, b);
-  const CpuMemoryStats after = GetCpuMemoryStats();
-  const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
-  EXPECT_EQ(after.cached_allocated_bytes, before.cached_allocated_bytes + out_bytes);
-  EXPECT_GE(after.peak_cached_allocated_bytes, before.cached_allocated_bytes + out_bytes + 640 * 512 * sizeof(float));
-  cpu::SetF32SgemmForTesting(-1);
-}
-
-// NOTE [converted A reuse] in ops/cpu/matmul_operands.h: an FP8 A is converted
-// once for two GEMMs in a row (a Linear's dX and dW); the converted copy
-// stays in the CPU cache after the first and goes back after the second.
-TEST(Matmul, ConvertedFp8OperandIsKeptForOneReuseThenGivenBack) {
-  if (!GetCpuMemoryStats().caching_enabled) GTEST_SKIP() << "OCTET_CPU_CACHING=0: nothing is cached";
-  const Tensor a = Quantize(RandomTensor({512, 256}, 1, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
-  const Tensor b = Quantize(RandomTensor({256, 512}, 2, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
-  const Tensor c = Quantize(RandomTensor({256, 512}, 3, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
-  ScaledMatmul(a, b, DType::kFloat32);  // primitives created
-  ScaledMatmul(a, c, DType::kFloat32);  // the pair completes: nothing kept
-  // Widened to f32 on the FP32-FMA path, to bf16 on the BF16-dot one.
-  const size_t converted = 512 * 256 * (ActiveCpuGemmPath() == CpuGemmPath::kFp32Fma ? 4 : 2);
-  const size_t out_bytes = CachingAllocator::RoundSize(512 * 512 * sizeof(float));
-  const size_t before = GetCpuMemoryStats().cached_allocated_bytes;
-  const Tensor first = ScaledMatmul(a, b, DType::kFloat32);
-  EXPECT_EQ(GetCpuMemoryStats().cached_allocated_bytes, before + out_bytes + converted);
-  const Tensor second = ScaledMatmul(a, c, DType::kFloat32);  // the same A: no new conversion
-  EXPECT_EQ(GetCpuMemoryStats().cached_allocated_bytes, before + 2 * out_bytes);
-  // Read from the kept copy, the result is what a fresh conversion gives.
-  EXPECT_EQ(second.ToDoubles(), ScaledMatmul(a.Clone(), c, DType::kFloat32).ToDoubles());
-}
-
-// NOTE [amx gemm]: with octet's AMX GEMM on (where the CPU has it) the
-// public ops give oneDNN's results up to the order of the f32 sums, for
-// bf16 Linears (bias as the matmul's argument) and FP8 GEMMs (scale and
-// bias post-ops), batched inputs, bf16 and f32 outputs, and shapes on both
-// sides of its limits (K not a multiple of 32, N > 3K, and fewer than the
-// 256 rows for which B is packed at all, WorthPacking).
-TEST(Matmul, AmxGemmAgreesWithOneDnnThroughTheOps) {
-  if (!cpu::AmxGemmEnabled()) GTEST_SKIP() << "no AMX GEMM on this CPU";
-  struct Shape3 {
-    Shape x;
-    int64_t out;
-    bool amx;  // whether octet's AMX GEMM takes it
-  };
-  const std::vector<Shape3> shapes = {{{300, 64}, 96, true},  {{2, 150, 128}, 64, true}, {{129, 96}, 40, false},
-                                      {{300, 48}, 64, false}, {{260, 32}, 128, false},  {{520, 256}, 256, true}};
-  uint64_t seed = 70;
-  for (const Shape3& sh : shapes) {
-    const int64_t k = sh.x.back();
-    const Tensor x = RandomTensor(sh.x, seed++, DType::kBFloat16);
-    const Tensor w = RandomTensor({sh.out, k}, seed++, DType::kBFloat16);
-    const Tensor bias = RandomTensor({sh.out}, seed++, DType::kBFloat16);
-    const Tensor xq = Quantize(RandomTensor(sh.x, seed++, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
-    const Tensor wq = Quantize(RandomTensor({k, sh.out}, seed++, DType::kFloat32), DType::kFloat8E4M3, 8.0f);
-    const Tensor fbias = RandomTensor({sh.out}, seed++, DType::kFloat32);
-    auto both = [&](const std::function<Tensor()>& op) {
-      cpu::SetAmxGemmForTesting(1);
-      const int64_t before = cpu::GetMatmulCacheStats().amx_gemms;
-      const std::vector<double> amx = op().ToDoubles();
-      const int64_t ran = cpu::GetMatmulCacheStats().amx_gemms - before;
-      cpu::SetAmxGemmForTesting(0);
-      const std::vector<double> dnnl = op().ToDoubles();
-      cpu::SetAmxGemmForTesting(-1);
-      EXPECT_EQ(ran > 0, sh.amx) << ShapeStr(sh.x) << " x " << sh.out;
-      ASSERT_EQ(amx.size(), dnnl.size());
-      for (size_t i = 0; i < amx.size(); ++i)
-        ASSERT_NEAR(amx[i], dnnl[i], std::fabs(dnnl[i]) / 64 + 0.05)
-            << ShapeStr(sh.x) << " x " << sh.out << " at " << i;
-    };
-    SCOPED_TRACE(ShapeStr(sh.x) + " x " + std::to_string(sh.out));
-    both([&] { return Linear(x, w, bias); });
-    both([&] { return ScaledMatmul(xq, wq, DType::kBFloat16, fbias); });
-    both([&] { return ScaledMatmul(xq, wq, DType::kFloat32); });
-  }
 }
 
 // ---- gradients ---------------------------------------------------------------------------
