@@ -120,9 +120,9 @@ class CpuAllocator final : public Allocator {
   // until the value is fixed throws the same error.
   static CachingAllocator* cache() {
     static CachingAllocator* const cache = []() -> CachingAllocator* {
-      static constexpr internal::EnvValue kValues[] = {{"1", "cache freed blocks for reuse; the default"},
-                                                       {"0", "every block from the system and back"}};
-      if (internal::ReadEnvChoice("OCTET_CPU_CACHING", kValues, 0) == 1) return nullptr;
+      // NOTE [every switch checked at every read]: the first allocation of
+      // every process checks all of octet's switches here.
+      if (internal::ReadEnvSwitch("OCTET_CPU_CACHING") == 1) return nullptr;  // "0"
       // Leaked on purpose: tensors may be freed during static destruction.
       return new CachingAllocator(new CpuBackend, {.device_name = "cpu", .arena_segment_size = kCpuArena});
     }();

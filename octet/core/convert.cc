@@ -110,10 +110,7 @@ int DetectedIsaBits() {
 }
 
 bool DisabledByEnvironment() {
-  static constexpr internal::EnvValue kValues[] = {
-      {"0", "AVX-512 kernels where the CPU has them; the default"},
-      {"1", "the AVX2 kernels, as on a CPU without AVX-512"}};
-  return internal::ReadEnvChoice("OCTET_DISABLE_AVX512", kValues, 0) == 1;
+  return internal::ReadEnvSwitch("OCTET_DISABLE_AVX512") == 1;
 }
 
 int DefaultIsaBits() {

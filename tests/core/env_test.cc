@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include <octet/core/convert.h>
 #include <octet/core/convert_testing.h>
 #include <octet/core/env.h>
@@ -62,8 +65,57 @@ TEST(EnvChoice, DisableAvx512TakesZeroOrOne) {
                 HasSubstr("OCTET_DISABLE_AVX512='false' is not understood: use 0 (AVX-512 kernels where the CPU "
                           "has them; the default) or 1 (the AVX2 kernels, as on a CPU without AVX-512)"));
   }
+  ScopedEnv unset("OCTET_DISABLE_AVX512", nullptr);  // whatever the test's own environment says
   internal::ForceScalarConvertersForTesting(false);
   EXPECT_EQ(internal::ActiveConverterIsa().avx512, internal::DetectedConverterIsa().avx512);
+  {
+    ScopedEnv env("OCTET_DISABLE_AVX512", "1");
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_FALSE(internal::ActiveConverterIsa().avx512);
+    EXPECT_EQ(internal::ActiveConverterIsa().avx2, internal::DetectedConverterIsa().avx2);
+  }
+  internal::ForceScalarConvertersForTesting(false);
+}
+
+// The switches env.h's NOTE names, each with its default first and at least
+// one other value, and nothing else.
+TEST(EnvSwitch, TheTableListsEverySwitch) {
+  std::vector<std::string> names;
+  for (const internal::EnvSwitch& s : internal::EnvSwitches()) {
+    names.emplace_back(s.name);
+    EXPECT_GE(s.values.size(), 2u) << s.name;
+    EXPECT_THAT(std::string(s.values[0].meaning), HasSubstr("default")) << s.name;
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("OCTET_CPU_GEMM", "OCTET_CPU_GELU", "OCTET_CPU_AMX_GEMM",
+                                                     "OCTET_CPU_F32_GEMM", "OCTET_CPU_CACHING",
+                                                     "OCTET_DISABLE_AVX512", "OCTET_CUDA_SYNC_CHECK"));
+  EXPECT_EQ(internal::ParseEnvSwitch("OCTET_CPU_GEMM", "fp32"), 2);
+  EXPECT_EQ(internal::ParseEnvSwitch("OCTET_CPU_GELU", nullptr), 0);
+  EXPECT_THAT(ErrorOf([] { internal::ParseEnvSwitch("OCTET_CPU_GEM", "fp32"); }),
+              StartsWith("'OCTET_CPU_GEM' is not one of octet's environment switches"));
+}
+
+// NOTE [every switch checked at every read]: a bad value of any switch is an
+// error at the read of any other, naming the bad one; each is read as it is
+// now, and the switch being read gives its own error first.
+TEST(EnvSwitch, AReadOfAnyChecksThemAll) {
+  for (const internal::EnvSwitch& bad : internal::EnvSwitches()) {
+    ScopedEnv env(std::string(bad.name).c_str(), "maybe");
+    const std::string message = std::string(bad.name) + "='maybe' is not understood: use ";
+    for (const internal::EnvSwitch& read : internal::EnvSwitches()) {
+      EXPECT_THAT(ErrorOf([&] { internal::ReadEnvSwitch(read.name); }), StartsWith(message))
+          << "reading " << read.name;
+    }
+    EXPECT_THAT(ErrorOf([] { internal::CheckEnvSwitches(); }), StartsWith(message));
+  }
+  {
+    ScopedEnv gelu("OCTET_CPU_GELU", "maybe"), gemm("OCTET_CPU_GEMM", "often");
+    EXPECT_THAT(ErrorOf([] { internal::ReadEnvSwitch("OCTET_CPU_GEMM"); }),
+                StartsWith("OCTET_CPU_GEMM='often' is not understood"));
+  }
+  ScopedEnv sgemm("OCTET_CPU_F32_GEMM", "sgemm");
+  EXPECT_EQ(internal::ReadEnvSwitch("OCTET_CPU_F32_GEMM"), 1);
+  EXPECT_NO_THROW(internal::CheckEnvSwitches());
 }
 
 }  // namespace

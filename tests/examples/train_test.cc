@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <octet/ops/cpu_gemm_path_testing.h>
+
 #include "examples/gpt/data.h"
 #include "tests/examples/programs.h"
 #include "tests/test_util.h"
@@ -249,15 +251,23 @@ TEST_F(TrainGpt, RunsWithoutATimedStepSaySoAndWriteNull) {
 
 // O1 and O2 on the CPU name the GEMM path they compute with (an override
 // shows as the reason); O0 has no BF16/FP8 GEMMs and prints no such line.
+// The BF16 path forced where oneDNN has no bf16 matmul (CPUs without
+// AVX-512) stops the run at its first GEMM, saying why.
 TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGemmPath) {
   const RunResult fp32 = Run(BaseArgs("O2", 1, (*dir_ / "path_fp32.jsonl").string()), "OCTET_CPU_GEMM=fp32");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
   EXPECT_THAT(fp32.out, HasSubstr("cpu gemm: bf16/fp8 operands on FP32 FMAs, widened exactly (OCTET_CPU_GEMM=fp32;"));
   const RunResult bf16 = Run(BaseArgs("O1", 1, (*dir_ / "path_bf16.jsonl").string()), "OCTET_CPU_GEMM=bf16");
-  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
-  // "BF16 (AMX tiles)" where oneDNN uses AMX, else "BF16 (dot products)".
-  EXPECT_THAT(bf16.out, AnyOf(HasSubstr("cpu gemm: bf16/fp8 operands on BF16 (AMX tiles) (OCTET_CPU_GEMM=bf16;"),
-                              HasSubstr("cpu gemm: bf16/fp8 operands on BF16 (dot products) (OCTET_CPU_GEMM=bf16;")));
+  if (!octet::internal::CpuRunsBf16Gemm()) {  // this process runs on the same CPU, under the same environment
+    EXPECT_EQ(bf16.exit_code, 1);
+    EXPECT_THAT(bf16.err, HasSubstr("this CPU's oneDNN has no bf16 matmul (it needs AVX-512)")) << bf16.err;
+  } else {
+    EXPECT_EQ(bf16.exit_code, 0) << bf16.err;
+    // "BF16 (AMX tiles)" where oneDNN uses AMX, else "BF16 (dot products)".
+    EXPECT_THAT(bf16.out,
+                AnyOf(HasSubstr("cpu gemm: bf16/fp8 operands on BF16 (AMX tiles) (OCTET_CPU_GEMM=bf16;"),
+                      HasSubstr("cpu gemm: bf16/fp8 operands on BF16 (dot products) (OCTET_CPU_GEMM=bf16;")));
+  }
   const RunResult o0 = Run(BaseArgs("O0", 1, (*dir_ / "path_o0.jsonl").string()), "OCTET_CPU_GEMM=fp32");
   ASSERT_EQ(o0.exit_code, 0) << o0.err;
   EXPECT_THAT(o0.out, Not(HasSubstr("cpu gemm:")));
@@ -290,18 +300,26 @@ TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGeluPath) {
 // stop the run with a value they do not take, naming the variable and the
 // value, through the example's own error exit ("off" used to leave the
 // cache on; read while the allocator was built, in static initialisation,
-// a bad value could only terminate the program).
+// a bad value could only terminate the program). NOTE [every switch checked
+// at every read]: every switch does so at O0 too, where no BF16 GEMM, bf16
+// GELU or AMX GEMM runs, and on the CPU the CUDA one.
 TEST_F(TrainGpt, ABadSwitchStopsTheRunNamingIt) {
   const std::pair<const char*, const char*> cases[] = {
       {"OCTET_CPU_CACHING=off", "OCTET_CPU_CACHING='off' is not understood: use 1 ("},
       {"OCTET_CPU_F32_GEMM=fast", "OCTET_CPU_F32_GEMM='fast' is not understood: use matmul ("},
-      {"OCTET_CPU_AMX_GEMM=yes", "OCTET_CPU_AMX_GEMM='yes' is not understood: use 1 ("}};
+      {"OCTET_CPU_AMX_GEMM=yes", "OCTET_CPU_AMX_GEMM='yes' is not understood: use 1 ("},
+      {"OCTET_CPU_GEMM=fast", "OCTET_CPU_GEMM='fast' is not understood: use auto ("},
+      {"OCTET_CPU_GELU=fast", "OCTET_CPU_GELU='fast' is not understood: use auto ("},
+      {"OCTET_DISABLE_AVX512=yes", "OCTET_DISABLE_AVX512='yes' is not understood: use 0 ("},
+      {"OCTET_CUDA_SYNC_CHECK=yes", "OCTET_CUDA_SYNC_CHECK='yes' is not understood: use 0 ("}};
   int i = 0;
   for (const auto& [env, message] : cases) {
-    const std::string amp = std::string(env).starts_with("OCTET_CPU_AMX") ? "O2" : "O0";
-    const RunResult bad = Run(BaseArgs(amp, 1, (*dir_ / ("switch_" + std::to_string(i++) + ".jsonl")).string()), env);
-    EXPECT_EQ(bad.exit_code, 1) << env << ": " << bad.err;  // the example's error exit, not a terminate
-    EXPECT_THAT(bad.err, HasSubstr(std::string("train_gpt: error: ") + message)) << env;
+    for (const char* amp : {"O0", "O2"}) {
+      const std::string metrics = (*dir_ / ("switch_" + std::to_string(i++) + ".jsonl")).string();
+      const RunResult bad = Run(BaseArgs(amp, 1, metrics), env);
+      EXPECT_EQ(bad.exit_code, 1) << env << " " << amp << ": " << bad.err;  // the example's error exit
+      EXPECT_THAT(bad.err, HasSubstr(std::string("train_gpt: error: ") + message)) << env << " " << amp;
+    }
   }
 }
 

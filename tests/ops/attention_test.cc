@@ -244,6 +244,7 @@ INSTANTIATE_TEST_SUITE_P(Attention, Bf16TilesTest,
 TEST(Attention, Bf16DotTilesFollowTheGemmPath) {
   if (internal::DetectedAttentionIsa() < internal::AttentionIsa::kAvx512Bf16)
     GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  if (!internal::ActiveConverterIsa().avx512) GTEST_SKIP() << "AVX-512 kernels turned off (OCTET_DISABLE_AVX512=1)";
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
   EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512);
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);

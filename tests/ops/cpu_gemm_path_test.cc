@@ -474,6 +474,12 @@ TEST(CpuGemmPath, BadOverrideIsAnErrorNamingTheVariable) {
   EXPECT_EQ(internal::ParseCpuGemmPath(""), std::nullopt);
   EXPECT_EQ(internal::ParseCpuGemmPath("auto"), std::nullopt);
   EXPECT_EQ(internal::ParseCpuGemmPath("fp32"), CpuGemmPath::kFp32Fma);
+  // Made before the switch goes bad: the first allocation and the first f32
+  // GEMM of a process read switches of their own, and a read of any switch
+  // checks them all (NOTE [every switch checked at every read]).
+  const Tensor a = RandomTensor({4, 4}, 1, DType::kBFloat16);
+  const Tensor f = RandomTensor({4, 4}, 2, DType::kFloat32);
+  EXPECT_EQ(Matmul(f, f).shape(), (Shape{4, 4}));
   for (const char* bad : {"FP32", "bf16 ", "fast", "1"}) {
     ScopedGemmEnv env(bad);
     const std::string err = ErrorOf([] { GetCpuGemmPath(); });
@@ -481,13 +487,11 @@ TEST(CpuGemmPath, BadOverrideIsAnErrorNamingTheVariable) {
     EXPECT_NE(err.find("bf16"), std::string::npos) << err;
     EXPECT_NE(err.find("fp32"), std::string::npos) << err;
     // The GEMMs themselves report it too, and keep reporting it (nothing is cached).
-    const Tensor a = RandomTensor({4, 4}, 1, DType::kBFloat16);
     EXPECT_NE(ErrorOf([&] { Matmul(a, a); }).find("OCTET_CPU_GEMM"), std::string::npos);
     EXPECT_NE(ErrorOf([&] { Matmul(a, a); }).find("OCTET_CPU_GEMM"), std::string::npos);
   }
   // f32 GEMMs do not depend on the path and keep working.
   ScopedGemmEnv env("nonsense");
-  const Tensor f = RandomTensor({4, 4}, 2, DType::kFloat32);
   EXPECT_EQ(Matmul(f, f).shape(), (Shape{4, 4}));
 }
 

@@ -152,13 +152,17 @@ TEST(CpuGeluPath, EnvironmentChoosesOrMeasures) {
 }
 
 TEST(CpuGeluPath, AnUnknownValueIsAnErrorNamingTheVariable) {
+  // Made before the switch goes bad: a process's first allocation and its
+  // first conversion read switches, and a read of any checks them all (NOTE
+  // [every switch checked at every read] in core/env.h).
+  const Tensor x = Full({8}, 0.5, {.dtype = DType::kBFloat16});
+  const Tensor x32 = x.To(DType::kFloat32);
   ScopedEnv env("OCTET_CPU_GELU", "fast");
   internal::SetCpuGeluPathForTesting(std::nullopt);
   EXPECT_THAT(ErrorOf([] { GetCpuGeluPath(); }), HasSubstr("OCTET_CPU_GELU='fast' is not understood"));
   // The op reports it too (nothing was cached), and a float32 GELU never asks.
-  const Tensor x = Full({8}, 0.5, {.dtype = DType::kBFloat16});
   EXPECT_THAT(ErrorOf([&] { Gelu(x); }), HasSubstr("table (look bf16 GELU up in tables)"));
-  EXPECT_EQ(Gelu(x.To(DType::kFloat32)).numel(), 8);
+  EXPECT_EQ(Gelu(x32).numel(), 8);
   internal::SetCpuGeluPathForTesting(std::nullopt);
 }
 

@@ -93,10 +93,8 @@ constexpr int64_t kChunkCols = 64;   // columns of a chunk: two C blocks side by
 std::atomic<int> g_forced{-1};
 
 bool Decide() {
-  static constexpr ::octet::internal::EnvValue kValues[] = {
-      {"1", "octet's AMX GEMM; the default where the CPU has AMX"}, {"0", "oneDNN's matmul"}};
   // Read first, so that a bad value is an error on every CPU.
-  const bool wanted = ::octet::internal::ReadEnvChoice("OCTET_CPU_AMX_GEMM", kValues, 0) == 0;
+  const bool wanted = ::octet::internal::ReadEnvSwitch("OCTET_CPU_AMX_GEMM") == 0;  // 1, the default
   return wanted && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16();
 }
 

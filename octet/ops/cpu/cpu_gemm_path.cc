@@ -174,6 +174,7 @@ bool MeasureRates(CpuGemmPathInfo* out) {
 CpuGemmPathInfo Decide() {
   const char* env = std::getenv("OCTET_CPU_GEMM");
   const std::optional<CpuGemmPath> forced = internal::ParseCpuGemmPath(env == nullptr ? "" : env);
+  ::octet::internal::CheckEnvSwitches();  // NOTE [every switch checked at every read]
   CpuGemmPathInfo info;
   const bool bf16 = MeasureRates(&info);
   if (forced) {
@@ -277,10 +278,7 @@ bool UsesBf16DotKernels(const CpuGemmPathInfo& info, bool forced) {
 }
 
 std::optional<CpuGemmPath> ParseCpuGemmPath(const std::string& value) {
-  static constexpr ::octet::internal::EnvValue kValues[] = {{"auto", "measure this CPU's rates; the default"},
-                                         {"bf16", "BF16 dot products"},
-                                         {"fp32", "widen to FP32 and use FMAs"}};
-  switch (::octet::internal::ParseEnvChoice("OCTET_CPU_GEMM", value.c_str(), kValues, 0)) {
+  switch (::octet::internal::ParseEnvSwitch("OCTET_CPU_GEMM", value.c_str())) {  // auto, bf16, fp32
     case 1: return CpuGemmPath::kBf16Dot;
     case 2: return CpuGemmPath::kFp32Fma;
     default: return std::nullopt;

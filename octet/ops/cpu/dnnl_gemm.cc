@@ -598,6 +598,17 @@ bool DnnlHasBf16Matmul() {
   return has;
 }
 
+bool DnnlTakesBlockedF32B() {
+  static const bool blocked = [] {
+    const memory::desc a({300, 600}, memory::data_type::f32, memory::format_tag::ab);
+    const memory::desc b({600, 700}, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc out({300, 700}, memory::data_type::f32, memory::format_tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), Engine());
+    return !IsPlain(pd.weights_desc());
+  }();
+  return blocked;
+}
+
 bool DnnlUsesAmxBf16() {
   const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & amx) == amx;

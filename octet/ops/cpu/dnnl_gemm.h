@@ -62,6 +62,13 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
 // BF16 and FP8 GEMMs (NOTE [CPU GEMM path]).
 bool DnnlHasBf16Matmul();
 
+// Whether oneDNN's f32 matmul on this CPU reads B in a blocked layout, which
+// octet packs B into where the GEMM is worth it (WorthPackingF32), or a plain
+// B (NOTE [plain weights] in dnnl_gemm.cc: oneDNN 2.6's gemm:jit, what
+// AVX2-only CPUs get). Decided once per process by making a primitive
+// descriptor; subject to ONEDNN_MAX_CPU_ISA like every primitive.
+bool DnnlTakesBlockedF32B();
+
 // Whether oneDNN's BF16 kernels may use AMX tiles: its effective ISA (the
 // CPU's, capped by ONEDNN_MAX_CPU_ISA or dnnl::set_max_cpu_isa) includes
 // AVX512_CORE_AMX. Fixes oneDNN's ISA, like the first primitive does.

@@ -125,6 +125,7 @@ void TimeBoth(double* table_ns, double* compute_ns) {
 CpuGeluPathInfo Decide() {
   const char* env = std::getenv("OCTET_CPU_GELU");
   const std::optional<CpuGeluPath> forced = internal::ParseCpuGeluPath(env == nullptr ? "" : env);
+  ::octet::internal::CheckEnvSwitches();  // NOTE [every switch checked at every read]
   CpuGeluPathInfo info;
   TimeBoth(&info.table_ns, &info.compute_ns);
   if (forced) {
@@ -202,10 +203,7 @@ CpuGeluPathInfo GetCpuGeluPath() {
 namespace internal {
 
 std::optional<CpuGeluPath> ParseCpuGeluPath(const std::string& value) {
-  static constexpr ::octet::internal::EnvValue kValues[] = {{"auto", "time both once; the default"},
-                                         {"table", "look bf16 GELU up in tables"},
-                                         {"compute", "evaluate it"}};
-  switch (::octet::internal::ParseEnvChoice("OCTET_CPU_GELU", value.c_str(), kValues, 0)) {
+  switch (::octet::internal::ParseEnvSwitch("OCTET_CPU_GELU", value.c_str())) {  // auto, table, compute
     case 1: return CpuGeluPath::kTable;
     case 2: return CpuGeluPath::kCompute;
     default: return std::nullopt;

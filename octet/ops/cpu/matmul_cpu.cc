@@ -115,12 +115,7 @@ void FillEmptyProduct(const Tensor& bias, const Tensor& out) {
 // OCTET_CPU_F32_GEMM=sgemm turns it on.
 std::atomic<int> g_sgemm_forced{-1};
 
-bool DecideF32Sgemm() {
-  static constexpr ::octet::internal::EnvValue kValues[] = {
-      {"matmul", "the default: oneDNN's matmul primitive, B packed by octet"},
-      {"sgemm", "oneDNN's sgemm for the GEMMs whose B octet would pack"}};
-  return ::octet::internal::ReadEnvChoice("OCTET_CPU_F32_GEMM", kValues, 0) == 1;
-}
+bool DecideF32Sgemm() { return ::octet::internal::ReadEnvSwitch("OCTET_CPU_F32_GEMM") == 1; }  // sgemm
 
 // out = a·b (+ bias) on dnnl_sgemm, when spec (out's view) qualifies (see
 // the NOTE); false when it does not.

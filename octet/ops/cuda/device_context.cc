@@ -318,9 +318,7 @@ std::atomic<int> g_sync_check{-1};
 }  // namespace
 
 bool ParseSyncCheck(std::string_view value) {
-  static constexpr ::octet::internal::EnvValue kValues[] = {{"0", "no check; the default"},
-                                                   {"1", "fail on a host synchronisation inside a step"}};
-  return ::octet::internal::ParseEnvChoice("OCTET_CUDA_SYNC_CHECK", std::string(value).c_str(), kValues, 0) == 1;
+  return ::octet::internal::ParseEnvSwitch("OCTET_CUDA_SYNC_CHECK", std::string(value).c_str()) == 1;
 }
 
 bool SyncCheckEnabled() {
