@@ -17,6 +17,7 @@
 #include <octet/core/caching_allocator.h>
 #include <octet/ops/cast.h>
 #include <octet/ops/cpu_gemm_path.h>
+#include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/cpu/amx_gemm.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/matmul.h>
@@ -203,6 +204,9 @@ TEST(Matmul, ConvertedFp8OperandIsKeptForOneReuseThenGivenBack) {
 // 256 rows for which B is packed at all, WorthPacking).
 TEST(Matmul, AmxGemmAgreesWithOneDnnThroughTheOps) {
   if (!cpu::AmxGemmEnabled()) GTEST_SKIP() << "no AMX GEMM on this CPU";
+  // The BF16 path, whatever OCTET_CPU_GEMM says (the FP32-FMA one widens
+  // into oneDNN's f32 GEMMs and never reaches the AMX GEMM).
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);
   struct Shape3 {
     Shape x;
     int64_t out;
@@ -238,6 +242,7 @@ TEST(Matmul, AmxGemmAgreesWithOneDnnThroughTheOps) {
     both([&] { return ScaledMatmul(xq, wq, DType::kBFloat16, fbias); });
     both([&] { return ScaledMatmul(xq, wq, DType::kFloat32); });
   }
+  internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 
 }  // namespace
