@@ -113,8 +113,12 @@ bool DisabledByEnvironment() {
   return internal::ReadEnvSwitch("OCTET_DISABLE_AVX512") == 1;
 }
 
+// OCTET_DISABLE_AVX512_BF16=1: as an AVX-512 CPU without the BF16 extension.
+bool Bf16DisabledByEnvironment() { return internal::ReadEnvSwitch("OCTET_DISABLE_AVX512_BF16") == 1; }
+
 int DefaultIsaBits() {
-  return DisabledByEnvironment() ? DetectedIsaBits() & kIsaAvx2 : DetectedIsaBits();
+  const int bits = DisabledByEnvironment() ? DetectedIsaBits() & kIsaAvx2 : DetectedIsaBits();
+  return Bf16DisabledByEnvironment() ? bits & ~kIsaBf16 : bits;
 }
 
 std::atomic<int>& ActiveIsaWord() {

@@ -16,7 +16,9 @@
 // OCTET_DISABLE_AVX512=1, read once, at the first call; any value but 0, 1
 // or "" is an error: NOTE [environment switches] in env.h) it uses AVX2
 // kernels that decode fp8 through binary16. Without AVX2 the portable
-// scalar loops run. Tests can switch paths with the
+// scalar loops run. OCTET_DISABLE_AVX512_BF16=1 likewise keeps every kernel
+// of octet's from the BF16 extension (CpuHasAvx512Bf16 false), as on an
+// AVX-512 CPU without it (Skylake to Ice Lake). Tests can switch paths with the
 // octet::internal functions at the end of this file.
 //
 // Errors: a negative n, or a dtype that is not kFloat8E4M3 / kFloat8E5M2 where
@@ -104,7 +106,7 @@ struct ConverterIsa {
   bool avx2 = false;
 };
 
-// What this CPU (and OS) supports, ignoring OCTET_DISABLE_AVX512.
+// What this CPU (and OS) supports, ignoring OCTET_DISABLE_AVX512(_BF16).
 ConverterIsa DetectedConverterIsa();
 
 // What the row converters use now.

@@ -42,6 +42,9 @@ constexpr EnvValue kCpuCaching[] = {{"1", "cache freed blocks for reuse; the def
                                     {"0", "every block from the system and back"}};
 constexpr EnvValue kDisableAvx512[] = {{"0", "AVX-512 kernels where the CPU has them; the default"},
                                        {"1", "the AVX2 kernels, as on a CPU without AVX-512"}};
+constexpr EnvValue kDisableAvx512Bf16[] = {
+    {"0", "AVX-512 BF16 instructions where the CPU has them; the default"},
+    {"1", "none: the AVX-512 kernels without them, as on a CPU without that extension (Skylake to Ice Lake)"}};
 constexpr EnvValue kCudaSyncCheck[] = {{"0", "no check; the default"},
                                        {"1", "fail on a host synchronisation inside a step"}};
 
@@ -49,7 +52,7 @@ constexpr EnvSwitch kSwitches[] = {
     {"OCTET_CPU_GEMM", kCpuGemm},           {"OCTET_CPU_GELU", kCpuGelu},
     {"OCTET_CPU_AMX_GEMM", kCpuAmxGemm},    {"OCTET_CPU_F32_GEMM", kCpuF32Gemm},
     {"OCTET_CPU_CACHING", kCpuCaching},     {"OCTET_DISABLE_AVX512", kDisableAvx512},
-    {"OCTET_CUDA_SYNC_CHECK", kCudaSyncCheck}};
+    {"OCTET_DISABLE_AVX512_BF16", kDisableAvx512Bf16}, {"OCTET_CUDA_SYNC_CHECK", kCudaSyncCheck}};
 
 const EnvSwitch& SwitchNamed(std::string_view name) {
   for (const EnvSwitch& s : kSwitches)

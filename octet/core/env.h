@@ -2,7 +2,8 @@
 //
 // NOTE [environment switches]: each of octet's switches (OCTET_CPU_GEMM,
 // OCTET_CPU_GELU, OCTET_CPU_AMX_GEMM, OCTET_CPU_F32_GEMM, OCTET_CPU_CACHING,
-// OCTET_DISABLE_AVX512, OCTET_CUDA_SYNC_CHECK) takes one of a few named
+// OCTET_DISABLE_AVX512, OCTET_DISABLE_AVX512_BF16, OCTET_CUDA_SYNC_CHECK)
+// takes one of a few named
 // values, and unset or empty means its default. Any other value is an error
 // that names the variable, the value given and every value it takes, with
 // what each one does: a misspelt switch never falls back silently (before

@@ -26,6 +26,8 @@
 #include <octet/core/float16.h>
 #include <octet/core/float8.h>
 
+#include "tests/scoped_env.h"
+
 namespace octet {
 namespace {
 
@@ -543,6 +545,7 @@ TEST(RowConverters, RejectNonFp8DTypeAndNegativeLength) {
 }
 
 TEST(RowConverters, EnvironmentVariableDisablesAvx512) {
+  const testing::ScopedEnv no_bf16_switch("OCTET_DISABLE_AVX512_BF16", nullptr);  // whatever the run's says
   ASSERT_EQ(setenv("OCTET_DISABLE_AVX512", "1", 1), 0);
   internal::ForceScalarConvertersForTesting(false);  // re-reads the variable
   EXPECT_FALSE(internal::ActiveConverterIsa().avx512);

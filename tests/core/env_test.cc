@@ -65,7 +65,8 @@ TEST(EnvChoice, DisableAvx512TakesZeroOrOne) {
                 HasSubstr("OCTET_DISABLE_AVX512='false' is not understood: use 0 (AVX-512 kernels where the CPU "
                           "has them; the default) or 1 (the AVX2 kernels, as on a CPU without AVX-512)"));
   }
-  ScopedEnv unset("OCTET_DISABLE_AVX512", nullptr);  // whatever the test's own environment says
+  // Whatever the test's own environment says.
+  ScopedEnv unset("OCTET_DISABLE_AVX512", nullptr), unset_bf16("OCTET_DISABLE_AVX512_BF16", nullptr);
   internal::ForceScalarConvertersForTesting(false);
   EXPECT_EQ(internal::ActiveConverterIsa().avx512, internal::DetectedConverterIsa().avx512);
   {
@@ -73,6 +74,26 @@ TEST(EnvChoice, DisableAvx512TakesZeroOrOne) {
     internal::ForceScalarConvertersForTesting(false);
     EXPECT_FALSE(internal::ActiveConverterIsa().avx512);
     EXPECT_EQ(internal::ActiveConverterIsa().avx2, internal::DetectedConverterIsa().avx2);
+  }
+  internal::ForceScalarConvertersForTesting(false);
+}
+
+// OCTET_DISABLE_AVX512_BF16=1: AVX-512 as the CPU has it, its BF16
+// extension left unused (as on Skylake to Ice Lake).
+TEST(EnvChoice, DisableAvx512Bf16KeepsTheRestOfAvx512) {
+  ScopedEnv unset("OCTET_DISABLE_AVX512", nullptr);
+  {
+    ScopedEnv env("OCTET_DISABLE_AVX512_BF16", "1");
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(internal::ActiveConverterIsa().avx512, internal::DetectedConverterIsa().avx512);
+    EXPECT_EQ(internal::ActiveConverterIsa().vbmi, internal::DetectedConverterIsa().vbmi);
+    EXPECT_FALSE(internal::ActiveConverterIsa().bf16);
+    EXPECT_FALSE(CpuHasAvx512Bf16());
+  }
+  {
+    ScopedEnv env("OCTET_DISABLE_AVX512_BF16", "0");
+    internal::ForceScalarConvertersForTesting(false);
+    EXPECT_EQ(internal::ActiveConverterIsa().bf16, internal::DetectedConverterIsa().bf16);
   }
   internal::ForceScalarConvertersForTesting(false);
 }
@@ -88,7 +109,8 @@ TEST(EnvSwitch, TheTableListsEverySwitch) {
   }
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("OCTET_CPU_GEMM", "OCTET_CPU_GELU", "OCTET_CPU_AMX_GEMM",
                                                      "OCTET_CPU_F32_GEMM", "OCTET_CPU_CACHING",
-                                                     "OCTET_DISABLE_AVX512", "OCTET_CUDA_SYNC_CHECK"));
+                                                     "OCTET_DISABLE_AVX512", "OCTET_DISABLE_AVX512_BF16",
+                                                     "OCTET_CUDA_SYNC_CHECK"));
   EXPECT_EQ(internal::ParseEnvSwitch("OCTET_CPU_GEMM", "fp32"), 2);
   EXPECT_EQ(internal::ParseEnvSwitch("OCTET_CPU_GELU", nullptr), 0);
   EXPECT_THAT(ErrorOf([] { internal::ParseEnvSwitch("OCTET_CPU_GEM", "fp32"); }),

@@ -311,6 +311,7 @@ TEST_F(TrainGpt, ABadSwitchStopsTheRunNamingIt) {
       {"OCTET_CPU_GEMM=fast", "OCTET_CPU_GEMM='fast' is not understood: use auto ("},
       {"OCTET_CPU_GELU=fast", "OCTET_CPU_GELU='fast' is not understood: use auto ("},
       {"OCTET_DISABLE_AVX512=yes", "OCTET_DISABLE_AVX512='yes' is not understood: use 0 ("},
+      {"OCTET_DISABLE_AVX512_BF16=yes", "OCTET_DISABLE_AVX512_BF16='yes' is not understood: use 0 ("},
       {"OCTET_CUDA_SYNC_CHECK=yes", "OCTET_CUDA_SYNC_CHECK='yes' is not understood: use 0 ("}};
   int i = 0;
   for (const auto& [env, message] : cases) {

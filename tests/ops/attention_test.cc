@@ -244,11 +244,26 @@ INSTANTIATE_TEST_SUITE_P(Attention, Bf16TilesTest,
 TEST(Attention, Bf16DotTilesFollowTheGemmPath) {
   if (internal::DetectedAttentionIsa() < internal::AttentionIsa::kAvx512Bf16)
     GTEST_SKIP() << "this CPU has no AVX-512 BF16";
-  if (!internal::ActiveConverterIsa().avx512) GTEST_SKIP() << "AVX-512 kernels turned off (OCTET_DISABLE_AVX512=1)";
+  if (!internal::ActiveConverterIsa().bf16)
+    GTEST_SKIP() << "AVX-512 BF16 kernels turned off (OCTET_DISABLE_AVX512 or OCTET_DISABLE_AVX512_BF16)";
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
   EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512);
   internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);
   EXPECT_EQ(internal::ActiveAttentionIsa(), internal::DetectedAttentionIsa());
+  internal::SetCpuGemmPathForTesting(std::nullopt);
+}
+
+// OCTET_DISABLE_AVX512_BF16 keeps attention from the BF16 instructions
+// (dot products and AMX) as it keeps the converters; OCTET_DISABLE_AVX512
+// from AVX-512 altogether.
+TEST(Attention, IsaFollowsTheConvertersSwitches) {
+  if (internal::DetectedAttentionIsa() < internal::AttentionIsa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kBf16Dot);
+  internal::SetConverterIsaForTesting({.avx512 = true, .vbmi = true, .bf16 = false, .avx2 = true});
+  EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx512);
+  internal::SetConverterIsaForTesting({.avx2 = true});
+  EXPECT_EQ(internal::ActiveAttentionIsa(), internal::AttentionIsa::kAvx2);
+  internal::ForceScalarConvertersForTesting(false);
   internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 

@@ -70,8 +70,9 @@
 #include <string>
 #include <vector>
 
-#include <octet/core/error.h>
+#include <octet/core/convert.h>
 #include <octet/core/env.h>
+#include <octet/core/error.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
 #include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu_gemm_path.h>
@@ -95,7 +96,7 @@ std::atomic<int> g_forced{-1};
 bool Decide() {
   // Read first, so that a bad value is an error on every CPU.
   const bool wanted = ::octet::internal::ReadEnvSwitch("OCTET_CPU_AMX_GEMM") == 0;  // 1, the default
-  return wanted && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16();
+  return wanted && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && CpuHasAvx512Bf16();
 }
 
 #if defined(__x86_64__)
@@ -209,7 +210,8 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
 bool AmxGemmEnabled() {
   const int forced = g_forced.load(std::memory_order_relaxed);
   static const bool decided = Decide();
-  if (forced >= 0) return forced == 1 && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16();
+  if (forced >= 0)
+    return forced == 1 && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && CpuHasAvx512Bf16();
   return decided;
 }
 

@@ -75,6 +75,8 @@ AttentionIsa ActiveAttentionIsa() {
   AttentionIsa best = DetectedAttentionIsa();
   // OCTET_DISABLE_AVX512 (read by the converters) switches the AVX-512 paths off here too.
   if (best >= AttentionIsa::kAvx512 && !ActiveConverterIsa().avx512) return AttentionIsa::kAvx2;
+  // And OCTET_DISABLE_AVX512_BF16 the BF16 ones (dot products and AMX).
+  if (best >= AttentionIsa::kAvx512Bf16 && !ActiveConverterIsa().bf16) return AttentionIsa::kAvx512;
   // AMX where the GEMMs compute in BF16 too (OCTET_CPU_GEMM=fp32 keeps
   // bfloat16 attention on FP32 tiles); BF16 dot products where they beat FP32
   // FMAs (CpuGemmPathInfo::bf16_dot_kernels).
