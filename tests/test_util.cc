@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -30,8 +31,11 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 
 std::string FreshTestDir(const std::string& tag, bool create) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("octet_" + tag + "_" + std::to_string(::getpid()) + "_" +
-                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  // A parameterised test's name has a '/' ("Name/0"): it would make the
+  // directory a subdirectory of one that removing it leaves behind.
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  const fs::path dir = fs::temp_directory_path() / ("octet_" + tag + "_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   if (create) fs::create_directories(dir);
   return dir.string();

@@ -1,11 +1,12 @@
 // The child-process runner the example tests share (tests/test_util): one
 // argument stays one word whatever it holds, stdout and stderr come back
 // apart or merged, the exit status is the command's (128 + N for signal N),
-// and a hung child is stopped and said to be.
+// and a hung child is stopped and said to be. And the per-test directory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
 #include <string>
 
 #include "tests/test_util.h"
@@ -47,6 +48,24 @@ TEST(RunCommand, AHungChildIsStoppedAndSaidToBe) {
   EXPECT_EQ(r.out, "started\n");
   EXPECT_THAT(r.err, HasSubstr("[RunCommand: stopped after 1 s: echo started; sleep 60]"));
 }
+
+// FreshTestDir gives a directory directly in the temporary directory, also
+// for a parameterised test, whose name holds a '/' ("Name/1"): the
+// directory was then a subdirectory, and removing it left its parent behind
+// in /tmp after every run (1442 of them on this machine).
+class FreshTestDirTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(FreshTestDirTest, IsADirectChildOfTheTemporaryDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = FreshTestDir("fresh");
+  EXPECT_EQ(dir.parent_path(), fs::temp_directory_path());
+  EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+INSTANTIATE_TEST_SUITE_P(Params, FreshTestDirTest, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace octet::testing
