@@ -48,6 +48,16 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${raw:-$tmp/raw.tsv}
+# LD_PRELOAD splits its list at spaces and colons: a library whose path has
+# one (a checkout in "my projects/") is preloaded through a link in a
+# directory of /tmp's own whose name has none.
+case $lib in
+  *[[:space:]:]*)
+    link_dir=$(mktemp -d /tmp/octet_omp_regions.XXXXXX)
+    trap 'rm -rf "$tmp" "$link_dir"' EXIT
+    ln -s "$lib" "$link_dir/liboctet_omp_regions.so"
+    lib=$link_dir/liboctet_omp_regions.so ;;
+esac
 OCTET_OMP_REGIONS_GAPS=$gaps OCTET_OMP_REGIONS_OUT=$out LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
 [ -s "$out" ] || { echo "omp_regions: the program wrote no table to $out" >&2; exit 1; }
 

@@ -21,13 +21,15 @@ using testing::IsWorker;
 
 using Result = ::octet::testing::CommandResult;
 
-std::string OctetRunBinary() { return std::string(OCTET_BINARY_DIR) + "/octet-run"; }
+// octet-run's path, quoted for a shell command line.
+std::string OctetRunBinary() { return ::octet::testing::ShellQuote(std::string(OCTET_BINARY_DIR) + "/octet-run"); }
 
 // Runs octet-run with `args` (the program is this binary's worker `worker`);
 // its output and its ranks' in `out`.
 Result OctetRun(const std::string& args, const std::string& worker) {
   return ::octet::testing::RunCommand("OCTET_TEST_WORKER=1 " + OctetRunBinary() + " " + args + " -- " +
-                                          testing::SelfExe() + " --gtest_filter=" + worker +
+                                          ::octet::testing::ShellQuote(testing::SelfExe()) +
+                                          " --gtest_filter=" + worker +
                                           " --gtest_also_run_disabled_tests",
                                       {.merge_stderr = true, .timeout_s = 60});
 }
@@ -135,14 +137,15 @@ TEST_F(OctetRunTest, StaleStoreDirectoryIsRefusedBeforeStarting) {
   const std::string store = dir_ + "/store";
   std::filesystem::create_directories(store);
   testing::Spawn({"/bin/true"}, {}, store + "/octet%2Frank%2F0");  // a left-over key file
-  const Result r = OctetRun("-n 2 --store " + store, "RunWorker.DISABLED_Job");
+  const Result r = OctetRun("-n 2 --store " + ::octet::testing::ShellQuote(store), "RunWorker.DISABLED_Job");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("store directory " + store + " is not empty"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("[rank"), std::string::npos) << "no rank may start:\n" << r.out;
 }
 
 TEST_F(OctetRunTest, FreshStoreDirectoryWorks) {
-  const Result r = OctetRun("-n 2 --timeout-ms 10000 --store " + dir_ + "/fresh", "RunWorker.DISABLED_Job");
+  const Result r =
+      OctetRun("-n 2 --timeout-ms 10000 --store " + ::octet::testing::ShellQuote(dir_ + "/fresh"), "RunWorker.DISABLED_Job");
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include <octet/core/env.h>
+
 #include "tests/examples/programs.h"
 #include "tests/test_util.h"
 
@@ -25,9 +27,10 @@ using Result = ::octet::testing::CommandResult;
 // Runs it with octet's switches cleared from this process's environment,
 // then `env` (VAR=value words) set.
 Result RunDeviceInfo(const std::string& env) {
-  return ::octet::testing::RunCommand(
-      "env -u OCTET_CPU_GEMM -u OCTET_CPU_GELU -u OCTET_CPU_AMX_GEMM -u OCTET_CPU_F32_GEMM -u OCTET_CPU_CACHING "
-      "-u OCTET_DISABLE_AVX512 OMP_NUM_THREADS=2 " + env + " " + kDeviceInfo);
+  std::string line = "env";
+  for (const octet::internal::EnvSwitch& s : octet::internal::EnvSwitches()) line += " -u " + std::string(s.name);
+  return ::octet::testing::RunCommand(line + " OMP_NUM_THREADS=2 " + env + " " +
+                                      ::octet::testing::ShellQuote(kDeviceInfo));
 }
 
 TEST(DeviceInfo, PrintsTheCpuPathsAndTheCudaSide) {

@@ -35,8 +35,8 @@ struct TrainRun {
 
 TrainRun Train(int ranks, const std::string& flags) {
   const octet::testing::CommandResult run = octet::testing::RunCommand(
-      std::string(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " + kTrainGpt + kSmall + " " +
-          flags,
+      octet::testing::ShellQuote(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " +
+          octet::testing::ShellQuote(kTrainGpt) + kSmall + " " + flags,
       {.merge_stderr = true});
   TrainRun r;
   r.exit_code = run.exit_code;
@@ -100,9 +100,9 @@ TEST_F(TrainDist, Zero1RefusesNarrowAdamWStateBeforeReadingData) {
 
 TEST_F(TrainDist, Zero1CheckpointResumesInOneProcess) {
   const std::string ckpt = (dir_ / "ckpt").string();
-  const TrainRun two = Train(2, "--zero1 --steps 6 --stop_after 4 --ckpt_dir " + ckpt);
+  const TrainRun two = Train(2, "--zero1 --steps 6 --stop_after 4 --ckpt_dir " + octet::testing::ShellQuote(ckpt));
   ASSERT_EQ(two.exit_code, 0) << two.out;
-  const TrainRun one = Train(1, "--steps 6 --ckpt_dir " + ckpt + " --resume");
+  const TrainRun one = Train(1, "--steps 6 --ckpt_dir " + octet::testing::ShellQuote(ckpt) + " --resume");
   ASSERT_EQ(one.exit_code, 0) << one.out;
   EXPECT_NE(one.out.find("resumed from " + ckpt + " at step 4"), std::string::npos) << one.out;
 }

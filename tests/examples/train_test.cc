@@ -92,7 +92,7 @@ class TrainGpt : public ::testing::Test {
     return RunProgram(kTrainGpt, args, env);
   }
   static RunResult RunProgram(const char* program, const std::vector<std::string>& args, const std::string& env) {
-    std::string cmd = "OMP_NUM_THREADS=2 " + env + (env.empty() ? "" : " ") + program;
+    std::string cmd = "OMP_NUM_THREADS=2 " + env + (env.empty() ? "" : " ") + ShellQuote(program);
     for (const std::string& a : args) cmd += " " + ShellQuote(a);
     return RunCommand(cmd);
   }

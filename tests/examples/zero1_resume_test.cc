@@ -59,6 +59,7 @@ using ::octet::testing::kOctetRun;
 using ::octet::testing::kTrainGpt;
 using ::octet::testing::CommandResult;
 using ::octet::testing::RunCommand;
+using ::octet::testing::ShellQuote;
 
 constexpr int kSteps = 8, kStop = 4;
 constexpr double kRelTol = 1e-6;  // see the top of this file
@@ -125,9 +126,9 @@ class Zero1Resume : public ::testing::Test {
     const fs::path metrics = *dir_ / (name + ".jsonl");
     fs::remove(metrics);
     const CommandResult run =
-        RunCommand(std::string(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " + kTrainGpt +
-                       " --data " + (*dir_ / "corpus.txt").string() + kModel + " --metrics " + metrics.string() + " " +
-                       flags,
+        RunCommand(ShellQuote(kOctetRun) + " -n " + std::to_string(ranks) + " --timeout-ms 60000 -- " +
+                       ShellQuote(kTrainGpt) + " --data " + ShellQuote((*dir_ / "corpus.txt").string()) + kModel +
+                       " --metrics " + ShellQuote(metrics.string()) + " " + flags,
                    {.merge_stderr = true});
     TrainRun r;
     r.exit_code = run.exit_code;
@@ -151,7 +152,7 @@ class Zero1Resume : public ::testing::Test {
     const fs::path ckpt = *dir_ / ("ckpt" + std::to_string(from) + gather);
     const TrainRun r = Train(from,
                              "--zero_gather=" + gather + " --stop_after " + std::to_string(kStop) +
-                                 " --ckpt_dir " + ckpt.string(),
+                                 " --ckpt_dir " + ShellQuote(ckpt.string()),
                              "stop" + std::to_string(from) + gather);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     // Up to the stop, the run is the uninterrupted one.
@@ -170,7 +171,7 @@ class Zero1Resume : public ::testing::Test {
     const fs::path copy = *dir_ / ("ckpt_" + name);  // the resumed run saves into its directory
     fs::remove_all(copy);
     fs::copy(ckpt, copy, fs::copy_options::recursive);
-    TrainRun r = Train(to, "--zero_gather=" + gather + " --ckpt_dir " + copy.string() + " --resume", name);
+    TrainRun r = Train(to, "--zero_gather=" + gather + " --ckpt_dir " + ShellQuote(copy.string()) + " --resume", name);
     const std::string what = std::to_string(from) + " -> " + std::to_string(to) + " ranks" +
                              (gather == "fp32" ? "" : ", " + gather + " gather");
     EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.out;
