@@ -103,7 +103,7 @@ class Tensor {
   int64_t numel() const { return Checked().numel(); }
   DType dtype() const { return Checked().dtype(); }
   Device device() const { return Checked().storage()->device(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * SizeOf(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * static_cast<size_t>(SizeOf(dtype())); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return Checked().storage(); }
 

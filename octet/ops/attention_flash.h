@@ -274,7 +274,7 @@ OCTET_HOST_DEVICE OCTET_FLASH_INLINE void ScoresNT(const A* a, const A* b, int t
 #pragma unroll 1
 #endif
   for (int c = 0; c < G::kDP; c += 4) {
-    Quad<A> av[kM], bv[kM];
+    Quad<A> av[G::kM], bv[G::kM];
     OCTET_FLASH_UNROLL
     for (int i = 0; i < kM; ++i) av[i] = Load4(a + (ty + 16 * i) * G::kLd + c);
     OCTET_FLASH_UNROLL
@@ -297,7 +297,7 @@ OCTET_HOST_DEVICE OCTET_FLASH_INLINE void AccumNN(const A* s, const A* b, int ty
 #pragma unroll 2
 #endif
   for (int k = 0; k < G::kTile; k += 4) {
-    Quad<A> av[kM];
+    Quad<A> av[G::kM];
     OCTET_FLASH_UNROLL
     for (int i = 0; i < kM; ++i) av[i] = Load4(s + (ty + 16 * i) * G::kLdS + k);
     OCTET_FLASH_UNROLL

@@ -13,6 +13,7 @@
 // order: deterministic.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -80,9 +80,9 @@ class Optimizer {
   // Extra string scalars (beyond type/step/lr) for StateDict, and the hook
   // that validates/applies them on load (throws octet::Error to refuse; must
   // not change anything before it throws).
-  virtual void SaveScalars(std::map<std::string, std::string>* scalars) const {}
-  virtual void CheckScalars(const std::map<std::string, std::string>& scalars) const {}
-  virtual void LoadScalars(const std::map<std::string, std::string>& scalars) {}
+  virtual void SaveScalars(std::map<std::string, std::string>* /*scalars*/) const {}
+  virtual void CheckScalars(const std::map<std::string, std::string>& /*scalars*/) const {}
+  virtual void LoadScalars(const std::map<std::string, std::string>& /*scalars*/) {}
   // Called after the state tensors were copied in (e.g. to re-derive caches).
   virtual void AfterLoad() {}
 

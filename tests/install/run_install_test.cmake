@@ -7,7 +7,11 @@
 #   3. the installed octet-device-info and octet-run (two ranks of sh) run from
 #      the prefix with no loader path;
 #   4. a consumer (tests/install: its own core/tensor.h, <octet/...> only)
-#      configures with find_package(octet), builds and runs.
+#      configures with find_package(octet), builds and runs;
+#   5. every installed header compiles alone (self-contained) and without a
+#      warning under -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+#      -Wsign-conversion -Werror (tests/install/headers), with the default
+#      compiler and, where it is installed, with clang++ too.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
@@ -109,3 +113,17 @@ run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" -DCMAKE_
     -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer")
+
+# 5. The headers, each alone, warning-free.
+run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}/headers" -B "${WORK_DIR}/headers" -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/headers" --parallel)
+find_program(CLANGXX clang++)
+if(CLANGXX)
+  run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}/headers" -B "${WORK_DIR}/headers-clang"
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CLANGXX})
+  run(${CMAKE_COMMAND} --build "${WORK_DIR}/headers-clang" --parallel)
+  message("install test: every installed header compiles alone, warning-free, with the default compiler and ${CLANGXX}")
+else()
+  message("install test: every installed header compiles alone, warning-free (no clang++ here to try too)")
+endif()
