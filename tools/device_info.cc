@@ -52,7 +52,8 @@ void PrintCpu() {
   std::printf("  override with OCTET_CPU_GEMM=bf16|fp32|auto\n");
   std::printf("  BF16 GEMMs with a packed B and N <= 3K: %s\n",
               octet::ActiveCpuAmxGemm() ? "octet's AMX kernel (OCTET_CPU_AMX_GEMM=0: oneDNN's matmul)"
-                                        : "oneDNN's matmul (no AMX, or OCTET_CPU_AMX_GEMM=0)");
+                                        : "oneDNN's matmul (no AMX, OCTET_CPU_AMX_GEMM=0, or "
+                                          "OCTET_DISABLE_AVX512 or OCTET_DISABLE_AVX512_BF16 set to 1)");
   std::printf("CPU f32 GEMMs whose B would be packed: %s\n",
               octet::ActiveCpuF32Sgemm() ? "oneDNN's sgemm (OCTET_CPU_F32_GEMM=sgemm)"
                                          : "oneDNN's matmul, B packed by octet (OCTET_CPU_F32_GEMM=sgemm: oneDNN's sgemm)");

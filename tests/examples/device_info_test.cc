@@ -56,10 +56,26 @@ TEST(DeviceInfo, ShowsEachOverrideAsTheReason) {
   EXPECT_THAT(r.out, HasSubstr("CPU GELU on bf16: compute (OCTET_CPU_GELU=compute)"));
 }
 
+// OCTET_DISABLE_AVX512_BF16=1 (or OCTET_DISABLE_AVX512=1) makes any CPU one
+// without the BF16 extension: the FP32-FMA path for that reason, and no AMX
+// GEMM.
+TEST(DeviceInfo, TheSimulatedCpuWithoutBf16HasNeitherBf16PathNorAmxGemm) {
+  if (!fs::exists(kDeviceInfo)) GTEST_SKIP() << "octet-device-info not built (" << kDeviceInfo << ")";
+  for (const char* env : {"OCTET_DISABLE_AVX512_BF16=1", "OCTET_DISABLE_AVX512=1"}) {
+    const Result r = RunDeviceInfo(env);
+    ASSERT_EQ(r.exit_code, 0) << env << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("CPU GEMM path for bf16/fp8 operands: fp32 (no AVX-512 BF16 on this CPU)")) << env;
+    EXPECT_THAT(r.out, HasSubstr("BF16 GEMMs with a packed B and N <= 3K: oneDNN's matmul (no AMX, "
+                                 "OCTET_CPU_AMX_GEMM=0, or OCTET_DISABLE_AVX512 or OCTET_DISABLE_AVX512_BF16 set to 1)"))
+        << env;
+  }
+}
+
 TEST(DeviceInfo, ABadSwitchStopsItNamingTheVariable) {
   if (!fs::exists(kDeviceInfo)) GTEST_SKIP() << "octet-device-info not built (" << kDeviceInfo << ")";
   for (const char* env : {"OCTET_CPU_CACHING=2", "OCTET_CPU_GEMM=fast", "OCTET_CPU_F32_GEMM=blas",
-                          "OCTET_CPU_GELU=lut", "OCTET_CPU_AMX_GEMM=yes", "OCTET_DISABLE_AVX512=true"}) {
+                          "OCTET_CPU_GELU=lut", "OCTET_CPU_AMX_GEMM=yes", "OCTET_DISABLE_AVX512=true",
+                          "OCTET_DISABLE_AVX512_BF16=on", "OCTET_CUDA_SYNC_CHECK=yes"}) {
     const Result r = RunDeviceInfo(env);
     EXPECT_EQ(r.exit_code, 1) << env;
     const std::string name(env, std::string(env).find('='));

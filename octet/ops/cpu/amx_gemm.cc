@@ -70,7 +70,6 @@
 #include <string>
 #include <vector>
 
-#include <octet/core/convert.h>
 #include <octet/core/env.h>
 #include <octet/core/error.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
@@ -93,10 +92,20 @@ constexpr int64_t kChunkCols = 64;   // columns of a chunk: two C blocks side by
 
 std::atomic<int> g_forced{-1};
 
+// Whether the CPU may run it at all: AMX granted, oneDNN's ISA includes it,
+// and the environment does not make this CPU one without AVX-512 or its BF16
+// extension (read from the switches, not from the converters' ISA word,
+// which tests change).
+bool Permitted() {
+  using ::octet::internal::ReadEnvSwitch;
+  return octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && ReadEnvSwitch("OCTET_DISABLE_AVX512") == 0 &&
+         ReadEnvSwitch("OCTET_DISABLE_AVX512_BF16") == 0;
+}
+
 bool Decide() {
   // Read first, so that a bad value is an error on every CPU.
   const bool wanted = ::octet::internal::ReadEnvSwitch("OCTET_CPU_AMX_GEMM") == 0;  // 1, the default
-  return wanted && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && CpuHasAvx512Bf16();
+  return wanted && Permitted();
 }
 
 #if defined(__x86_64__)
@@ -210,8 +219,7 @@ OCTET_AMX_GEMM_TARGET void Chunks(const AmxGemmArgs& g, const uint16_t* tail, in
 bool AmxGemmEnabled() {
   const int forced = g_forced.load(std::memory_order_relaxed);
   static const bool decided = Decide();
-  if (forced >= 0)
-    return forced == 1 && octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && CpuHasAvx512Bf16();
+  if (forced >= 0) return forced == 1 && Permitted();
   return decided;
 }
 

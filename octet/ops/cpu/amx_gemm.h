@@ -30,8 +30,8 @@ struct AmxGemmArgs {
 
 // Whether AmxGemm runs on this process: the CPU has AMX-BF16, Linux granted
 // the tile state, oneDNN's effective ISA includes AMX (so
-// ONEDNN_MAX_CPU_ISA caps both alike), octet's kernels may use AVX-512 BF16
-// (not under OCTET_DISABLE_AVX512(_BF16)), and OCTET_CPU_AMX_GEMM is not 0.
+// ONEDNN_MAX_CPU_ISA caps both alike), neither OCTET_DISABLE_AVX512 nor
+// OCTET_DISABLE_AVX512_BF16 is 1, and OCTET_CPU_AMX_GEMM is not 0.
 bool AmxGemmEnabled();
 
 // Whether AmxGemm takes this geometry: k a positive multiple of 32 (a's
