@@ -116,12 +116,13 @@ run("${WORK_DIR}/build/consumer")
 
 # 5. The headers, each alone, warning-free.
 run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}/headers" -B "${WORK_DIR}/headers" -DCMAKE_PREFIX_PATH=${prefix}
-    -DCMAKE_BUILD_TYPE=Release)
+    -DOCTET_INCLUDE_DIR=${prefix}/include -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/headers" --parallel)
 find_program(CLANGXX clang++)
 if(CLANGXX)
   run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}/headers" -B "${WORK_DIR}/headers-clang"
-      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CLANGXX})
+      -DCMAKE_PREFIX_PATH=${prefix} -DOCTET_INCLUDE_DIR=${prefix}/include -DCMAKE_BUILD_TYPE=Release
+      -DCMAKE_CXX_COMPILER=${CLANGXX})
   run(${CMAKE_COMMAND} --build "${WORK_DIR}/headers-clang" --parallel)
   message("install test: every installed header compiles alone, warning-free, with the default compiler and ${CLANGXX}")
 else()
