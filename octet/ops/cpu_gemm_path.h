@@ -75,7 +75,8 @@ bool ActiveBf16DotKernels();
 
 // Whether BF16 GEMMs with a packed B run on octet's own AMX kernel where it
 // is faster than oneDNN's (NOTE [amx gemm] in ops/cpu/amx_gemm.cc): the CPU
-// has AMX-BF16, oneDNN may use it, and OCTET_CPU_AMX_GEMM is not 0.
+// has AMX-BF16, oneDNN may use it, OCTET_CPU_AMX_GEMM is not 0, and neither
+// OCTET_DISABLE_AVX512 nor OCTET_DISABLE_AVX512_BF16 is 1.
 bool ActiveCpuAmxGemm();
 
 // Whether the f32 GEMMs whose B octet would pack run on oneDNN's sgemm
