@@ -400,6 +400,8 @@ ConverterIsa IsaFromBits(int bits) {
 
 ConverterIsa DetectedConverterIsa() { return IsaFromBits(DetectedIsaBits()); }
 
+ConverterIsa EnvironmentConverterIsa() { return IsaFromBits(DefaultIsaBits()); }
+
 ConverterIsa ActiveConverterIsa() { return IsaFromBits(ActiveIsaBits()); }
 
 void SetConverterIsaForTesting(const ConverterIsa& isa) {

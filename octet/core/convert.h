@@ -109,6 +109,11 @@ struct ConverterIsa {
 // What this CPU (and OS) supports, ignoring OCTET_DISABLE_AVX512(_BF16).
 ConverterIsa DetectedConverterIsa();
 
+// DetectedConverterIsa as OCTET_DISABLE_AVX512(_BF16) leave it: what the
+// converters use unless a test changes them (read from the environment at
+// each call).
+ConverterIsa EnvironmentConverterIsa();
+
 // What the row converters use now.
 ConverterIsa ActiveConverterIsa();
 

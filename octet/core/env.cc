@@ -60,6 +60,11 @@ const EnvSwitch& SwitchNamed(std::string_view name) {
   OCTET_FAIL("'", name, "' is not one of octet's environment switches");
 }
 
+// s's index for its environment value as it is now.
+int ParseNow(const EnvSwitch& s) {
+  return ParseEnvChoice(s.name, std::getenv(std::string(s.name).c_str()), s.values, 0);
+}
+
 }  // namespace
 
 std::span<const EnvSwitch> EnvSwitches() { return kSwitches; }
@@ -70,12 +75,11 @@ int ParseEnvSwitch(std::string_view name, const char* text) {
 }
 
 void CheckEnvSwitches() {
-  for (const EnvSwitch& s : kSwitches) ParseEnvChoice(s.name, std::getenv(std::string(s.name).c_str()), s.values, 0);
+  for (const EnvSwitch& s : kSwitches) ParseNow(s);
 }
 
 int ReadEnvSwitch(std::string_view name) {
-  const EnvSwitch& s = SwitchNamed(name);
-  const int index = ParseEnvChoice(s.name, std::getenv(std::string(s.name).c_str()), s.values, 0);
+  const int index = ParseNow(SwitchNamed(name));  // its own error first
   CheckEnvSwitches();
   return index;
 }

@@ -70,6 +70,7 @@
 #include <string>
 #include <vector>
 
+#include <octet/core/convert.h>
 #include <octet/core/env.h>
 #include <octet/core/error.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
@@ -94,12 +95,10 @@ std::atomic<int> g_forced{-1};
 
 // Whether the CPU may run it at all: AMX granted, oneDNN's ISA includes it,
 // and the environment does not make this CPU one without AVX-512 or its BF16
-// extension (read from the switches, not from the converters' ISA word,
-// which tests change).
+// extension (EnvironmentConverterIsa, not the converters' ISA word, which
+// tests change).
 bool Permitted() {
-  using ::octet::internal::ReadEnvSwitch;
-  return octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && ReadEnvSwitch("OCTET_DISABLE_AVX512") == 0 &&
-         ReadEnvSwitch("OCTET_DISABLE_AVX512_BF16") == 0;
+  return octet::internal::AmxTilesPermitted() && DnnlUsesAmxBf16() && octet::internal::EnvironmentConverterIsa().bf16;
 }
 
 bool Decide() {
