@@ -5,7 +5,6 @@
 // process; ZeRO-1 refuses a narrow AdamW state before reading the data.
 // Default corpus: Debian's fortunes (skipped, saying so, when absent).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -51,10 +50,7 @@ class TrainDist : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kTrainGpt) || !fs::exists(kOctetRun)) GTEST_SKIP() << "train_gpt or octet-run not built";
     if (!fs::exists(octet::gpt::kDefaultCorpusPath)) GTEST_SKIP() << "no fortunes corpus (scripts/setup.sh installs it)";
-    dir_ = fs::temp_directory_path() / ("octet_train_dist_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = octet::testing::FreshTestDir("train_dist");
   }
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
