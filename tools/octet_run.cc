@@ -16,9 +16,9 @@
 // (SIGTERM, then SIGKILL) and exits non-zero: 128+signal for a killed rank,
 // else the failed rank's status. Of ranks found ended at the same poll, the
 // one that failed first is taken to be one killed by a signal, else one
-// another rank's output reports as "lost rank R", else the lowest. Set-up errors (a store directory that is not
-// empty, an unreachable Redis server, a bad -n) are reported before any rank
-// starts, with exit status 2.
+// another rank's output reports as "lost rank R", else the lowest. Set-up
+// errors (a store directory that is not empty, an unreachable Redis server, a
+// bad -n) are reported before any rank starts, with exit status 2.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

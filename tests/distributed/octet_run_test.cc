@@ -144,8 +144,8 @@ TEST_F(OctetRunTest, StaleStoreDirectoryIsRefusedBeforeStarting) {
 }
 
 TEST_F(OctetRunTest, FreshStoreDirectoryWorks) {
-  const Result r =
-      OctetRun("-n 2 --timeout-ms 10000 --store " + ::octet::testing::ShellQuote(dir_ + "/fresh"), "RunWorker.DISABLED_Job");
+  const std::string store = ::octet::testing::ShellQuote(dir_ + "/fresh");
+  const Result r = OctetRun("-n 2 --timeout-ms 10000 --store " + store, "RunWorker.DISABLED_Job");
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 

@@ -66,7 +66,8 @@ TEST(DeviceInfo, TheSimulatedCpuWithoutBf16HasNeitherBf16PathNorAmxGemm) {
     ASSERT_EQ(r.exit_code, 0) << env << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr("CPU GEMM path for bf16/fp8 operands: fp32 (no AVX-512 BF16 on this CPU)")) << env;
     EXPECT_THAT(r.out, HasSubstr("BF16 GEMMs with a packed B and N <= 3K: oneDNN's matmul (no AMX, "
-                                 "OCTET_CPU_AMX_GEMM=0, or OCTET_DISABLE_AVX512 or OCTET_DISABLE_AVX512_BF16 set to 1)"))
+                                 "OCTET_CPU_AMX_GEMM=0, or OCTET_DISABLE_AVX512 or OCTET_DISABLE_AVX512_BF16 "
+                                 "set to 1)"))
         << env;
   }
 }
