@@ -224,15 +224,18 @@ TEST_F(OctetRunTest, RanksThatOutstayTheGraceAreTerminatedThenKilled) {
 
 // Of ranks found ended at the same poll, the one another rank reported lost
 // failed first, whatever their numbers. Rank 1 stops octet-run (SIGSTOP)
-// and exits 3; rank 0 then says it lost rank 1, as octet's collectives do,
-// and exits 1, leaving a child that resumes octet-run 0.3 s later, which
-// finds both ended at once (before, it named rank 0 and returned 1: once in
-// a loaded ctest run of FailingRankIsNamedAndTheOthersStop).
+// and exits 3; rank 0, once it sees octet-run stopped (or after 10 s), says
+// it lost rank 1, as octet's collectives do, and exits 1, leaving a child
+// that resumes octet-run 0.3 s later, which finds both ended at once
+// (before, it named rank 0 and returned 1: once in a loaded ctest run of
+// FailingRankIsNamedAndTheOthersStop; and once in CI, where octet-run reaped
+// both before its poll had handed over rank 0's line).
 TEST_F(OctetRunTest, OfRanksEndedTogetherTheOneReportedLostFailedFirst) {
   const Result r = ::octet::testing::RunCommand(
       OctetRunBinary() + " -n 2 -- sh -c '" +
-          "if [ $OCTET_RANK = 1 ]; then kill -STOP $PPID; exit 3; fi; sleep 0.5; " +
-          "echo \"allreduce: lost rank 1 (pid 7 is gone)\"; (sleep 0.3; kill -CONT $PPID) & exit 1'",
+          "if [ $OCTET_RANK = 1 ]; then kill -STOP $PPID; exit 3; fi; i=0; " +
+          "until grep -q \"^State:.*stopped\" /proc/$PPID/status || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done; " +
+          "sleep 0.2; echo \"allreduce: lost rank 1 (pid 7 is gone)\"; (sleep 0.3; kill -CONT $PPID) & exit 1'",
       {.merge_stderr = true, .timeout_s = 30});
   EXPECT_FALSE(r.timed_out) << r.out;
   EXPECT_EQ(r.exit_code, 3) << r.out;
