@@ -187,12 +187,17 @@ TEST_F(OctetRunTest, AProgramThatCannotStartIsNamed) {
 }
 
 // Ctrl-C (or a SIGTERM) to octet-run stops every rank and exits 128 + the
-// signal; a rank that prints no final newline keeps its last line.
+// signal; a rank that prints no final newline keeps its last line. The
+// signal goes once both ranks have printed (each then leaves a file; at most
+// 20 s is waited for them), however late a loaded machine starts them.
 TEST_F(OctetRunTest, ASignalToOctetRunStopsEveryRank) {
   for (const char* sig : {"INT", "TERM"}) {
+    const std::string up = ::octet::testing::ShellQuote(dir_ + "/up_" + sig + "_");
     const Result r = ::octet::testing::RunCommand(
-        OctetRunBinary() + " -n 2 -- sh -c 'printf \"up $OCTET_RANK\"; sleep 60' & pid=$!; sleep 1; kill -" + sig +
-            " $pid; wait $pid",
+        "export UP=" + up + "; " + OctetRunBinary() +
+            " -n 2 -- sh -c 'printf \"up $OCTET_RANK\"; touch \"$UP$OCTET_RANK\"; sleep 60' & pid=$!; i=0; " +
+            "until [ -e \"${UP}0\" ] && [ -e \"${UP}1\" ] || [ $i -ge 400 ]; do sleep 0.05; i=$((i+1)); done; " +
+            "kill -" + sig + " $pid; wait $pid",
         {.merge_stderr = true, .timeout_s = 30});
     EXPECT_FALSE(r.timed_out) << r.out;
     const int signo = std::string(sig) == "INT" ? SIGINT : SIGTERM;
