@@ -1,5 +1,6 @@
 #include "tests/test_util.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +40,25 @@ std::string FreshTestDir(const std::string& tag, bool create) {
   fs::remove_all(dir);
   if (create) fs::create_directories(dir);
   return dir.string();
+}
+
+std::string UnwritableDir(const std::string& parent) {
+  namespace fs = std::filesystem;
+  const auto refuses_mkdir = [](const fs::path& dir) {
+    const fs::path probe = dir / (".octet_unwritable_probe_" + std::to_string(::getpid()));
+    if (::mkdir(probe.c_str(), 0755) != 0) return true;
+    ::rmdir(probe.c_str());
+    return false;
+  };
+  if (::geteuid() != 0) {
+    const fs::path dir = fs::path(parent) / "unwritable";
+    fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                             fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+    if (refuses_mkdir(dir)) return dir.string();
+  }
+  if (fs::is_directory("/sys/kernel") && refuses_mkdir("/sys")) return "/sys";
+  return "";
 }
 
 std::string ShellQuote(const std::string& word) {

@@ -24,6 +24,12 @@ void WriteFile(const std::string& path, const std::string& bytes);
 // in its TearDown.
 std::string FreshTestDir(const std::string& tag, bool create = true);
 
+// A directory that exists and in which this process cannot create entries,
+// for tests of write errors: for a non-root user `parent`/unwritable made
+// read-only (mode 0555); for root, who may write anywhere a mode forbids,
+// /sys (sysfs refuses mkdir even to root); "" when neither is so here.
+std::string UnwritableDir(const std::string& parent);
+
 // `word` as one /bin/sh word: in single quotes, a single quote inside it
 // closed, escaped and reopened.
 std::string ShellQuote(const std::string& word);

@@ -14,9 +14,11 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -204,8 +206,13 @@ class MetricsWriter {
     if (path.empty()) return absl::OkStatus();
     json_ = absl::EndsWith(path, ".json") || absl::EndsWith(path, ".jsonl");
     const bool exists = fs::exists(path);
+    errno = 0;
     out_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!out_) return absl::InvalidArgumentError(absl::StrCat("cannot open --metrics file '", path, "'"));
+    if (!out_) {
+      const int err = errno;  // set by the open(2) under the stream
+      return absl::InvalidArgumentError(absl::StrCat("cannot open --metrics file '", path, "'",
+                                                     err != 0 ? absl::StrCat(": ", std::strerror(err)) : ""));
+    }
     if (!json_ && (!append || !exists))
       out_ << "step,loss,lr,grad_norm,ms_per_step,tokens_per_s,gflops,worst_saturation,val_loss\n";
     return absl::OkStatus();
@@ -440,6 +447,8 @@ absl::Status Run() {
     absl::StatusOr<ResumePlan> plan = PlanResume(ckpt_dir, resume_mode, absl::GetFlag(FLAGS_overwrite));
     if (!plan.ok()) return plan.status();
     for (const std::string& note : plan->notes) std::printf("%s\n", note.c_str());
+    // A save that cannot write is found now, not after the steps it was to keep.
+    if (dt.is_main()) nn::CheckCheckpointDirWritable(ckpt_dir);  // throws octet::Error naming dir and why
     if (plan->step >= 0) {
       nn::TrainingState st = nn::LoadTrainingState(ckpt_dir, plan->step);  // throws octet::Error on failure
       std::vector<std::string> warnings;

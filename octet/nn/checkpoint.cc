@@ -127,6 +127,21 @@ absl::StatusOr<std::vector<std::string>> internal::RemoveStaleCheckpointTemporar
   return removed;
 }
 
+absl::Status internal::CheckCheckpointDirWritable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
+  const std::string probe = (fs::path(dir) / absl::StrCat(kTmpDirPrefix, "0.", ::getpid())).string();
+  if (::mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Errno(errno, absl::StrCat("checkpoint '", dir, "': a save could not write there: cannot create '", probe,
+                                     "'"));
+  }
+  if (::rmdir(probe.c_str()) != 0) {
+    return Errno(errno, absl::StrCat("checkpoint '", dir, "': cannot remove '", probe, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status internal::SaveTrainingState(const std::string& dir, const TrainingState& state) {
   if (state.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", dir, "': step must be >= 0, got ", state.step));
@@ -487,6 +502,10 @@ void SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedT
                        uint64_t rng_offset, const std::map<std::string, std::string>& metadata) {
   internal::ThrowIfError(
       internal::SaveTrainingState(dir, step, model, optimizer, extra, rng_seed, rng_offset, metadata));
+}
+
+void CheckCheckpointDirWritable(const std::string& dir) {
+  internal::ThrowIfError(internal::CheckCheckpointDirWritable(dir));
 }
 
 CheckpointDirInfo ScanCheckpointDir(const std::string& dir) { return ValueOrThrow(internal::ScanCheckpointDir(dir)); }

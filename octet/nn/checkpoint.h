@@ -88,6 +88,14 @@ void SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedT
                        const optim::OptimizerState& optimizer, const optim::NamedTensors& extra, uint64_t rng_seed,
                        uint64_t rng_offset, const std::map<std::string, std::string>& metadata);
 
+// Checks, before a run spends hours, that SaveTrainingState could write into
+// dir: creates dir when missing, then creates and removes a temporary
+// directory there as a save does (".tmp.step_0.<pid>", a name no save uses and
+// that an interrupted check leaves for the next save to remove). Errors name
+// dir and the reason (permission denied, read-only file system, not a
+// directory, ...). Free space is not checked: it may change before the save.
+void CheckCheckpointDirWritable(const std::string& dir);
+
 // What a checkpoint directory holds (ScanCheckpointDir).
 struct CheckpointDirInfo {
   bool exists = false;

@@ -19,6 +19,7 @@ absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim
                                const optim::OptimizerState& optimizer, const optim::NamedTensors& extra,
                                uint64_t rng_seed, uint64_t rng_offset,
                                const std::map<std::string, std::string>& metadata);
+absl::Status CheckCheckpointDirWritable(const std::string& dir);
 absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir);
 absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir);
 absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir);

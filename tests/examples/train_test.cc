@@ -375,6 +375,23 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
     EXPECT_THAT(r.err, HasSubstr(c.message));
     EXPECT_THAT(r.out, Not(HasSubstr("step "))) << c.message << ": it trained first";
   }
+  // Where a save or the metrics could not write: said before the first step,
+  // not after the steps a checkpoint was to keep.
+  const std::string ro = ::octet::testing::UnwritableDir(dir_->string());
+  if (ro.empty()) GTEST_SKIP() << "no directory here refuses this process's writes";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{corpus, "--ckpt_dir=" + ro}, {corpus, "--ckpt_dir=" + ro + "/ckpt"},
+        {corpus, "--metrics=" + ro + "/m.jsonl"}}) {
+    std::vector<std::string> a = args;
+    a.push_back("--steps=1");
+    const RunResult r = Run(a);
+    EXPECT_EQ(r.exit_code, 1) << args[1] << ": " << r.err;
+    const std::string path = args[1].substr(args[1].find('=') + 1);
+    EXPECT_THAT(r.err, HasSubstr(args[1][2] == 'c' ? "train_gpt: error: checkpoint '" + path + "': "
+                                                   : "train_gpt: error: cannot open --metrics file '" + path + "': "))
+        << args[1];
+    EXPECT_THAT(r.out, Not(HasSubstr("step "))) << args[1] << ": it trained first";
+  }
 }
 
 // What the README's main job does at its end (a sample of generated text)

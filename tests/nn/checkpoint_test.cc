@@ -229,6 +229,46 @@ TEST_F(CheckpointTest, Errors) {
   EXPECT_NE(l.status().message().find("step_00000009"), std::string::npos) << l.status();
 }
 
+// The check a run makes before its first step: it creates the directory,
+// leaves nothing in it, and says why a save could not write there.
+TEST_F(CheckpointTest, WritabilityCheckCreatesTheDirectoryLeavesNothingAndSaysWhyNot) {
+  const fs::path ckpt = dir_ / "a" / "b";
+  ASSERT_TRUE(internal::CheckCheckpointDirWritable(ckpt.string()).ok());
+  ASSERT_TRUE(fs::is_directory(ckpt));
+  EXPECT_TRUE(fs::is_empty(ckpt));
+  ASSERT_TRUE(internal::CheckCheckpointDirWritable(ckpt.string()).ok());  // again, now that it exists
+  EXPECT_TRUE(fs::is_empty(ckpt));
+  EXPECT_TRUE(internal::CheckCheckpointDirWritable((dir_ / "a").string()).ok());  // beside a subdirectory
+  EXPECT_EQ(internal::ScanCheckpointDir((dir_ / "a").string())->others, std::vector<std::string>{"b"});
+
+  // A regular file where the directory should be, and one above it.
+  std::ofstream(dir_ / "file") << "x";
+  for (const fs::path& bad : {dir_ / "file", dir_ / "file" / "ckpt"}) {
+    const absl::Status st = internal::CheckCheckpointDirWritable(bad.string());
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    EXPECT_NE(st.message().find("checkpoint '" + bad.string() + "': cannot create the directory: "),
+              std::string::npos)
+        << st;
+  }
+  EXPECT_EQ(::octet::testing::ErrorOf([&] { CheckCheckpointDirWritable((dir_ / "file").string()); }),
+            std::string(internal::CheckCheckpointDirWritable((dir_ / "file").string()).message()));
+
+  // A directory this process may not write into (permission or a file system
+  // that refuses), and a missing one inside it.
+  const std::string ro = ::octet::testing::UnwritableDir(dir_.string());
+  if (ro.empty()) GTEST_SKIP() << "no directory here refuses this process's writes";
+  absl::Status st = internal::CheckCheckpointDirWritable(ro);
+  EXPECT_FALSE(st.ok());  // the code is errno's (PERMISSION_DENIED for EACCES and EPERM)
+  EXPECT_NE(st.message().find("checkpoint '" + ro + "': a save could not write there: cannot create '" + ro +
+                              "/.tmp.step_0." + std::to_string(::getpid()) + "': "),
+            std::string::npos)
+      << st;
+  st = internal::CheckCheckpointDirWritable(ro + "/ckpt");
+  EXPECT_NE(st.message().find("checkpoint '" + ro + "/ckpt': cannot create the directory: "), std::string::npos)
+      << st;
+  EXPECT_FALSE(fs::exists(ro + "/ckpt"));
+}
+
 TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
   TrainingState s;
   s.step = 1;
