@@ -61,6 +61,13 @@ bool ParseUint64(const std::string& s, uint64_t* out) {
   return true;
 }
 
+absl::Status CreateCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
+}
+
 // The pid of an interrupted save's temporary: ".tmp.step_<digits>.<pid>" or
 // "LATEST.tmp.<pid>"; -1 for any other name.
 int64_t TemporaryPid(const std::string& name) {
@@ -128,9 +135,7 @@ absl::StatusOr<std::vector<std::string>> internal::RemoveStaleCheckpointTemporar
 }
 
 absl::Status internal::CheckCheckpointDirWritable(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
+  if (absl::Status s = CreateCheckpointDir(dir); !s.ok()) return s;
   const std::string probe = (fs::path(dir) / absl::StrCat(kTmpDirPrefix, "0.", ::getpid())).string();
   if (::mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
     return Errno(errno, absl::StrCat("checkpoint '", dir, "': a save could not write there: cannot create '", probe,
@@ -146,9 +151,8 @@ absl::Status internal::SaveTrainingState(const std::string& dir, const TrainingS
   if (state.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", dir, "': step must be >= 0, got ", state.step));
   }
+  if (absl::Status s = CreateCheckpointDir(dir); !s.ok()) return s;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
   if (absl::StatusOr<std::vector<std::string>> r = RemoveStaleCheckpointTemporaries(dir); !r.ok()) return r.status();
 
   const std::string name = StepDirName(state.step);
