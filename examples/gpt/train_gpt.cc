@@ -72,6 +72,8 @@ ABSL_FLAG(std::string, resume, "false",
 ABSL_FLAG(bool, overwrite, false, "Start from scratch even if --ckpt_dir holds checkpoints (removes them)");
 ABSL_FLAG(bool, resume_anyway, false, "Resume even if the checkpoint's model/amp/seed/data differ (warns)");
 ABSL_FLAG(int64_t, ckpt_every, 0, "Save a checkpoint every N steps (0: only at the end)");
+ABSL_FLAG(int64_t, ckpt_keep, 0,
+          "Keep only the newest N checkpoints in --ckpt_dir, removing older ones after each save (0: all)");
 ABSL_FLAG(int64_t, stop_after, -1, "Stop after this many steps (saving a checkpoint) as if interrupted");
 ABSL_FLAG(int64_t, batch, 16, "Batch size B (sequences per micro-batch)");
 ABSL_FLAG(int64_t, grad_accum, 1, "Micro-batches per optimizer step");
@@ -271,6 +273,8 @@ absl::Status CheckRanges() {
     return Fail(absl::StrCat("--eval_every must be >= 0 (0: only at the end), got ", absl::GetFlag(FLAGS_eval_every)));
   if (absl::GetFlag(FLAGS_eval_batches) < 1)
     return Fail(absl::StrCat("--eval_batches must be >= 1, got ", absl::GetFlag(FLAGS_eval_batches)));
+  if (absl::GetFlag(FLAGS_ckpt_keep) < 0)
+    return Fail(absl::StrCat("--ckpt_keep must be >= 0 (0: all), got ", absl::GetFlag(FLAGS_ckpt_keep)));
   if (absl::GetFlag(FLAGS_ckpt_every) < 0)
     return Fail(absl::StrCat("--ckpt_every must be >= 0 (0: only at the end), got ", absl::GetFlag(FLAGS_ckpt_every)));
   if (absl::GetFlag(FLAGS_stop_after) < -1 || absl::GetFlag(FLAGS_stop_after) == 0)
@@ -488,6 +492,7 @@ absl::Status Run() {
     meta["model_rng.offset"] = absl::StrCat(model.generator().offset());
     nn::SaveTrainingState(ckpt_dir, at_step, model_state, opt_state, nn::amp::ScalingState(model),
                           DefaultGenerator().seed(), DefaultGenerator().offset(), meta);  // throws on failure
+    if (const int64_t keep = absl::GetFlag(FLAGS_ckpt_keep); keep > 0) nn::PruneCheckpoints(ckpt_dir, keep);
     return absl::OkStatus();
   };
 

@@ -134,6 +134,34 @@ absl::StatusOr<std::vector<std::string>> internal::RemoveStaleCheckpointTemporar
   return removed;
 }
 
+absl::StatusOr<std::vector<std::string>> internal::PruneCheckpoints(const std::string& dir, int64_t keep) {
+  if (keep < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint '", dir, "': the number of checkpoints to keep must be >= 1, got ", keep));
+  }
+  absl::StatusOr<CheckpointDirInfo> info = ScanCheckpointDir(dir);
+  if (!info.ok()) return info.status();
+  const std::vector<int64_t>& steps = info->complete_steps;
+  std::vector<std::string> removed;
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
+    const std::string name = StepDirName(steps[i]);
+    const std::string tmp = (fs::path(dir) / absl::StrCat(".tmp.", name, ".", ::getpid())).string();
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    if (::rename((fs::path(dir) / name).c_str(), tmp.c_str()) != 0) {
+      return Errno(errno, absl::StrCat("checkpoint '", dir, "': cannot remove the old checkpoint '", name, "'"));
+    }
+    fs::remove_all(tmp, ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot remove the old checkpoint '", name,
+                                                 "' (now '", tmp, "'): ", ec.message()));
+    }
+    removed.push_back(name);
+  }
+  if (!removed.empty()) FsyncPath(dir);
+  return removed;
+}
+
 absl::Status internal::CheckCheckpointDirWritable(const std::string& dir) {
   if (absl::Status s = CreateCheckpointDir(dir); !s.ok()) return s;
   const std::string probe = (fs::path(dir) / absl::StrCat(kTmpDirPrefix, "0.", ::getpid())).string();
@@ -513,6 +541,10 @@ void CheckCheckpointDirWritable(const std::string& dir) {
 }
 
 CheckpointDirInfo ScanCheckpointDir(const std::string& dir) { return ValueOrThrow(internal::ScanCheckpointDir(dir)); }
+
+std::vector<std::string> PruneCheckpoints(const std::string& dir, int64_t keep) {
+  return ValueOrThrow(internal::PruneCheckpoints(dir, keep));
+}
 
 std::vector<std::string> RemoveStaleCheckpointTemporaries(const std::string& dir) {
   return ValueOrThrow(internal::RemoveStaleCheckpointTemporaries(dir));

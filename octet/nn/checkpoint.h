@@ -119,6 +119,14 @@ struct CheckpointDirInfo {
 // reported in latest_problem, never opened).
 CheckpointDirInfo ScanCheckpointDir(const std::string& dir);
 
+// Removes every complete step directory of dir but the newest `keep` (>= 1),
+// oldest first; returns their names. Each is first renamed to a temporary
+// (".tmp.step_N.<pid>", swept by a later save if this process dies before it
+// is gone), so a loader sees a step directory whole or not at all. Incomplete
+// step directories and other entries are left alone. Errors name dir and the
+// directory that could not be removed (those before it are gone).
+std::vector<std::string> PruneCheckpoints(const std::string& dir, int64_t keep);
+
 // Removes dir's temporaries of interrupted saves whose process is gone
 // (NOTE [checkpoint layout]); returns their names. Called by every save.
 std::vector<std::string> RemoveStaleCheckpointTemporaries(const std::string& dir);

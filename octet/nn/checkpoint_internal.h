@@ -22,6 +22,7 @@ absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim
 absl::Status CheckCheckpointDirWritable(const std::string& dir);
 absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir);
 absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir);
+absl::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::string& dir, int64_t keep);
 absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir);
 absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir, int64_t step);
 

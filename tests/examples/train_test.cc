@@ -190,9 +190,16 @@ TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
     std::vector<std::string> first = b;
     first.push_back("--stop_after=30");
     first.push_back("--ckpt_every=10");
+    if (amp == "O0") first.push_back("--ckpt_keep=2");  // steps 10, 20, 30 saved; 10 removed
     const RunResult r1 = Run(first);
     ASSERT_EQ(r1.exit_code, 0) << amp << r1.err;
     EXPECT_THAT(r1.out, HasSubstr("stopping after step 30"));
+    std::vector<std::string> entries;
+    for (const auto& e : fs::directory_iterator(ckpt)) entries.push_back(e.path().filename().string());
+    std::sort(entries.begin(), entries.end());
+    const std::vector<std::string> kept = {"LATEST", "step_00000020", "step_00000030"};
+    const std::vector<std::string> all = {"LATEST", "step_00000010", "step_00000020", "step_00000030"};
+    EXPECT_EQ(entries, amp == "O0" ? kept : all) << amp;
     // LATEST must not matter: missing at O1, stale (naming step 10) at O2.
     if (amp == "O1") fs::remove(ckpt / "LATEST");
     if (amp == "O2") std::ofstream(ckpt / "LATEST") << "step_00000010\n";
@@ -349,6 +356,7 @@ TEST_F(TrainGpt, BadInputGivesAClearMessageAndNonZeroExit) {
       {{corpus, "--eval_every=-5"}, "--eval_every must be >= 0 (0: only at the end), got -5"},
       {{corpus, "--eval_batches=0"}, "--eval_batches must be >= 1, got 0"},
       {{corpus, "--ckpt_every=-1"}, "--ckpt_every must be >= 0"},
+      {{corpus, "--ckpt_keep=-2"}, "--ckpt_keep must be >= 0 (0: all), got -2"},
       {{corpus, "--stop_after=0"}, "--stop_after must be -1 (run every step) or >= 1, got 0"},
       {{corpus, "--stop_after=2"}, "--stop_after 2 is not a step this run takes (steps 1 to 1)"},
       {{corpus, "--margin=-1"}, "--margin must be >= 0, got -1"},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -267,6 +268,46 @@ TEST_F(CheckpointTest, WritabilityCheckCreatesTheDirectoryLeavesNothingAndSaysWh
   EXPECT_NE(st.message().find("checkpoint '" + ro + "/ckpt': cannot create the directory: "), std::string::npos)
       << st;
   EXPECT_FALSE(fs::exists(ro + "/ckpt"));
+}
+
+// Pruning keeps the newest complete step directories, by step, and touches
+// nothing else: not an incomplete step directory, not another file.
+TEST_F(CheckpointTest, PruneKeepsTheNewestCompleteCheckpointsOnly) {
+  TrainingState s;
+  s.model = {{"w", Full({4}, 1.0)}};
+  for (const int64_t step : {3, 1, 20, 5, 100}) {  // saved out of order: the steps decide
+    s.step = step;
+    s.model[0].second = Full({4}, static_cast<double>(step));
+    ASSERT_TRUE(internal::SaveTrainingState(dir_.string(), s).ok());
+  }
+  fs::create_directories(dir_ / "step_00000000");  // incomplete: no files
+  std::ofstream(dir_ / "notes.txt") << "mine\n";
+
+  absl::StatusOr<std::vector<std::string>> removed = internal::PruneCheckpoints(dir_.string(), 2);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<std::string>{"step_00000001", "step_00000003", "step_00000005"}));
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir_)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"LATEST", "notes.txt", "step_00000000", "step_00000020",
+                                               "step_00000100"}));
+  absl::StatusOr<TrainingState> l = internal::LoadTrainingState(dir_.string(), 20);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(Bytes(l->model[0].second), Bytes(Full({4}, 20.0)));
+
+  // Nothing more to remove; keeping more than there are removes nothing.
+  EXPECT_TRUE(internal::PruneCheckpoints(dir_.string(), 2)->empty());
+  EXPECT_TRUE(internal::PruneCheckpoints(dir_.string(), 50)->empty());
+  ASSERT_TRUE(internal::PruneCheckpoints(dir_.string(), 1).ok());
+  EXPECT_FALSE(fs::exists(dir_ / "step_00000020"));
+  EXPECT_EQ(internal::LoadTrainingState(dir_.string())->step, 100);
+
+  const absl::Status st = internal::PruneCheckpoints(dir_.string(), 0).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("the number of checkpoints to keep must be >= 1, got 0"), std::string::npos) << st;
+  EXPECT_EQ(::octet::testing::ErrorOf([&] { PruneCheckpoints(dir_.string(), -3); }),
+            std::string(internal::PruneCheckpoints(dir_.string(), -3).status().message()));
+  EXPECT_FALSE(internal::PruneCheckpoints((dir_ / "notes.txt").string(), 1).ok());  // not a directory
 }
 
 TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
