@@ -13,8 +13,11 @@
 // When a rank exits non-zero or is killed, octet-run says which rank and how,
 // gives the others --grace-ms (default 5000) to notice the lost peer and exit
 // on their own (their collectives fail naming it), then stops the rest
-// (SIGTERM, then SIGKILL) and exits non-zero: 128+signal for a killed rank,
-// else the failed rank's status. Of ranks found ended at the same poll, the
+// (SIGTERM, then SIGKILL --grace-ms later) and exits non-zero: 128+signal for
+// a killed rank, else the failed rank's status. A SIGINT or SIGTERM to
+// octet-run sends SIGTERM to every rank at once and SIGKILL --grace-ms later
+// (a rank may use that time to save: train_gpt with --ckpt_dir does), or at
+// a second signal; octet-run then exits 128+its signal. Of ranks found ended at the same poll, the
 // one that failed first is taken to be one killed by a signal, else one
 // another rank's output reports as "lost rank R", else the lowest. Set-up
 // errors (a store directory that is not empty, an unreachable Redis server, a
@@ -44,8 +47,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-volatile sig_atomic_t g_signal = 0;
-void OnSignal(int sig) { g_signal = sig; }
+volatile sig_atomic_t g_signal = 0;   // the first SIGINT or SIGTERM octet-run got
+volatile sig_atomic_t g_signals = 0;  // how many
+void OnSignal(int sig) {
+  if (g_signal == 0) g_signal = sig;
+  g_signals = g_signals + 1;
+}
 
 void Usage() {
   std::fprintf(stderr,
@@ -53,7 +60,8 @@ void Usage() {
                "                 [--run-id ID] -- PROGRAM [ARGS...]\n"
                "  Starts N ranks of PROGRAM on this machine with OCTET_RANK, OCTET_WORLD_SIZE,\n"
                "  OCTET_MASTER and OCTET_RUN_ID set; prefixes each output line with its rank; stops\n"
-               "  every rank when one fails.\n");
+               "  every rank when one fails. --grace-ms (default 5000): how long ranks may take to\n"
+               "  end on their own after one failed, and after SIGTERM before SIGKILL.\n");
 }
 
 [[noreturn]] void Fail(const std::string& msg) {
@@ -381,9 +389,9 @@ int main(int argc, char** argv) {
     if (stop_at != Clock::time_point{} && !terminated && now >= stop_at) {
       SignalAll(ranks, SIGTERM);
       terminated = true;
-      kill_at = now + std::chrono::seconds(3);
+      kill_at = now + std::chrono::milliseconds(grace_ms);
     }
-    if (terminated && !killed && now >= kill_at) {
+    if (terminated && !killed && (now >= kill_at || g_signals > 1)) {
       SignalAll(ranks, SIGKILL);
       killed = true;
     }

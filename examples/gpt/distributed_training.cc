@@ -136,6 +136,13 @@ absl::Status DistributedTraining::LoadOptimizerState(optim::AdamW& opt, const op
   return absl::OkStatus();
 }
 
+int DistributedTraining::MaxOverRanks(int value, Device device) {
+  if (world_size() == 1) return value;
+  const Tensor t = Full({1}, static_cast<double>(value), {.dtype = DType::kFloat32, .device = device});
+  ctx_.group->AllReduce(t, dist::ReduceOp::kMax)->Wait();
+  return static_cast<int>(t.Item());
+}
+
 std::string DistributedTraining::StepSummary() const {
   if (world_size() == 1) return "";
   return absl::StrFormat(" | %s%s %.2f MB sent", zero_ ? "zero1 " : "", dist::Name(grad_sync_),

@@ -66,6 +66,9 @@ class DistributedTraining {
   // gather (a collective then), so that a resume is exact at any world size.
   optim::NamedTensors ModelState(nn::Module& model);
   absl::Status LoadOptimizerState(optim::AdamW& opt, const optim::OptimizerState& state);
+  // The largest `value` over the ranks (a collective every rank makes at the
+  // same step; `value` itself for one rank): how the ranks agree to stop.
+  int MaxOverRanks(int value, Device device);
   // " | sync fp8 1.2 MB/step" for the progress line ("" for one rank).
   std::string StepSummary() const;
   // Bytes this rank sent in the last synchronised step.

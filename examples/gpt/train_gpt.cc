@@ -12,6 +12,7 @@
 // end, and a metrics file (--metrics: JSON lines when the name ends in .json
 // or .jsonl, else CSV). Bad input gives a message on stderr and exit code 1.
 #include <omp.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -109,6 +110,36 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// NOTE [stopping on a signal]: with --ckpt_dir, the first SIGINT or SIGTERM
+// (Ctrl-C, a scheduler's preemption, octet-run passing either on) does not
+// end the run at once: it ends after the step in flight, with a checkpoint of
+// that step, and train_gpt exits 128 + the signal (the final evaluation and
+// the sample are skipped; --resume continues bit-identically). One process
+// stops after the step it is in; ranks under octet-run agree on the step at
+// the next read point (a progress line, every --log_every steps, or an
+// evaluation or save), taking the largest signal any rank got. A second
+// signal ends the process at once. After the training loop, and without
+// --ckpt_dir, signals act as usual.
+volatile sig_atomic_t g_stop_signal = 0;
+
+void OnStopSignal(int sig) {
+  if (g_stop_signal != 0) {  // the second: at once
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  g_stop_signal = sig;
+}
+
+void CatchStopSignals(bool on) {
+  struct sigaction sa {};
+  sa.sa_handler = on ? OnStopSignal : SIG_DFL;
+  sa.sa_flags = SA_RESTART;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
 
 double PeakRssMb() {
   rusage ru{};
@@ -528,6 +559,7 @@ absl::Status Run() {
   if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, false);
   std::vector<Batch> batches(accum);
   const int64_t first_step = step;  // 0, or where a resumed run starts
+  if (!ckpt_dir.empty()) CatchStopSignals(true);  // NOTE [stopping on a signal]
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
     if (telemetry) nn::amp::SetTelemetry(model, log_step);
@@ -556,7 +588,10 @@ absl::Status Run() {
     const bool eval_now = data->val && ((eval_every > 0 && (step + 1) % eval_every == 0) || last);
     const bool stop_here = stop_after >= 0 && step + 1 == stop_after;
     const bool save_now = (ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here;
-    if (!log_step && !eval_now && !save_now) continue;
+    // One process stops after the step in which it got a signal; ranks check
+    // at the read points (NOTE [stopping on a signal]).
+    const bool signalled_alone = dt.world_size() == 1 && g_stop_signal != 0;
+    if (!log_step && !eval_now && !save_now && !signalled_alone) continue;
     // A read point: index errors of the steps since the last one (NOTE
     // [deferred index checks] in ops/index_check.h), then the pending steps'
     // values, oldest first.
@@ -590,14 +625,25 @@ absl::Status Run() {
                   step_val);
     std::fflush(stdout);
     metrics.Step(step + 1, loss_value, lr, grad_norm_value, ms, tok_s, gflops, worst_sat, step_val);
-    if (save_now) {
+    const int stop_signal = ckpt_dir.empty() ? 0 : dt.MaxOverRanks(g_stop_signal, device);
+    if (save_now || stop_signal != 0) {
       if (absl::Status s = save(step + 1); !s.ok()) return s;
+    }
+    if (stop_signal != 0) {
+      std::printf("stopping after step %lld on signal %d (%s): saved a checkpoint in %s; --resume continues it\n",
+                  static_cast<long long>(step + 1), stop_signal, strsignal(stop_signal), ckpt_dir.c_str());
+      std::fflush(stdout);
+      g_stop_signal = stop_signal;  // main exits 128 + it
+      return absl::OkStatus();
     }
     if (stop_here) {
       std::printf("stopping after step %lld (--stop_after)\n", static_cast<long long>(step + 1));
       return absl::OkStatus();
     }
   }
+
+  CatchStopSignals(false);
+  if (g_stop_signal != 0) ::raise(g_stop_signal);  // it came after the last step's checkpoint: acts as usual
 
   // ---- summary and sample --------------------------------------------------------------------
   // NaN when no step was timed (only this process's first step ran).
@@ -648,6 +694,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "train_gpt: error: %s\n", std::string(s.message()).c_str());
       return 1;
     }
+    if (octet::gpt::g_stop_signal != 0) return 128 + octet::gpt::g_stop_signal;  // saved, then stopped
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
     return 1;

@@ -103,4 +103,31 @@ TEST_F(TrainDist, Zero1CheckpointResumesInOneProcess) {
   EXPECT_NE(one.out.find("resumed from " + ckpt + " at step 4"), std::string::npos) << one.out;
 }
 
+// A SIGTERM to octet-run reaches every rank; they agree on one step, save it
+// (ZeRO-1: the state gathered by collectives) and exit 143, which octet-run
+// reports as stopped, not failed. The checkpoint resumes in one process.
+TEST_F(TrainDist, ASignalToOctetRunStopsTheRanksAtOneStepWithACheckpoint) {
+  const std::string ckpt = (dir_ / "ckpt").string(), out = (dir_ / "out.txt").string();
+  using octet::testing::ShellQuote;
+  const octet::testing::CommandResult run = octet::testing::RunCommand(
+      ShellQuote(kOctetRun) + " -n 2 --timeout-ms 60000 --grace-ms 30000 -- " + ShellQuote(kTrainGpt) + kSmall +
+          " --zero1 --steps 100000 --log_every 1 --ckpt_dir " + ShellQuote(ckpt) + " > " + ShellQuote(out) +
+          " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " + ShellQuote(out) +
+          " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p",
+      {.timeout_s = 120});
+  const std::string log = octet::testing::ReadFile(out);
+  EXPECT_EQ(run.exit_code, 128 + 15) << log;
+  EXPECT_NE(log.find("octet-run: got signal 15; stopping every rank"), std::string::npos) << log;
+  const size_t at = log.find("[rank 0] stopping after step ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int k = std::atoi(log.c_str() + at + 29);
+  EXPECT_GE(k, 3) << log;
+  EXPECT_EQ(log.find("FAILED"), std::string::npos) << log;
+  EXPECT_EQ(log.find("error"), std::string::npos) << log;
+  const TrainRun one = Train(1, "--steps 100000 --stop_after " + std::to_string(k + 1) + " --ckpt_dir " +
+                                    ShellQuote(ckpt) + " --resume");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_NE(one.out.find("resumed from " + ckpt + " at step " + std::to_string(k)), std::string::npos) << one.out;
+}
+
 }  // namespace

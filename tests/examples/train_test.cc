@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <octet/nn/checkpoint.h>
 #include <octet/ops/cpu_gemm_path_testing.h>
 
 #include "examples/gpt/data.h"
@@ -216,6 +219,67 @@ TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
     for (size_t i = 0; i < 60; ++i) EXPECT_EQ(ms.losses[i], mf.losses[i]) << amp << " step " << i + 1;
     EXPECT_EQ(ms.final_val, mf.final_val) << amp;
   }
+}
+
+// NOTE [stopping on a signal] in train_gpt.cc: a SIGTERM ends the run after
+// its step with a checkpoint of that step (exit 143), and --resume continues
+// it bit-identically: the losses of the stopped and resumed run are those of
+// one uninterrupted run (both --stop_after the same step of a 100000-step
+// schedule, so the signal always comes before the end).
+TEST_F(TrainGpt, ASignalStopsTheRunAfterItsStepWithACheckpointThatResumesIt) {
+  const fs::path ckpt = *dir_ / "ckpt_signal", out = *dir_ / "signal_out.txt";
+  const fs::path split = *dir_ / "signal_split.jsonl", whole = *dir_ / "signal_whole.jsonl";
+  std::vector<std::string> args = BaseArgs("O0", 100000, split.string());
+  args.insert(args.end(), {"--ckpt_dir=" + ckpt.string(), "--log_every=1"});
+  std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
+  for (const std::string& a : args) cmd += " " + ShellQuote(a);
+  const RunResult stopped = RunCommand(
+      cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
+          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p",
+      {.timeout_s = 120});
+  const std::string log = ReadFile(out);
+  ASSERT_EQ(stopped.exit_code, 128 + SIGTERM) << log;
+  const size_t at = log.find("stopping after step ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int k = std::atoi(log.c_str() + at + 20);
+  ASSERT_GE(k, 3) << log;
+  EXPECT_THAT(log, HasSubstr("stopping after step " + std::to_string(k) + " on signal 15 (Terminated): saved a "
+                             "checkpoint in " + ckpt.string() + "; --resume continues it"));
+  EXPECT_THAT(log, Not(HasSubstr("done:")));  // no final evaluation or summary
+  EXPECT_TRUE(fs::exists(ckpt / octet::nn::StepDirName(k))) << log;
+  ASSERT_EQ(ReadMetrics(split).losses.size(), static_cast<size_t>(k));
+
+  std::vector<std::string> resume = args;
+  resume.insert(resume.end(), {"--resume", "--stop_after=" + std::to_string(k + 3)});
+  const RunResult r = Run(resume);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("resumed from " + ckpt.string() + " at step " + std::to_string(k)));
+  std::vector<std::string> once = BaseArgs("O0", 100000, whole.string());
+  once.push_back("--stop_after=" + std::to_string(k + 3));
+  ASSERT_EQ(Run(once).exit_code, 0);
+  const Metrics ms = ReadMetrics(split), mw = ReadMetrics(whole);
+  ASSERT_EQ(mw.losses.size(), static_cast<size_t>(k + 3));
+  EXPECT_EQ(ms.losses, mw.losses);
+}
+
+// A second signal ends the run at once, without the checkpoint: SIGINT and
+// SIGTERM are both pending when the stopped run continues, the first asks for
+// the stop, the second ends the process.
+TEST_F(TrainGpt, ASecondSignalEndsTheRunAtOnce) {
+  const fs::path ckpt = *dir_ / "ckpt_two_signals", out = *dir_ / "two_signals_out.txt";
+  std::vector<std::string> args = BaseArgs("O0", 100000, (*dir_ / "two_signals.jsonl").string());
+  args.insert(args.end(), {"--ckpt_dir=" + ckpt.string(), "--log_every=1"});
+  std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
+  for (const std::string& a : args) cmd += " " + ShellQuote(a);
+  const RunResult r = RunCommand(
+      cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
+          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; " +
+          "kill -STOP $p; kill -INT $p; kill -TERM $p; kill -CONT $p; wait $p",
+      {.timeout_s = 120});
+  const std::string log = ReadFile(out);
+  EXPECT_TRUE(r.exit_code == 128 + SIGINT || r.exit_code == 128 + SIGTERM) << r.exit_code << "\n" << log;
+  EXPECT_THAT(log, Not(HasSubstr("stopping after step"))) << log;
+  EXPECT_FALSE(fs::exists(ckpt) && !fs::is_empty(ckpt)) << "a checkpoint was written:\n" << log;
 }
 
 // A run's first step pays for set-up and is not timed: a one-step run, or a
