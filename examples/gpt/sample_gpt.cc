@@ -1,9 +1,9 @@
 // sample_gpt: loads a checkpoint written by train_gpt and generates text.
 //
-//   sample_gpt --ckpt /tmp/ckpt --prompt "Q: " --tokens 300 --temperature 0.8 --top_k 40
+//   sample_gpt --ckpt_dir /tmp/ckpt --prompt "Q: " --tokens 300 --temperature 0.8 --top_k 40
 //
-// --ckpt is a checkpoint directory (its newest complete step is loaded) or one step
-// directory. The model configuration comes from the checkpoint's metadata.
+// --ckpt_dir (train_gpt's flag; --ckpt is the same) is a checkpoint directory
+// (its newest complete step is loaded) or one step directory. The model configuration comes from the checkpoint's metadata.
 // Byte-level models (vocab 256) print text; others print token ids.
 #include <cstdio>
 #include <string>
@@ -21,7 +21,8 @@
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/gpt.h>
 
-ABSL_FLAG(std::string, ckpt, "", "Checkpoint directory (or a step_XXXXXXXX directory inside it)");
+ABSL_FLAG(std::string, ckpt_dir, "", "Checkpoint directory, as train_gpt's (or a step_XXXXXXXX directory inside it)");
+ABSL_FLAG(std::string, ckpt, "", "The same as --ckpt_dir");
 ABSL_FLAG(std::string, prompt, "", "Prompt text, for byte-level models (default: the start of a fortune, \"%\\n\")");
 ABSL_FLAG(int64_t, tokens, 300, "Tokens to generate");
 ABSL_FLAG(double, temperature, 0.8, "Sampling temperature (> 0)");
@@ -34,8 +35,13 @@ namespace octet::gpt {
 namespace {
 
 absl::Status Run() {
-  const std::string ckpt = absl::GetFlag(FLAGS_ckpt);
-  if (ckpt.empty()) return absl::InvalidArgumentError("--ckpt is required");
+  const std::string dir_flag = absl::GetFlag(FLAGS_ckpt_dir), short_flag = absl::GetFlag(FLAGS_ckpt);
+  if (!dir_flag.empty() && !short_flag.empty() && dir_flag != short_flag) {
+    return absl::InvalidArgumentError(absl::StrCat("--ckpt_dir '", dir_flag, "' and --ckpt '", short_flag,
+                                                   "' name different checkpoints; give one"));
+  }
+  const std::string ckpt = dir_flag.empty() ? short_flag : dir_flag;
+  if (ckpt.empty()) return absl::InvalidArgumentError("--ckpt_dir is required (train_gpt's --ckpt_dir)");
   nn::amp::Level level;
   if (!nn::amp::ParseLevel(absl::GetFlag(FLAGS_amp), &level))
     return absl::InvalidArgumentError(absl::StrCat("unknown --amp level '", absl::GetFlag(FLAGS_amp), "'"));

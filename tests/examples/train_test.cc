@@ -557,7 +557,16 @@ TEST_F(TrainGpt, SampleGptGeneratesFromACheckpointAndNamesBadInput) {
   }
   const RunResult none = RunProgram(kSampleGpt, {}, "");
   EXPECT_EQ(none.exit_code, 1);
-  EXPECT_THAT(none.err, HasSubstr("sample_gpt: error: --ckpt is required"));
+  EXPECT_THAT(none.err, HasSubstr("sample_gpt: error: --ckpt_dir is required (train_gpt's --ckpt_dir)"));
+  // train_gpt's flag name works as well as --ckpt; two different ones are an error.
+  const RunResult by_dir = RunProgram(
+      kSampleGpt, {"--ckpt_dir=" + ckpt.string(), "--tokens=24", "--seed=3", "--prompt=Q: ", "--samples=2"}, "");
+  EXPECT_EQ(by_dir.exit_code, 0) << by_dir.err;
+  EXPECT_EQ(by_dir.out, a.out);
+  const RunResult both = sample({"--ckpt_dir=" + truncated.string()});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_THAT(both.err, HasSubstr("sample_gpt: error: --ckpt_dir '" + truncated.string() + "' and --ckpt '" +
+                                  ckpt.string() + "' name different checkpoints; give one"));
 }
 
 TEST_F(TrainGpt, TrainsOnLlmcTokenShardsAndRejectsOutOfRangeTokens) {
