@@ -93,17 +93,27 @@ absl::StatusOr<ResumePlan> PlanResume(const std::string& dir, ResumeMode mode, b
         info->complete_steps.empty() ? "none is complete" : "pass --resume to continue from the newest",
         ", or --overwrite to remove them and start from scratch"));
   }
-  for (const std::string& s : steps) {
+  plan.remove = std::move(steps);
+  return plan;
+}
+
+absl::Status RemoveOverwritten(const std::string& dir, ResumePlan& plan) {
+  if (plan.remove.empty()) return absl::OkStatus();
+  for (const std::string& s : plan.remove) {
     std::error_code ec;
     fs::remove_all(fs::path(dir) / s, ec);
-    if (ec) return absl::UnavailableError(absl::StrCat("--overwrite: cannot remove '", (fs::path(dir) / s).string(), "': ", ec.message()));
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat("--overwrite: cannot remove '", (fs::path(dir) / s).string(), "': ", ec.message()));
+    }
   }
   std::error_code ec;
   fs::remove(fs::path(dir) / "LATEST", ec);
-  plan.notes.push_back(absl::StrCat("--overwrite: removed ", steps.size(), " step director",
-                                    steps.size() == 1 ? "y" : "ies", " from '", dir, "' (", absl::StrJoin(steps, ", "),
-                                    ")"));
-  return plan;
+  plan.notes.push_back(absl::StrCat("--overwrite: removed ", plan.remove.size(), " step director",
+                                    plan.remove.size() == 1 ? "y" : "ies", " from '", dir, "' (",
+                                    absl::StrJoin(plan.remove, ", "), ")"));
+  plan.remove.clear();
+  return absl::OkStatus();
 }
 
 const std::vector<std::string>& RunIdentityKeys() {

@@ -39,15 +39,21 @@ bool ParseResumeMode(const std::string& text, ResumeMode* mode);
 std::vector<char*> NormalizeResumeFlag(int argc, char** argv);
 
 struct ResumePlan {
-  int64_t step = -1;               // the step directory to resume from; -1: from scratch
-  std::vector<std::string> notes;  // to print: stale LATEST, removed checkpoints, ...
+  int64_t step = -1;                // the step directory to resume from; -1: from scratch
+  std::vector<std::string> notes;   // to print: stale LATEST, removed checkpoints, ...
+  std::vector<std::string> remove;  // --overwrite: the step directories RemoveOverwritten removes
 };
 
-// Decides where a run with --ckpt_dir=dir starts (see the top of this file).
-// Errors name dir and what it holds: a step directory as dir, an unreadable
-// dir, kMust without a complete checkpoint, step directories in the way of a
-// fresh start without `overwrite`.
+// Decides where a run with --ckpt_dir=dir starts (see the top of this file);
+// changes nothing. Errors name dir and what it holds: a step directory as
+// dir, an unreadable dir, kMust without a complete checkpoint, step
+// directories in the way of a fresh start without `overwrite`.
 absl::StatusOr<ResumePlan> PlanResume(const std::string& dir, ResumeMode mode, bool overwrite);
+
+// Removes plan.remove (and LATEST) from dir, noting it in plan.notes. A run
+// calls it once it holds dir's lock (NOTE [checkpoint directory lock] in
+// nn/checkpoint.h), so that it never removes a running run's checkpoints.
+absl::Status RemoveOverwritten(const std::string& dir, ResumePlan& plan);
 
 // The metadata keys a resumed run must agree on.
 const std::vector<std::string>& RunIdentityKeys();

@@ -3,7 +3,8 @@
 //   sample_gpt --ckpt_dir /tmp/ckpt --prompt "Q: " --tokens 300 --temperature 0.8 --top_k 40
 //
 // --ckpt_dir (train_gpt's flag; --ckpt is the same) is a checkpoint directory
-// (its newest complete step is loaded) or one step directory. The model configuration comes from the checkpoint's metadata.
+// (its newest complete step is loaded) or one step directory. The model
+// configuration comes from the checkpoint's metadata.
 // Byte-level models (vocab 256) print text; others print token ids.
 #include <cstdio>
 #include <string>

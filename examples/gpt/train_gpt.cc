@@ -478,12 +478,19 @@ absl::Status Run() {
 
   // ---- resume ------------------------------------------------------------------------------
   int64_t step = 0;
+  std::unique_ptr<nn::CheckpointDirLock> ckpt_lock;  // held until the run ends
   if (!ckpt_dir.empty()) {  // examples/gpt/run_state.h
     absl::StatusOr<ResumePlan> plan = PlanResume(ckpt_dir, resume_mode, absl::GetFlag(FLAGS_overwrite));
     if (!plan.ok()) return plan.status();
+    if (dt.is_main()) {  // the one rank that writes there
+      // A save that cannot write is found now, not after the steps it was to keep.
+      nn::CheckCheckpointDirWritable(ckpt_dir);  // throws octet::Error naming dir and why
+      // No other run saves there while this one runs (NOTE [checkpoint directory lock]).
+      ckpt_lock = std::make_unique<nn::CheckpointDirLock>(ckpt_dir);  // throws naming the holder
+      if (!ckpt_lock->unavailable().empty()) std::printf("note: %s\n", ckpt_lock->unavailable().c_str());
+      if (absl::Status s = RemoveOverwritten(ckpt_dir, *plan); !s.ok()) return s;
+    }
     for (const std::string& note : plan->notes) std::printf("%s\n", note.c_str());
-    // A save that cannot write is found now, not after the steps it was to keep.
-    if (dt.is_main()) nn::CheckCheckpointDirWritable(ckpt_dir);  // throws octet::Error naming dir and why
     if (plan->step >= 0) {
       nn::TrainingState st = nn::LoadTrainingState(ckpt_dir, plan->step);  // throws octet::Error on failure
       std::vector<std::string> warnings;

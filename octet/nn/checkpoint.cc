@@ -262,6 +262,7 @@ absl::StatusOr<CheckpointDirInfo> internal::ScanCheckpointDir(const std::string&
   absl::StatusOr<std::vector<DirEntry>> entries = ListDirectory(dir);
   if (absl::IsNotFound(entries.status())) return info;
   if (!entries.ok()) return entries.status();
+  std::erase_if(*entries, [](const DirEntry& e) { return e.name == kCheckpointLockFile; });
   info.exists = true;
   info.num_entries = static_cast<int64_t>(entries->size());
   bool has_latest = false;

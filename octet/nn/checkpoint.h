@@ -96,6 +96,40 @@ void SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedT
 // directory, ...). Free space is not checked: it may change before the save.
 void CheckCheckpointDirWritable(const std::string& dir);
 
+// NOTE [checkpoint directory lock]: a run that saves into a directory holds a
+// CheckpointDirLock on it for as long as it runs, an exclusive flock(2) on
+// dir/.lock, which holds "pid P on host H" of the holder. Another lock of the
+// directory (another run, another machine sharing it where the file system
+// forwards locks, or a second lock in this process) is an error naming the
+// holder: two runs saving into one directory would interleave their step
+// directories, and a later --resume would take whichever is newest. The
+// kernel drops the lock when the process ends, however it ends, so a lock is
+// never stale; the file stays and ScanCheckpointDir leaves it out. Where the
+// file system cannot lock (flock fails with ENOLCK, EOPNOTSUPP, ENOSYS or
+// EINVAL), the object holds nothing and unavailable() says so, for the
+// program to print.
+inline constexpr const char* kCheckpointLockFile = ".lock";
+
+class CheckpointDirLock {
+ public:
+  // Creates dir (and dir/.lock) when missing and locks it. Throws
+  // octet::Error naming dir: held by another (with what its lock file says),
+  // or a directory or lock file that cannot be created or opened.
+  explicit CheckpointDirLock(const std::string& dir);
+  ~CheckpointDirLock();
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  // "" when the lock is held; else why this file system could not lock.
+  const std::string& unavailable() const { return unavailable_; }
+
+ private:
+  std::string dir_;
+  int fd_ = -1;
+  std::string unavailable_;
+};
+
 // What a checkpoint directory holds (ScanCheckpointDir).
 struct CheckpointDirInfo {
   bool exists = false;
@@ -113,7 +147,8 @@ struct CheckpointDirInfo {
   std::string Describe() const;
 };
 
-// Lists `dir` without loading anything. A missing dir gives exists = false;
+// Lists `dir` without loading anything (the lock file of NOTE [checkpoint
+// directory lock] is left out). A missing dir gives exists = false;
 // a dir that cannot be listed (EACCES, EIO, not a directory) is an error
 // naming it. LATEST is read only when it is a regular file (a FIFO is
 // reported in latest_problem, never opened).

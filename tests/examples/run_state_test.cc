@@ -73,6 +73,12 @@ TEST_F(RunStateTest, PlansByModeAndWhatTheDirectoryHolds) {
   p = PlanResume(d, ResumeMode::kNo, true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->step, -1);
+  // Planning changes nothing; RemoveOverwritten (once the run holds the lock) removes.
+  EXPECT_TRUE(p->notes.empty());
+  EXPECT_EQ(p->remove, (std::vector<std::string>{"step_00000010", "step_00000020"}));
+  EXPECT_TRUE(fs::exists(dir_ / "step_00000010"));
+  ASSERT_TRUE(RemoveOverwritten(d, *p).ok());
+  EXPECT_TRUE(p->remove.empty());
   EXPECT_EQ(p->notes, std::vector<std::string>{"--overwrite: removed 2 step directories from '" + d +
                                                 "' (step_00000010, step_00000020)"});
   EXPECT_FALSE(fs::exists(dir_ / "step_00000010"));

@@ -24,6 +24,7 @@
 #include <octet/nn/checkpoint.h>
 #include <octet/ops/cpu_gemm_path_testing.h>
 
+#include "absl/strings/str_replace.h"
 #include "examples/gpt/data.h"
 #include "tests/examples/programs.h"
 #include "tests/test_util.h"
@@ -200,8 +201,8 @@ TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
     std::vector<std::string> entries;
     for (const auto& e : fs::directory_iterator(ckpt)) entries.push_back(e.path().filename().string());
     std::sort(entries.begin(), entries.end());
-    const std::vector<std::string> kept = {"LATEST", "step_00000020", "step_00000030"};
-    const std::vector<std::string> all = {"LATEST", "step_00000010", "step_00000020", "step_00000030"};
+    const std::vector<std::string> kept = {".lock", "LATEST", "step_00000020", "step_00000030"};
+    const std::vector<std::string> all = {".lock", "LATEST", "step_00000010", "step_00000020", "step_00000030"};
     EXPECT_EQ(entries, amp == "O0" ? kept : all) << amp;
     // LATEST must not matter: missing at O1, stale (naming step 10) at O2.
     if (amp == "O1") fs::remove(ckpt / "LATEST");
@@ -262,6 +263,42 @@ TEST_F(TrainGpt, ASignalStopsTheRunAfterItsStepWithACheckpointThatResumesIt) {
   EXPECT_EQ(ms.losses, mw.losses);
 }
 
+// NOTE [checkpoint directory lock]: a run whose --ckpt_dir another run holds
+// stops before its first step and before --overwrite removes anything; once
+// the holder is gone it runs.
+TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
+  const fs::path ckpt = *dir_ / "ckpt_locked", pid_file = *dir_ / "locked.pid";
+  std::vector<std::string> args = BaseArgs("O0", 2, (*dir_ / "locked.jsonl").string());
+  args.push_back("--ckpt_dir=" + ckpt.string());
+  ASSERT_EQ(Run(args).exit_code, 0);  // leaves step_00000002
+  const std::string lock = ShellQuote((ckpt / ".lock").string());
+  const std::string wait_until =
+      "i=0; until %s flock -n " + lock + " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
+  ASSERT_EQ(RunCommand("sh -c 'exec 9>>\"$0\"; flock 9; printf \"pid %s on host elsewhere\" $$ > \"$0\"; "
+                       "echo $$ > \"$1\"; exec sleep 60' " + lock + " " + ShellQuote(pid_file.string()) +
+                       " > /dev/null 2>&1 & " + absl::StrReplaceAll(wait_until, {{"%s", "!"}}))
+                .exit_code,
+            0);
+  const std::string pid = ReadFile(pid_file);
+  const std::string holder = "pid " + pid.substr(0, pid.find('\n')) + " on host elsewhere";
+  std::vector<std::string> overwrite = args;
+  overwrite.push_back("--overwrite");
+  const RunResult r = Run(overwrite);
+  EXPECT_EQ(RunCommand("kill \"$(cat " + ShellQuote(pid_file.string()) + ")\" && " +
+                       absl::StrReplaceAll(wait_until, {{"%s", ""}}))
+                .exit_code,
+            0);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("train_gpt: error: checkpoint '" + ckpt.string() + "' is in use by another run (" +
+                               holder + "): two runs saving into one directory would mix their checkpoints"));
+  EXPECT_THAT(r.out, Not(HasSubstr("step ")));
+  EXPECT_THAT(r.out, Not(HasSubstr("--overwrite: removed")));
+  EXPECT_TRUE(fs::exists(ckpt / "step_00000002"));  // not removed
+  const RunResult after = Run(overwrite);
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_THAT(after.out, HasSubstr("--overwrite: removed 1 step directory from '" + ckpt.string() + "'"));
+}
+
 // A second signal ends the run at once, without the checkpoint: SIGINT and
 // SIGTERM are both pending when the stopped run continues, the first asks for
 // the stop, the second ends the process.
@@ -279,7 +316,7 @@ TEST_F(TrainGpt, ASecondSignalEndsTheRunAtOnce) {
   const std::string log = ReadFile(out);
   EXPECT_TRUE(r.exit_code == 128 + SIGINT || r.exit_code == 128 + SIGTERM) << r.exit_code << "\n" << log;
   EXPECT_THAT(log, Not(HasSubstr("stopping after step"))) << log;
-  EXPECT_FALSE(fs::exists(ckpt) && !fs::is_empty(ckpt)) << "a checkpoint was written:\n" << log;
+  EXPECT_EQ(octet::nn::ScanCheckpointDir(ckpt.string()).num_entries, 0) << "a checkpoint was written:\n" << log;
 }
 
 // A run's first step pays for set-up and is not timed: a one-step run, or a

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_replace.h"
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/random.h>
 #include <octet/core/scaling.h>
@@ -308,6 +309,59 @@ TEST_F(CheckpointTest, PruneKeepsTheNewestCompleteCheckpointsOnly) {
   EXPECT_EQ(::octet::testing::ErrorOf([&] { PruneCheckpoints(dir_.string(), -3); }),
             std::string(internal::PruneCheckpoints(dir_.string(), -3).status().message()));
   EXPECT_FALSE(internal::PruneCheckpoints((dir_ / "notes.txt").string(), 1).ok());  // not a directory
+}
+
+// NOTE [checkpoint directory lock]: one holder at a time, in this process or
+// another (util-linux flock(1) takes the same kind of lock); released with
+// the object; the lock file is not part of what ScanCheckpointDir lists.
+TEST_F(CheckpointTest, ADirectoryLockHasOneHolderAndNamesIt) {
+  const std::string dir = (dir_ / "ckpt").string(), lock_file = dir + "/.lock";
+  const std::string other_process_locks =
+      "flock -n " + ::octet::testing::ShellQuote(lock_file) + " true";  // exit 1 while held
+  {
+    const CheckpointDirLock lock(dir);
+    EXPECT_EQ(lock.unavailable(), "");
+    EXPECT_EQ(ReadFile(lock_file).rfind("pid " + std::to_string(::getpid()) + " on host ", 0), 0u)
+        << ReadFile(lock_file);
+    const std::string msg = ::octet::testing::ErrorOf([&] { CheckpointDirLock again(dir); });
+    EXPECT_NE(msg.find("checkpoint '" + dir + "' is in use by another run (pid " + std::to_string(::getpid()) +
+                       " on host "),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("two runs saving into one directory would mix their checkpoints"), std::string::npos) << msg;
+    EXPECT_EQ(::octet::testing::RunCommand(other_process_locks).exit_code, 1);
+    const absl::StatusOr<CheckpointDirInfo> info = internal::ScanCheckpointDir(dir);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->num_entries, 0);
+    EXPECT_EQ(info->Describe(), "the directory is empty");
+  }
+  EXPECT_EQ(::octet::testing::RunCommand(other_process_locks).exit_code, 0);  // released with the object
+  {
+    const CheckpointDirLock lock(dir);  // and taken again
+  }
+  // Held by another process that writes nothing into the file.
+  const std::string dir2 = (dir_ / "ckpt2").string(), lock2 = dir2 + "/.lock";
+  const std::string pid_file = (dir_ / "holder.pid").string();
+  fs::create_directories(dir2);
+  std::ofstream(lock2).close();
+  using ::octet::testing::ShellQuote;
+  const std::string wait_until = "i=0; until %s flock -n " + ShellQuote(lock2) +
+                                 " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
+  // One process holds it: the shell locks its fd 9, writes its pid and becomes sleep.
+  ASSERT_EQ(::octet::testing::RunCommand("sh -c 'exec 9>>\"$0\"; flock 9; echo $$ > \"$1\"; exec sleep 60' " +
+                                         ShellQuote(lock2) + " " + ShellQuote(pid_file) + " > /dev/null 2>&1 & " +
+                                         absl::StrReplaceAll(wait_until, {{"%s", "!"}}))
+                .exit_code,
+            0);
+  const std::string msg = ::octet::testing::ErrorOf([&] { CheckpointDirLock held(dir2); });
+  EXPECT_NE(msg.find("checkpoint '" + dir2 + "' is in use by another run (its lock file names no process yet)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(::octet::testing::RunCommand("kill \"$(cat " + ShellQuote(pid_file) + ")\" && " +
+                       absl::StrReplaceAll(wait_until, {{"%s", ""}}))
+                .exit_code,
+            0);
+  EXPECT_EQ(::octet::testing::ErrorOf([&] { CheckpointDirLock freed(dir2); }), "");
 }
 
 TEST_F(CheckpointTest, FailedSaveKeepsThePreviousCheckpoint) {
