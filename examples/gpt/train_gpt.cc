@@ -12,7 +12,6 @@
 // end, and a metrics file (--metrics: JSON lines when the name ends in .json
 // or .jsonl, else CSV). Bad input gives a message on stderr and exit code 1.
 #include <omp.h>
-#include <signal.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -41,6 +40,7 @@
 #include "examples/gpt/distributed_training.h"
 #include "examples/gpt/model_meta.h"
 #include "examples/gpt/run_state.h"
+#include "examples/gpt/stop_signal.h"
 #include "examples/gpt/train_step.h"
 #include <octet/nn/amp.h>
 #include <octet/nn/checkpoint.h>
@@ -110,36 +110,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// NOTE [stopping on a signal]: with --ckpt_dir, the first SIGINT or SIGTERM
-// (Ctrl-C, a scheduler's preemption, octet-run passing either on) does not
-// end the run at once: it ends after the step in flight, with a checkpoint of
-// that step, and train_gpt exits 128 + the signal (the final evaluation and
-// the sample are skipped; --resume continues bit-identically). One process
-// stops after the step it is in; ranks under octet-run agree on the step at
-// the next read point (a progress line, every --log_every steps, or an
-// evaluation or save), taking the largest signal any rank got. A second
-// signal ends the process at once. After the training loop, and without
-// --ckpt_dir, signals act as usual.
-volatile sig_atomic_t g_stop_signal = 0;
-
-void OnStopSignal(int sig) {
-  if (g_stop_signal != 0) {  // the second: at once
-    ::signal(sig, SIG_DFL);
-    ::raise(sig);
-    return;
-  }
-  g_stop_signal = sig;
-}
-
-void CatchStopSignals(bool on) {
-  struct sigaction sa {};
-  sa.sa_handler = on ? OnStopSignal : SIG_DFL;
-  sa.sa_flags = SA_RESTART;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
 
 double PeakRssMb() {
   rusage ru{};
@@ -566,7 +536,7 @@ absl::Status Run() {
   if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, false);
   std::vector<Batch> batches(accum);
   const int64_t first_step = step;  // 0, or where a resumed run starts
-  if (!ckpt_dir.empty()) CatchStopSignals(true);  // NOTE [stopping on a signal]
+  if (!ckpt_dir.empty()) CatchStopSignals(true);  // NOTE [stopping on a signal] in examples/gpt/stop_signal.h
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
     if (telemetry) nn::amp::SetTelemetry(model, log_step);
@@ -597,7 +567,7 @@ absl::Status Run() {
     const bool save_now = (ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here;
     // One process stops after the step in which it got a signal; ranks check
     // at the read points (NOTE [stopping on a signal]).
-    const bool signalled_alone = dt.world_size() == 1 && g_stop_signal != 0;
+    const bool signalled_alone = dt.world_size() == 1 && StopSignal() != 0;
     if (!log_step && !eval_now && !save_now && !signalled_alone) continue;
     // A read point: index errors of the steps since the last one (NOTE
     // [deferred index checks] in ops/index_check.h), then the pending steps'
@@ -632,7 +602,7 @@ absl::Status Run() {
                   step_val);
     std::fflush(stdout);
     metrics.Step(step + 1, loss_value, lr, grad_norm_value, ms, tok_s, gflops, worst_sat, step_val);
-    const int stop_signal = ckpt_dir.empty() ? 0 : dt.MaxOverRanks(g_stop_signal, device);
+    const int stop_signal = ckpt_dir.empty() ? 0 : dt.MaxOverRanks(StopSignal(), device);
     if (save_now || stop_signal != 0) {
       if (absl::Status s = save(step + 1); !s.ok()) return s;
     }
@@ -640,7 +610,7 @@ absl::Status Run() {
       std::printf("stopping after step %lld on signal %d (%s): saved a checkpoint in %s; --resume continues it\n",
                   static_cast<long long>(step + 1), stop_signal, strsignal(stop_signal), ckpt_dir.c_str());
       std::fflush(stdout);
-      g_stop_signal = stop_signal;  // main exits 128 + it
+      SetStopSignal(stop_signal);  // main exits 128 + it
       return absl::OkStatus();
     }
     if (stop_here) {
@@ -649,8 +619,7 @@ absl::Status Run() {
     }
   }
 
-  CatchStopSignals(false);
-  if (g_stop_signal != 0) ::raise(g_stop_signal);  // it came after the last step's checkpoint: acts as usual
+  CatchStopSignals(false);  // a signal noted after the last step's checkpoint ends the process here, as usual
 
   // ---- summary and sample --------------------------------------------------------------------
   // NaN when no step was timed (only this process's first step ran).
@@ -688,6 +657,7 @@ absl::Status Run() {
 }  // namespace octet::gpt
 
 int main(int argc, char** argv) {
+  octet::gpt::StartStopSignalThread();  // first: every thread inherits the blocked signals
   absl::SetProgramUsageMessage("Trains a GPT at amp level O0/O1/O2. See --helpfull.");
   std::vector<char*> args = octet::gpt::NormalizeResumeFlag(argc, argv);  // a bare --resume
   const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
@@ -701,7 +671,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "train_gpt: error: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    if (octet::gpt::g_stop_signal != 0) return 128 + octet::gpt::g_stop_signal;  // saved, then stopped
+    if (octet::gpt::StopSignal() != 0) return 128 + octet::gpt::StopSignal();  // saved, then stopped
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
     return 1;

@@ -299,6 +299,47 @@ TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
   EXPECT_THAT(after.out, HasSubstr("--overwrite: removed 1 step directory from '" + ckpt.string() + "'"));
 }
 
+// NOTE [stopping on a signal]: no thread of a training run takes SIGINT or
+// SIGTERM with a handler (a handler inside oneDNN 2.7's f32 GEMM kernels can
+// corrupt the heap): every thread blocks both and none has a handler; one
+// thread takes them with sigwait. Read from /proc while the run trains with
+// 2 OpenMP threads.
+TEST_F(TrainGpt, NoThreadOfARunTakesTheStopSignalsWithAHandler) {
+  const fs::path ckpt = *dir_ / "ckpt_masks", out = *dir_ / "masks_out.txt", masks = *dir_ / "masks.txt";
+  std::vector<std::string> args = BaseArgs("O0", 100000, (*dir_ / "masks.jsonl").string());
+  args.insert(args.end(), {"--ckpt_dir=" + ckpt.string(), "--log_every=1"});
+  std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
+  for (const std::string& a : args) cmd += " " + ShellQuote(a);
+  const RunResult r = RunCommand(
+      cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
+          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; " +
+          "{ grep SigCgt /proc/$p/status; for t in /proc/$p/task/*; do " +
+          "echo \"SigBlk: $(grep SigBlk $t/status | cut -f2) $(cat $t/wchan)\"; done; } > " +
+          ShellQuote(masks.string()) + "; kill -TERM $p; wait $p",
+      {.timeout_s = 120});
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << ReadFile(out);
+  const uint64_t stop_bits = (uint64_t{1} << (SIGINT - 1)) | (uint64_t{1} << (SIGTERM - 1));
+  std::istringstream in(ReadFile(masks));
+  std::string line;
+  int threads = 0, waiting = 0;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key, hex, wchan;
+    words >> key >> hex >> wchan;
+    const uint64_t bits = std::stoull(hex, nullptr, 16);
+    if (key == "SigCgt:") {
+      EXPECT_EQ(bits & stop_bits, 0u) << "a handler for SIGINT or SIGTERM is installed: " << line;
+    } else if (wchan.starts_with("do_sigtimedwait")) {
+      ++waiting;  // the signal thread: the kernel shows the signals it waits for unblocked meanwhile
+    } else {
+      ++threads;
+      EXPECT_EQ(bits & stop_bits, stop_bits) << "a thread does not block SIGINT and SIGTERM: " << line;
+    }
+  }
+  EXPECT_EQ(waiting, 1) << ReadFile(masks);
+  EXPECT_GE(threads, 2) << ReadFile(masks);  // main and an OpenMP worker
+}
+
 // A second signal ends the run at once, without the checkpoint: SIGINT and
 // SIGTERM are both pending when the stopped run continues, the first asks for
 // the stop, the second ends the process.
