@@ -455,7 +455,7 @@ absl::Status Run() {
     if (dt.is_main()) {  // the one rank that writes there
       // A save that cannot write is found now, not after the steps it was to keep.
       nn::CheckCheckpointDirWritable(ckpt_dir);  // throws octet::Error naming dir and why
-      // No other run saves there while this one runs (NOTE [checkpoint directory lock]).
+      // No other run saves there while this one runs (NOTE [checkpoint directory lock] in nn/checkpoint.h).
       ckpt_lock = std::make_unique<nn::CheckpointDirLock>(ckpt_dir);  // throws naming the holder
       if (!ckpt_lock->unavailable().empty()) std::printf("note: %s\n", ckpt_lock->unavailable().c_str());
       if (absl::Status s = RemoveOverwritten(ckpt_dir, *plan); !s.ok()) return s;
@@ -536,7 +536,8 @@ absl::Status Run() {
   if (level == nn::amp::Level::kO1) nn::amp::SetTelemetry(model, false);
   std::vector<Batch> batches(accum);
   const int64_t first_step = step;  // 0, or where a resumed run starts
-  if (!ckpt_dir.empty()) CatchStopSignals(true);  // NOTE [stopping on a signal] in examples/gpt/stop_signal.h
+  // NOTE [stopping on a signal] in examples/gpt/stop_signal.h.
+  if (!ckpt_dir.empty()) CatchStopSignals(true);
   for (; step < steps; ++step) {
     const bool log_step = (step + 1) % log_every == 0 || step == 0 || step + 1 == steps;
     if (telemetry) nn::amp::SetTelemetry(model, log_step);
@@ -566,7 +567,7 @@ absl::Status Run() {
     const bool stop_here = stop_after >= 0 && step + 1 == stop_after;
     const bool save_now = (ckpt_every > 0 && (step + 1) % ckpt_every == 0) || last || stop_here;
     // One process stops after the step in which it got a signal; ranks check
-    // at the read points (NOTE [stopping on a signal]).
+    // at the read points (NOTE [stopping on a signal] in examples/gpt/stop_signal.h).
     const bool signalled_alone = dt.world_size() == 1 && StopSignal() != 0;
     if (!log_step && !eval_now && !save_now && !signalled_alone) continue;
     // A read point: index errors of the steps since the last one (NOTE

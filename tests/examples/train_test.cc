@@ -222,7 +222,7 @@ TEST_F(TrainGpt, ResumeIsBitIdenticalAtEveryLevel) {
   }
 }
 
-// NOTE [stopping on a signal] in train_gpt.cc: a SIGTERM ends the run after
+// NOTE [stopping on a signal] in examples/gpt/stop_signal.h: a SIGTERM ends the run after
 // its step with a checkpoint of that step (exit 143), and --resume continues
 // it bit-identically: the losses of the stopped and resumed run are those of
 // one uninterrupted run (both --stop_after the same step of a 100000-step
@@ -263,7 +263,7 @@ TEST_F(TrainGpt, ASignalStopsTheRunAfterItsStepWithACheckpointThatResumesIt) {
   EXPECT_EQ(ms.losses, mw.losses);
 }
 
-// NOTE [checkpoint directory lock]: a run whose --ckpt_dir another run holds
+// NOTE [checkpoint directory lock] in nn/checkpoint.h: a run whose --ckpt_dir another run holds
 // stops before its first step and before --overwrite removes anything; once
 // the holder is gone it runs.
 TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
@@ -299,7 +299,7 @@ TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
   EXPECT_THAT(after.out, HasSubstr("--overwrite: removed 1 step directory from '" + ckpt.string() + "'"));
 }
 
-// NOTE [stopping on a signal]: no thread of a training run takes SIGINT or
+// NOTE [stopping on a signal] in examples/gpt/stop_signal.h: no thread of a training run takes SIGINT or
 // SIGTERM with a handler (a handler inside oneDNN 2.7's f32 GEMM kernels can
 // corrupt the heap): every thread blocks both and none has a handler; one
 // thread takes them with sigwait. Read from /proc while the run trains with

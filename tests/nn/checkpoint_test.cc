@@ -311,7 +311,7 @@ TEST_F(CheckpointTest, PruneKeepsTheNewestCompleteCheckpointsOnly) {
   EXPECT_FALSE(internal::PruneCheckpoints((dir_ / "notes.txt").string(), 1).ok());  // not a directory
 }
 
-// NOTE [checkpoint directory lock]: one holder at a time, in this process or
+// NOTE [checkpoint directory lock] in nn/checkpoint.h: one holder at a time, in
 // another (util-linux flock(1) takes the same kind of lock); released with
 // the object; the lock file is not part of what ScanCheckpointDir lists.
 TEST_F(CheckpointTest, ADirectoryLockHasOneHolderAndNamesIt) {
