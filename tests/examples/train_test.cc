@@ -24,7 +24,6 @@
 #include <octet/nn/checkpoint.h>
 #include <octet/ops/cpu_gemm_path_testing.h>
 
-#include "absl/strings/str_replace.h"
 #include "examples/gpt/data.h"
 #include "tests/examples/programs.h"
 #include "tests/test_util.h"
@@ -272,11 +271,13 @@ TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
   args.push_back("--ckpt_dir=" + ckpt.string());
   ASSERT_EQ(Run(args).exit_code, 0);  // leaves step_00000002
   const std::string lock = ShellQuote((ckpt / ".lock").string());
-  const std::string wait_until =
-      "i=0; until %s flock -n " + lock + " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
+  const std::string wait_until =  // until it is free again
+      "i=0; until flock -n " + lock + " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
+  fs::remove(pid_file);  // the holder writes it once it holds the lock and wrote its line
   ASSERT_EQ(RunCommand("sh -c 'exec 9>>\"$0\"; flock 9; printf \"pid %s on host elsewhere\" $$ > \"$0\"; "
                        "echo $$ > \"$1\"; exec sleep 60' " + lock + " " + ShellQuote(pid_file.string()) +
-                       " > /dev/null 2>&1 & " + absl::StrReplaceAll(wait_until, {{"%s", "!"}}))
+                       " > /dev/null 2>&1 & i=0; until [ -s " + ShellQuote(pid_file.string()) +
+                       " ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done")
                 .exit_code,
             0);
   const std::string pid = ReadFile(pid_file);
@@ -284,10 +285,7 @@ TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
   std::vector<std::string> overwrite = args;
   overwrite.push_back("--overwrite");
   const RunResult r = Run(overwrite);
-  EXPECT_EQ(RunCommand("kill \"$(cat " + ShellQuote(pid_file.string()) + ")\" && " +
-                       absl::StrReplaceAll(wait_until, {{"%s", ""}}))
-                .exit_code,
-            0);
+  EXPECT_EQ(RunCommand("kill \"$(cat " + ShellQuote(pid_file.string()) + ")\" && " + wait_until).exit_code, 0);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("train_gpt: error: checkpoint '" + ckpt.string() + "' is in use by another run (" +
                                holder + "): two runs saving into one directory would mix their checkpoints"));

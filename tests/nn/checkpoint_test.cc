@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/str_replace.h"
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/random.h>
 #include <octet/core/scaling.h>
@@ -345,20 +344,20 @@ TEST_F(CheckpointTest, ADirectoryLockHasOneHolderAndNamesIt) {
   fs::create_directories(dir2);
   std::ofstream(lock2).close();
   using ::octet::testing::ShellQuote;
-  const std::string wait_until = "i=0; until %s flock -n " + ShellQuote(lock2) +
+  const std::string wait_until = "i=0; until flock -n " + ShellQuote(lock2) +  // until it is free again
                                  " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
   // One process holds it: the shell locks its fd 9, writes its pid and becomes sleep.
   ASSERT_EQ(::octet::testing::RunCommand("sh -c 'exec 9>>\"$0\"; flock 9; echo $$ > \"$1\"; exec sleep 60' " +
                                          ShellQuote(lock2) + " " + ShellQuote(pid_file) + " > /dev/null 2>&1 & " +
-                                         absl::StrReplaceAll(wait_until, {{"%s", "!"}}))
+                                         "i=0; until [ -s " + ShellQuote(pid_file) +
+                                         " ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done")
                 .exit_code,
             0);
   const std::string msg = ::octet::testing::ErrorOf([&] { CheckpointDirLock held(dir2); });
   EXPECT_NE(msg.find("checkpoint '" + dir2 + "' is in use by another run (its lock file names no process yet)"),
             std::string::npos)
       << msg;
-  EXPECT_EQ(::octet::testing::RunCommand("kill \"$(cat " + ShellQuote(pid_file) + ")\" && " +
-                       absl::StrReplaceAll(wait_until, {{"%s", ""}}))
+  EXPECT_EQ(::octet::testing::RunCommand("kill \"$(cat " + ShellQuote(pid_file) + ")\" && " + wait_until)
                 .exit_code,
             0);
   EXPECT_EQ(::octet::testing::ErrorOf([&] { CheckpointDirLock freed(dir2); }), "");
