@@ -100,6 +100,18 @@ class TrainGpt : public ::testing::Test {
     return RunCommand(cmd);
   }
 
+  // Starts train_gpt with `args` in the background, its output going to
+  // `out`; once it has printed step 3 (at most 60 s later) runs the shell
+  // commands `then`, which see its pid as $p.
+  static RunResult RunUntilStep3Then(const std::vector<std::string>& args, const fs::path& out,
+                                     const std::string& then) {
+    std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
+    for (const std::string& a : args) cmd += " " + ShellQuote(a);
+    return RunCommand(cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
+                          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; " + then,
+                      {.timeout_s = 120});
+  }
+
   // The small model every run here uses (a few ms per step).
   static std::vector<std::string> BaseArgs(const std::string& amp, int steps, const std::string& metrics) {
     return {"--data=" + (*dir_ / "corpus.txt").string(),
@@ -231,12 +243,7 @@ TEST_F(TrainGpt, ASignalStopsTheRunAfterItsStepWithACheckpointThatResumesIt) {
   const fs::path split = *dir_ / "signal_split.jsonl", whole = *dir_ / "signal_whole.jsonl";
   std::vector<std::string> args = BaseArgs("O0", 100000, split.string());
   args.insert(args.end(), {"--ckpt_dir=" + ckpt.string(), "--log_every=1"});
-  std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
-  for (const std::string& a : args) cmd += " " + ShellQuote(a);
-  const RunResult stopped = RunCommand(
-      cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
-          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p",
-      {.timeout_s = 120});
+  const RunResult stopped = RunUntilStep3Then(args, out, "kill -TERM $p; wait $p");
   const std::string log = ReadFile(out);
   ASSERT_EQ(stopped.exit_code, 128 + SIGTERM) << log;
   const size_t at = log.find("stopping after step ");
@@ -306,15 +313,10 @@ TEST_F(TrainGpt, NoThreadOfARunTakesTheStopSignalsWithAHandler) {
   const fs::path ckpt = *dir_ / "ckpt_masks", out = *dir_ / "masks_out.txt", masks = *dir_ / "masks.txt";
   std::vector<std::string> args = BaseArgs("O0", 100000, (*dir_ / "masks.jsonl").string());
   args.insert(args.end(), {"--ckpt_dir=" + ckpt.string(), "--log_every=1"});
-  std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
-  for (const std::string& a : args) cmd += " " + ShellQuote(a);
-  const RunResult r = RunCommand(
-      cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
-          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; " +
-          "{ grep SigCgt /proc/$p/status; for t in /proc/$p/task/*; do " +
-          "echo \"SigBlk: $(grep SigBlk $t/status | cut -f2) $(cat $t/wchan)\"; done; } > " +
-          ShellQuote(masks.string()) + "; kill -TERM $p; wait $p",
-      {.timeout_s = 120});
+  const RunResult r = RunUntilStep3Then(args, out,
+                                        "{ grep SigCgt /proc/$p/status; for t in /proc/$p/task/*; do "
+                                        "echo \"SigBlk: $(grep SigBlk $t/status | cut -f2) $(cat $t/wchan)\"; "
+                                        "done; } > " + ShellQuote(masks.string()) + "; kill -TERM $p; wait $p");
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << ReadFile(out);
   const uint64_t stop_bits = (uint64_t{1} << (SIGINT - 1)) | (uint64_t{1} << (SIGTERM - 1));
   std::istringstream in(ReadFile(masks));
@@ -345,13 +347,8 @@ TEST_F(TrainGpt, ASecondSignalEndsTheRunAtOnce) {
   const fs::path ckpt = *dir_ / "ckpt_two_signals", out = *dir_ / "two_signals_out.txt";
   std::vector<std::string> args = BaseArgs("O0", 100000, (*dir_ / "two_signals.jsonl").string());
   args.insert(args.end(), {"--ckpt_dir=" + ckpt.string(), "--log_every=1"});
-  std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
-  for (const std::string& a : args) cmd += " " + ShellQuote(a);
-  const RunResult r = RunCommand(
-      cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
-          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; " +
-          "kill -STOP $p; kill -INT $p; kill -TERM $p; kill -CONT $p; wait $p",
-      {.timeout_s = 120});
+  const RunResult r =
+      RunUntilStep3Then(args, out, "kill -STOP $p; kill -INT $p; kill -TERM $p; kill -CONT $p; wait $p");
   const std::string log = ReadFile(out);
   EXPECT_TRUE(r.exit_code == 128 + SIGINT || r.exit_code == 128 + SIGTERM) << r.exit_code << "\n" << log;
   EXPECT_THAT(log, Not(HasSubstr("stopping after step"))) << log;
