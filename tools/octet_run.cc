@@ -14,14 +14,15 @@
 // gives the others --grace-ms (default 5000) to notice the lost peer and exit
 // on their own (their collectives fail naming it), then stops the rest
 // (SIGTERM, then SIGKILL --grace-ms later) and exits non-zero: 128+signal for
-// a killed rank, else the failed rank's status. A SIGINT or SIGTERM to
-// octet-run sends SIGTERM to every rank at once and SIGKILL --grace-ms later
-// (a rank may use that time to save: train_gpt with --ckpt_dir does), or at
-// a second signal; octet-run then exits 128+its signal. Of ranks found ended at the same poll, the
-// one that failed first is taken to be one killed by a signal, else one
-// another rank's output reports as "lost rank R", else the lowest. Set-up
-// errors (a store directory that is not empty, an unreachable Redis server, a
-// bad -n) are reported before any rank starts, with exit status 2.
+// a killed rank, else the failed rank's status. Of ranks found ended at the
+// same poll, the one that failed first is taken to be one killed by a signal,
+// else one another rank's output reports as "lost rank R", else the lowest.
+// A SIGINT or SIGTERM to octet-run sends SIGTERM to every rank at once and
+// SIGKILL --grace-ms later (a rank may use that time to save: train_gpt with
+// --ckpt_dir does), or at a second signal; octet-run then exits 128+its
+// signal. Set-up errors (a store directory that is not empty, an unreachable
+// Redis server, a bad -n) are reported before any rank starts, with exit
+// status 2.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -200,6 +201,7 @@ bool Reap(std::vector<Rank>& ranks) {
   }
   return any;
 }
+
 void SignalAll(std::vector<Rank>& ranks, int sig) {
   for (Rank& r : ranks) {
     if (r.running) ::kill(-r.pid, sig);  // the rank's process group: its children too
