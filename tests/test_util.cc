@@ -93,6 +93,51 @@ CommandResult RunCommand(const std::string& command, const CommandOptions& optio
   return r;
 }
 
+namespace {
+// Shell commands that wait (`seconds` at most, polling every 50 ms) until
+// `condition`, a shell test, holds; their status is the condition's.
+std::string WaitUntil(const std::string& condition, int seconds = 10) {
+  return "i=0; until " + condition + " || [ $i -ge " + std::to_string(seconds * 20) +
+         " ]; do sleep 0.05; i=$((i+1)); done; " + condition;
+}
+}  // namespace
+
+CommandResult RunUntilOutputThen(const std::string& command, const std::string& out, const std::string& marker,
+                                 const std::string& then, int timeout_s) {
+  return RunCommand(command + " > " + ShellQuote(out) + " 2>&1 & p=$!; " +
+                        WaitUntil("grep -qF -- " + ShellQuote(marker) + " " + ShellQuote(out), 60) + "; " + then,
+                    {.timeout_s = timeout_s});
+}
+
+FileLockHolder::FileLockHolder(const std::string& path, const std::string& line_format) : path_(path) {
+  namespace fs = std::filesystem;
+  static std::atomic<int> counter{0};
+  pid_file_ = (fs::temp_directory_path() / ("octet_lock_holder_" + std::to_string(::getpid()) + "_" +
+                                            std::to_string(counter++))).string();
+  fs::remove(pid_file_);
+  // The shell locks its fd 9, writes its line ($2, a printf format), then its
+  // pid (what the wait below sees last), and becomes sleep, which keeps fd 9
+  // and the lock.
+  const CommandResult r = RunCommand(
+      "sh -c 'exec 9>>\"$0\"; flock 9; [ -z \"$2\" ] || printf \"$2\" $$ > \"$0\"; echo $$ > \"$1\"; "
+      "exec sleep 60' " + ShellQuote(path_) + " " + ShellQuote(pid_file_) + " " + ShellQuote(line_format) +
+      " > /dev/null 2>&1 & " + WaitUntil("[ -s " + ShellQuote(pid_file_) + " ]"));
+  EXPECT_EQ(r.exit_code, 0) << "no process took the lock of " << path_ << ": " << r.err;
+  pid_ = ReadFile(pid_file_);
+  pid_ = pid_.substr(0, pid_.find('\n'));
+}
+
+bool FileLockHolder::Release() {
+  if (released_) return true;
+  released_ = true;
+  const bool done =
+      !pid_.empty() && RunCommand("kill " + pid_ + " && " + WaitUntil("flock -n " + ShellQuote(path_) + " true"))
+                               .exit_code == 0;
+  std::error_code ec;
+  std::filesystem::remove(pid_file_, ec);
+  return done;
+}
+
 std::vector<double> RandomValues(int64_t n, uint64_t seed, double lo, double hi) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist(lo, hi);

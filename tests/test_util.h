@@ -55,6 +55,36 @@ struct CommandResult {
 // stderr captured through files in the temporary directory, removed after.
 CommandResult RunCommand(const std::string& command, const CommandOptions& options = {});
 
+// Starts `command` (a /bin/sh command line) in the background with its stdout
+// and stderr in the file `out`; once `out` holds the text `marker` (at most
+// 60 s later) runs the shell commands `then`, which see the command's pid as
+// $p (e.g. "kill -TERM $p; wait $p"). Returns what RunCommand returns.
+CommandResult RunUntilOutputThen(const std::string& command, const std::string& out, const std::string& marker,
+                                 const std::string& then, int timeout_s = 120);
+
+// Another process holding an exclusive flock(2) on the file `path` (created
+// when missing) until Release: a shell that takes the lock, writes
+// `line_format` into the file with its own pid for %s (nothing when empty)
+// and sleeps. The constructor returns once all that is done (a test failure
+// after 10 s).
+class FileLockHolder {
+ public:
+  explicit FileLockHolder(const std::string& path, const std::string& line_format = "");
+  ~FileLockHolder() { Release(); }
+  FileLockHolder(const FileLockHolder&) = delete;
+  FileLockHolder& operator=(const FileLockHolder&) = delete;
+
+  // The holding process's pid, as text.
+  const std::string& pid() const { return pid_; }
+  // Ends the holder and waits until the lock is free (10 s at most); false
+  // when it did not end or the lock stayed taken. Idempotent.
+  bool Release();
+
+ private:
+  std::string path_, pid_file_, pid_;
+  bool released_ = false;
+};
+
 // Random values in [lo, hi) from a fixed-seed std::mt19937_64 (independent of
 // octet's own RNG so tests don't test the RNG with itself).
 std::vector<double> RandomValues(int64_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);

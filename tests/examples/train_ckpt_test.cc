@@ -29,9 +29,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-using ::octet::testing::kTrainGpt;
 using ::octet::testing::ReadFile;
-using ::octet::testing::RunCommand;
 using ::octet::testing::ShellQuote;
 using ::octet::testing::train_gpt::RunResult;
 using ::octet::testing::train_gpt::TrainGpt;
@@ -120,26 +118,16 @@ TEST_F(TrainGpt, ASignalStopsTheRunAfterItsStepWithACheckpointThatResumesIt) {
 // stops before its first step and before --overwrite removes anything; once
 // the holder is gone it runs.
 TEST_F(TrainGpt, ACheckpointDirInUseByAnotherRunIsRefusedBeforeAnyChange) {
-  const fs::path ckpt = *dir_ / "ckpt_locked", pid_file = *dir_ / "locked.pid";
+  const fs::path ckpt = *dir_ / "ckpt_locked";
   std::vector<std::string> args = BaseArgs("O0", 2, (*dir_ / "locked.jsonl").string());
   args.push_back("--ckpt_dir=" + ckpt.string());
   ASSERT_EQ(Run(args).exit_code, 0);  // leaves step_00000002
-  const std::string lock = ShellQuote((ckpt / ".lock").string());
-  const std::string wait_until =  // until it is free again
-      "i=0; until flock -n " + lock + " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
-  fs::remove(pid_file);  // the holder writes it once it holds the lock and wrote its line
-  ASSERT_EQ(RunCommand("sh -c 'exec 9>>\"$0\"; flock 9; printf \"pid %s on host elsewhere\" $$ > \"$0\"; "
-                       "echo $$ > \"$1\"; exec sleep 60' " + lock + " " + ShellQuote(pid_file.string()) +
-                       " > /dev/null 2>&1 & i=0; until [ -s " + ShellQuote(pid_file.string()) +
-                       " ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done")
-                .exit_code,
-            0);
-  const std::string pid = ReadFile(pid_file);
-  const std::string holder = "pid " + pid.substr(0, pid.find('\n')) + " on host elsewhere";
+  ::octet::testing::FileLockHolder other((ckpt / ".lock").string(), "pid %s on host elsewhere");
+  const std::string holder = "pid " + other.pid() + " on host elsewhere";
   std::vector<std::string> overwrite = args;
   overwrite.push_back("--overwrite");
   const RunResult r = Run(overwrite);
-  EXPECT_EQ(RunCommand("kill \"$(cat " + ShellQuote(pid_file.string()) + ")\" && " + wait_until).exit_code, 0);
+  EXPECT_TRUE(other.Release());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("train_gpt: error: checkpoint '" + ckpt.string() + "' is in use by another run (" +
                                holder + "): two runs saving into one directory would mix their checkpoints"));

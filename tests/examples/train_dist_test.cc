@@ -109,12 +109,10 @@ TEST_F(TrainDist, Zero1CheckpointResumesInOneProcess) {
 TEST_F(TrainDist, ASignalToOctetRunStopsTheRanksAtOneStepWithACheckpoint) {
   const std::string ckpt = (dir_ / "ckpt").string(), out = (dir_ / "out.txt").string();
   using octet::testing::ShellQuote;
-  const octet::testing::CommandResult run = octet::testing::RunCommand(
+  const octet::testing::CommandResult run = octet::testing::RunUntilOutputThen(
       ShellQuote(kOctetRun) + " -n 2 --timeout-ms 60000 --grace-ms 30000 -- " + ShellQuote(kTrainGpt) + kSmall +
-          " --zero1 --steps 100000 --log_every 1 --ckpt_dir " + ShellQuote(ckpt) + " > " + ShellQuote(out) +
-          " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " + ShellQuote(out) +
-          " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p",
-      {.timeout_s = 120});
+          " --zero1 --steps 100000 --log_every 1 --ckpt_dir " + ShellQuote(ckpt),
+      out, "step     3/", "kill -TERM $p; wait $p");
   const std::string log = octet::testing::ReadFile(out);
   EXPECT_EQ(run.exit_code, 128 + 15) << log;
   EXPECT_NE(log.find("octet-run: got signal 15; stopping every rank"), std::string::npos) << log;

@@ -89,9 +89,7 @@ class TrainGpt : public ::testing::Test {
                                      const std::string& then) {
     std::string cmd = "OMP_NUM_THREADS=2 " + ShellQuote(kTrainGpt);
     for (const std::string& a : args) cmd += " " + ShellQuote(a);
-    return RunCommand(cmd + " > " + ShellQuote(out.string()) + " 2>&1 & p=$!; i=0; until grep -q \"step     3/\" " +
-                          ShellQuote(out.string()) + " || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; " + then,
-                      {.timeout_s = 120});
+    return RunUntilOutputThen(cmd, out.string(), "step     3/", then);
   }
 
   // The small model every run here uses (a few ms per step).

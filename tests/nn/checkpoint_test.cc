@@ -311,8 +311,9 @@ TEST_F(CheckpointTest, PruneKeepsTheNewestCompleteCheckpointsOnly) {
 }
 
 // NOTE [checkpoint directory lock] in nn/checkpoint.h: one holder at a time, in
-// another (util-linux flock(1) takes the same kind of lock); released with
-// the object; the lock file is not part of what ScanCheckpointDir lists.
+// this process or another (util-linux flock(1) takes the same kind of lock);
+// released with the object; the lock file is not part of what
+// ScanCheckpointDir lists.
 TEST_F(CheckpointTest, ADirectoryLockHasOneHolderAndNamesIt) {
   const std::string dir = (dir_ / "ckpt").string(), lock_file = dir + "/.lock";
   const std::string other_process_locks =
@@ -339,27 +340,14 @@ TEST_F(CheckpointTest, ADirectoryLockHasOneHolderAndNamesIt) {
     const CheckpointDirLock lock(dir);  // and taken again
   }
   // Held by another process that writes nothing into the file.
-  const std::string dir2 = (dir_ / "ckpt2").string(), lock2 = dir2 + "/.lock";
-  const std::string pid_file = (dir_ / "holder.pid").string();
+  const std::string dir2 = (dir_ / "ckpt2").string();
   fs::create_directories(dir2);
-  std::ofstream(lock2).close();
-  using ::octet::testing::ShellQuote;
-  const std::string wait_until = "i=0; until flock -n " + ShellQuote(lock2) +  // until it is free again
-                                 " true || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done";
-  // One process holds it: the shell locks its fd 9, writes its pid and becomes sleep.
-  ASSERT_EQ(::octet::testing::RunCommand("sh -c 'exec 9>>\"$0\"; flock 9; echo $$ > \"$1\"; exec sleep 60' " +
-                                         ShellQuote(lock2) + " " + ShellQuote(pid_file) + " > /dev/null 2>&1 & " +
-                                         "i=0; until [ -s " + ShellQuote(pid_file) +
-                                         " ] || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done")
-                .exit_code,
-            0);
+  ::octet::testing::FileLockHolder other(dir2 + "/.lock");
   const std::string msg = ::octet::testing::ErrorOf([&] { CheckpointDirLock held(dir2); });
   EXPECT_NE(msg.find("checkpoint '" + dir2 + "' is in use by another run (its lock file names no process yet)"),
             std::string::npos)
       << msg;
-  EXPECT_EQ(::octet::testing::RunCommand("kill \"$(cat " + ShellQuote(pid_file) + ")\" && " + wait_until)
-                .exit_code,
-            0);
+  EXPECT_TRUE(other.Release());
   EXPECT_EQ(::octet::testing::ErrorOf([&] { CheckpointDirLock freed(dir2); }), "");
 }
 
