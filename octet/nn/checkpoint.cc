@@ -61,11 +61,11 @@ bool ParseUint64(const std::string& s, uint64_t* out) {
   return true;
 }
 
-absl::Status CreateCheckpointDir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!ec) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
+// This process's temporary for the step directory `name` in dir:
+// "dir/.tmp.<name>.<pid>", the form TemporaryPid reads (and a later save
+// sweeps once this process is gone).
+std::string OwnTemporary(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / absl::StrCat(".tmp.", name, ".", ::getpid())).string();
 }
 
 // The pid of an interrupted save's temporary: ".tmp.step_<digits>.<pid>" or
@@ -114,6 +114,13 @@ bool ParseStepDirName(const std::string& name, int64_t* step) {
   return true;
 }
 
+absl::Status internal::CreateCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
+}
+
 absl::StatusOr<std::vector<std::string>> internal::RemoveStaleCheckpointTemporaries(const std::string& dir) {
   absl::StatusOr<std::vector<DirEntry>> entries = ListDirectory(dir);
   if (!entries.ok()) return entries.status();
@@ -145,7 +152,7 @@ absl::StatusOr<std::vector<std::string>> internal::PruneCheckpoints(const std::s
   std::vector<std::string> removed;
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
     const std::string name = StepDirName(steps[i]);
-    const std::string tmp = (fs::path(dir) / absl::StrCat(".tmp.", name, ".", ::getpid())).string();
+    const std::string tmp = OwnTemporary(dir, name);
     std::error_code ec;
     fs::remove_all(tmp, ec);
     if (::rename((fs::path(dir) / name).c_str(), tmp.c_str()) != 0) {
@@ -164,7 +171,7 @@ absl::StatusOr<std::vector<std::string>> internal::PruneCheckpoints(const std::s
 
 absl::Status internal::CheckCheckpointDirWritable(const std::string& dir) {
   if (absl::Status s = CreateCheckpointDir(dir); !s.ok()) return s;
-  const std::string probe = (fs::path(dir) / absl::StrCat(kTmpDirPrefix, "0.", ::getpid())).string();
+  const std::string probe = OwnTemporary(dir, "step_0");  // a name no save uses
   if (::mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
     return Errno(errno, absl::StrCat("checkpoint '", dir, "': a save could not write there: cannot create '", probe,
                                      "'"));
@@ -185,7 +192,7 @@ absl::Status internal::SaveTrainingState(const std::string& dir, const TrainingS
 
   const std::string name = StepDirName(state.step);
   const std::string final_dir = (fs::path(dir) / name).string();
-  const std::string tmp_dir = (fs::path(dir) / absl::StrCat(".tmp.", name, ".", ::getpid())).string();
+  const std::string tmp_dir = OwnTemporary(dir, name);
   fs::remove_all(tmp_dir, ec);
   if (::mkdir(tmp_dir.c_str(), 0755) != 0) {
     return Errno(errno, absl::StrCat("checkpoint '", dir, "': cannot create '", tmp_dir, "'"));

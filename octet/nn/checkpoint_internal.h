@@ -19,6 +19,8 @@ absl::Status SaveTrainingState(const std::string& dir, int64_t step, const optim
                                const optim::OptimizerState& optimizer, const optim::NamedTensors& extra,
                                uint64_t rng_seed, uint64_t rng_offset,
                                const std::map<std::string, std::string>& metadata);
+// Creates dir (and its parents) when missing; the error names dir and why.
+absl::Status CreateCheckpointDir(const std::string& dir);
 absl::Status CheckCheckpointDirWritable(const std::string& dir);
 absl::StatusOr<CheckpointDirInfo> ScanCheckpointDir(const std::string& dir);
 absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointTemporaries(const std::string& dir);

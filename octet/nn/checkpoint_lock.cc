@@ -7,12 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include <octet/core/error.h>
 #include <octet/nn/checkpoint.h>
+#include <octet/nn/checkpoint_internal.h>
+#include <octet/nn/safetensors_internal.h>
 
 namespace octet::nn {
 namespace {
@@ -30,9 +31,7 @@ std::string ReadHolder(int fd) {
 }  // namespace
 
 CheckpointDirLock::CheckpointDirLock(const std::string& dir) : dir_(dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(absl::StrCat("checkpoint '", dir, "': cannot create the directory: ", ec.message()));
+  internal::ThrowIfError(internal::CreateCheckpointDir(dir));
   const std::string path = (fs::path(dir) / kCheckpointLockFile).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) {
