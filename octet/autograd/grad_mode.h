@@ -1,6 +1,8 @@
 // Grad mode: whether ops record the autograd graph on this thread.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 namespace octet::autograd {
 
 class GradMode {

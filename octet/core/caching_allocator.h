@@ -47,6 +47,8 @@
 // Decommit keeps the pages a free block shares with its neighbours.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -7,6 +7,8 @@
 // it (chosen at run time), else a slicing-by-8 table; both give the same value.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstddef>
 #include <cstdint>
 #include <string>

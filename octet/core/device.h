@@ -1,6 +1,8 @@
 // Devices: the CPU, and CUDA devices by index.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstdint>
 #include <ostream>
 #include <string>

@@ -3,6 +3,8 @@
 // to the enum count.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstdint>
 #include <ostream>
 #include <string>

@@ -25,6 +25,8 @@
 //   const bool sgemm = ReadEnvSwitch("OCTET_CPU_F32_GEMM") == 1;  // "matmul" 0, "sgemm" 1
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <span>
 #include <string_view>
 

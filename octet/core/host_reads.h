@@ -9,6 +9,8 @@
 // round trip.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstdint>
 
 namespace octet {

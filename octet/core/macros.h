@@ -1,6 +1,8 @@
 // Portability macros shared by host and device code.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #if defined(__CUDACC__)
 #define OCTET_HOST_DEVICE __host__ __device__
 #define OCTET_DEVICE __device__

@@ -24,6 +24,8 @@
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <string>
 
 namespace octet {

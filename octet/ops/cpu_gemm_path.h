@@ -28,6 +28,8 @@
 // gets kFp32Fma unless the override says otherwise.
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstdint>
 #include <optional>
 #include <string>

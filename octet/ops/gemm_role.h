@@ -2,6 +2,8 @@
 // the GEMM layout planning that uses it is internal, ops/gemm_layout.h).
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstdint>
 
 namespace octet {

@@ -13,6 +13,8 @@
 // also honours the warmup (warmup_steps = 0 gives llm.c's constant schedule).
 #pragma once
 
+#include <octet/core/cxx20.h>  // first: the headers need C++20
+
 #include <cstdint>
 #include <string>
 

@@ -12,6 +12,12 @@
 #      warning under -Wall -Wextra -Wpedantic -Wshadow -Wconversion
 #      -Wsign-conversion -Werror (tests/install/headers), with the default
 #      compiler and, where it is installed, with clang++ too.
+#   6. the consumer builds with nothing but the compiler and the flags of the
+#      installed octet.pc (pkg-config; NOTE [pkg-config file] in
+#      CMakeLists.txt), found from the scratch prefix, not the configured one,
+#      and runs with no loader path;
+#   7. every installed header, compiled as C++17, stops at one error: octet's
+#      own "needs C++20" (octet/core/cxx20.h), not errors inside octet.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
@@ -128,3 +134,42 @@ if(CLANGXX)
 else()
   message("install test: every installed header compiles alone, warning-free (no clang++ here to try too)")
 endif()
+
+# 6. pkg-config alone: the flags of the installed octet.pc and the compiler.
+find_program(PKG_CONFIG NAMES pkgconf pkg-config REQUIRED)
+file(GLOB_RECURSE pc_files "${prefix}/*/pkgconfig/octet.pc")
+list(LENGTH pc_files n_pc)
+if(NOT n_pc EQUAL 1)
+  message(FATAL_ERROR "expected one installed octet.pc under ${prefix}, found ${n_pc}: ${pc_files}")
+endif()
+get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir} ${PKG_CONFIG} --cflags --libs octet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE pc_flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PKG_CONFIG} --cflags --libs octet failed (${rc}): ${err}")
+endif()
+message("install test: pkg-config --cflags --libs octet: ${pc_flags}")
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+run(${CXX_COMPILER} -std=c++20 -O1 -I${CONSUMER_SOURCE_DIR} ${CONSUMER_SOURCE_DIR}/main.cc ${pc_flags}
+    -o ${WORK_DIR}/pkg_config_consumer)
+run(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${WORK_DIR}/pkg_config_consumer")
+message("install test: a consumer built with pkg-config's flags alone runs")
+
+# 7. Compiled as C++17, each installed header stops at octet's own message.
+set(problems "")
+foreach(h ${headers})
+  file(WRITE "${WORK_DIR}/cxx17.cc" "#include <${h}>\n")
+  execute_process(COMMAND ${CXX_COMPILER} -std=c++17 -Wfatal-errors -fsyntax-only -I${prefix}/include
+                          "${WORK_DIR}/cxx17.cc"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0)
+    string(APPEND problems "  ${h}: compiled as C++17 without an error\n")
+  elseif(NOT err MATCHES "octet's headers need C\\+\\+20: compile with -std=c\\+\\+20 or later")
+    string(REGEX MATCH "[^\n]*error[^\n]*" first "${err}")
+    string(APPEND problems "  ${h}: ${first}\n")
+  endif()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "installed headers compiled as C++17 do not stop at octet's C++20 message first:\n${problems}")
+endif()
+message("install test: every installed header, compiled as C++17, stops at octet's C++20 message")
