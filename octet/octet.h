@@ -14,6 +14,7 @@
 #include <octet/core/random.h>
 #include <octet/core/scaling.h>
 #include <octet/core/tensor.h>
+#include <octet/core/version.h>
 #include <octet/nn/activation.h>
 #include <octet/nn/amp.h>
 #include <octet/nn/attention.h>

@@ -12,6 +12,7 @@
 #include <string>
 
 #include <octet/core/allocator.h>
+#include <octet/core/version.h>
 #include <octet/ops/cpu_gelu_path.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/cuda/fp8_capabilities.h>
@@ -150,6 +151,7 @@ int Run() {
 
 int main() {
   try {
+    std::printf("octet %s\n", octet::LibraryVersionString());
     PrintCpu();
     return Run();
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <octet/core/env.h>
+#include <octet/core/version.h>
 
 #include "tests/examples/programs.h"
 #include "tests/test_util.h"
@@ -37,6 +38,8 @@ TEST(DeviceInfo, PrintsTheCpuPathsAndTheCudaSide) {
   if (!fs::exists(kDeviceInfo)) GTEST_SKIP() << "octet-device-info not built (" << kDeviceInfo << ")";
   const Result r = RunDeviceInfo("");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(std::string("octet ") + octet::LibraryVersionString() + "\n", 0), 0u)
+      << "the first line names the library's version:\n" << r.out;
   EXPECT_THAT(r.out, HasSubstr("CPU GEMM path for bf16/fp8 operands: "));
   EXPECT_THAT(r.out, HasSubstr("  single-thread peaks: FP32 FMA "));
   EXPECT_THAT(r.out, HasSubstr("CPU f32 GEMMs whose B would be packed: oneDNN's matmul, B packed by octet"));

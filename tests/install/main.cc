@@ -5,7 +5,8 @@
 //   - an own log sink receives the library's messages; bad input is an octet::Error;
 //   - a FileStore round trip, and a Get timeout is a dist::StoreTimeoutError
 //     naming the key (the distributed API needs no Abseil either);
-//   - octet::Synchronize works for the CPU, and for CUDA when a device is there.
+//   - octet::Synchronize works for the CPU, and for CUDA when a device is there;
+//   - the installed headers' version macros are the installed library's version.
 #include <unistd.h>
 
 #include <chrono>
@@ -140,6 +141,11 @@ int main() {
   Expect(WrongShapeIsAnOctetError(), "a wrong shape is an octet::Error naming it");
   Expect(FileStoreRoundTripAndTimeout(), "FileStore round trip; a timeout names the key");
   Expect(GetMemoryStats(kCPU).peak_allocated_bytes > 0, "CPU memory statistics");
+  const VersionInfo v = LibraryVersion();
+  std::printf("consumer: built with octet %d.%d.%d headers, running liboctet %s\n", OCTET_VERSION_MAJOR,
+              OCTET_VERSION_MINOR, OCTET_VERSION_PATCH, LibraryVersionString());
+  Expect(v.major == OCTET_VERSION_MAJOR && v.minor == OCTET_VERSION_MINOR && v.patch == OCTET_VERSION_PATCH,
+         "the headers' version is the library's");
 
   Synchronize(kCPU);
   if (DeviceCount(DeviceType::kCUDA) > 0) {
