@@ -1,0 +1,92 @@
+// octet used from several threads of one program at once, each with its own
+// model, optimizer and FP8 state (a server answering requests in parallel, a
+// hyperparameter search in threads): each run must give exactly the bits it
+// gives alone. What they share is process-wide: the CPU caching allocator,
+// the oneDNN primitive cache, the kernel tables, the CPU path decisions made
+// once, the log. Each thread's kernels run in an OpenMP team of its own.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <octet/nn/amp.h>
+#include <octet/nn/fp8_state.h>
+#include <octet/nn/gpt.h>
+#include <octet/optim/adamw.h>
+
+namespace octet::nn {
+namespace {
+
+// (4, 16) token ids over a vocabulary of 29, different for each run.
+Tensor Tokens(int run, int step, int offset) {
+  std::vector<int64_t> ids(4 * 16);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int64_t>((i * 7 + i / 5 + step * 3 + offset + run * 11) % 29);
+  return FromVector(ids, {4, 16});
+}
+
+struct RunSpec {
+  amp::Level level;
+  uint64_t seed;
+};
+
+// The losses of `steps` training steps and the validation loss after them.
+std::vector<double> Train(const RunSpec& r, int steps) {
+  GPT model({.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16, .vocab_size = 29, .seed = r.seed});
+  model.SetAmp(r.level);
+  amp::Fp8State fp8(model);
+  optim::AdamW opt(model.NamedParameters(), {.lr = 3e-3});
+  model.Train();
+  std::vector<double> out;
+  const int run = static_cast<int>(r.seed);
+  for (int s = 0; s < steps; ++s) {
+    model.ZeroGrad();
+    Tensor loss = model.Loss(Tokens(run, s, 0), Tokens(run, s, 1));
+    out.push_back(loss.Item());
+    loss.Backward();
+    opt.Step();
+    fp8.Update();
+  }
+  model.Eval();
+  out.push_back(model.Loss(Tokens(run, 99, 0), Tokens(run, 99, 1)).Item());
+  return out;
+}
+
+TEST(Threads, IndependentModelsTrainedInSeveralThreadsAtOnceGiveTheBitsOfOneAtATime) {
+  constexpr int kSteps = 6;
+  const std::vector<RunSpec> runs = {{amp::Level::kO0, 1}, {amp::Level::kO1, 2}, {amp::Level::kO2, 3},
+                                 {amp::Level::kO1, 4}, {amp::Level::kO0, 5}, {amp::Level::kO2, 6}};
+  // Together first: the process's one-time decisions (the CPU GEMM and GELU
+  // paths, measured; the kernel tables' first use) are then made under
+  // concurrent calls too (ctest runs each test in a fresh process).
+  std::vector<std::vector<std::vector<double>>> rounds;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::vector<double>> together(runs.size());
+    std::vector<std::string> errors(runs.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          together[i] = Train(runs[i], kSteps);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(errors[i], "") << "run " << i << ", round " << round;
+    rounds.push_back(std::move(together));
+  }
+  std::vector<std::vector<double>> alone;
+  for (const RunSpec& r : runs) alone.push_back(Train(r, kSteps));
+  for (size_t round = 0; round < rounds.size(); ++round)
+    for (size_t i = 0; i < runs.size(); ++i)
+      EXPECT_EQ(rounds[round][i], alone[i]) << "run " << i << " (" << amp::Name(runs[i].level) << "), round " << round;
+  // The runs differ from each other: a mix-up between threads would show.
+  EXPECT_NE(alone[1], alone[3]);
+}
+
+}  // namespace
+}  // namespace octet::nn
