@@ -5,6 +5,7 @@
 // oneDNN; every result still held to the float64 references of
 // matmul_reference.h.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -124,6 +125,28 @@ TEST(Matmul, PrimitivesAreCached) {
   const cpu::MatmulCacheStats after = cpu::GetMatmulCacheStats();
   EXPECT_EQ(after.misses, before.misses);
   EXPECT_EQ(after.hits, before.hits + 3);
+}
+
+// NOTE [oneDNN primitive cache]: a primitive runs with the thread count it
+// was made with, so each count gets its own; the same count finds it again.
+TEST(Matmul, EachThreadCountGetsAPrimitiveOfItsOwn) {
+  const int saved = omp_get_max_threads();
+  const Tensor a = RandomTensor({64, 48}, 3, DType::kFloat32), b = RandomTensor({48, 40}, 4, DType::kFloat32);
+  const Ref ref = RefMatmul(a, b);
+  cpu::ClearMatmulCacheForTesting();
+  omp_set_num_threads(1);
+  EXPECT_TRUE(Matches(Matmul(a, b), ref, TolFor(DType::kFloat32, 48)));
+  omp_set_num_threads(2);
+  EXPECT_TRUE(Matches(Matmul(a, b), ref, TolFor(DType::kFloat32, 48)));
+  cpu::MatmulCacheStats s = cpu::GetMatmulCacheStats();
+  EXPECT_EQ(s.misses, 2) << "a primitive made at 1 thread must not serve 2";
+  EXPECT_EQ(s.hits, 0);
+  omp_set_num_threads(1);
+  Matmul(a, b);
+  s = cpu::GetMatmulCacheStats();
+  EXPECT_EQ(s.misses, 2);
+  EXPECT_EQ(s.hits, 1) << "the 1-thread primitive is found again";
+  omp_set_num_threads(saved);
 }
 
 // The cache keeps the 256 most recently used primitives (NOTE [oneDNN

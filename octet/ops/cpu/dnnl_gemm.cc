@@ -3,7 +3,15 @@
 // NOTE [oneDNN primitive cache]: creating a matmul primitive costs 0.1-10 ms
 // (JIT code generation), so primitives are cached by everything that shapes
 // the generated code: dims, strides and dtypes of every operand, the bias and
-// the post-ops, and whether B is packed. The cache is an LRU map guarded by a
+// the post-ops, whether B is packed, and the thread count. A primitive keeps
+// the thread count it was created with (oneDNN reads omp_get_max_threads()
+// then, splits the work for that many and runs that many): keyed without it,
+// a shape first met at 1 thread ran at 1 thread for the rest of the process
+// after the program raised the count to 2 (f32 1024 x 768 x 3072 29.5 ms
+// against 15.0), a worker thread set to 1 ran the 2-thread primitive its
+// main thread had made, and the bits of a GEMM whose blocking depends on
+// the count (the bf16 weight gradients of a width-128 GPT) came from
+// whichever thread made it first. The cache is an LRU map guarded by a
 // mutex; primitives themselves are immutable and safe to execute from
 // several threads. Each execution brings its own scratchpad
 // (scratchpad_mode::user, grow-only thread-local buffers), so concurrent
@@ -96,6 +104,7 @@
 
 #include <octet/core/allocator.h>
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -322,6 +331,7 @@ std::string KeyOf(const DnnlGemmSpec& s) {
   // before the primitive sees it, so its primitive is the plain f32 one.
   const std::optional<DType> reorder_source = ReorderSource(s);
   k.push_back(s.pack_b && reorder_source ? static_cast<int64_t>(*reorder_source) : -1);
+  k.push_back(omp_get_max_threads());  // NOTE [oneDNN primitive cache]: a primitive runs its creation's count
   return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
 }
 
