@@ -90,6 +90,29 @@ TEST(Threads, IndependentModelsTrainedInSeveralThreadsAtOnceGiveTheBitsOfOneAtAT
   EXPECT_NE(alone[1], alone[3]);
 }
 
+// A program that calls octet from inside an OpenMP parallel region of its
+// own: octet's loops then run on the calling thread alone (no nested teams),
+// and each thread's run gives the bits it gives outside the region.
+TEST(Threads, CallsFromInsideTheProgramsOwnParallelRegionGiveTheBitsOfOneOutside) {
+  const std::vector<RunSpec> runs = {{amp::Level::kO0, 1}, {amp::Level::kO1, 2}, {amp::Level::kO2, 3}};
+  std::vector<std::vector<double>> outside;
+  for (const RunSpec& r : runs) outside.push_back(Train(r, 4));
+  std::vector<std::vector<double>> inside(runs.size());
+  std::vector<std::string> errors(runs.size());
+#pragma omp parallel for num_threads(3) schedule(static, 1)
+  for (int i = 0; i < static_cast<int>(runs.size()); ++i) {
+    try {
+      inside[static_cast<size_t>(i)] = Train(runs[static_cast<size_t>(i)], 4);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(i)] = e.what();
+    }
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(errors[i], "") << "run " << i;
+    EXPECT_EQ(inside[i], outside[i]) << "run " << i << " (" << amp::Name(runs[i].level) << ")";
+  }
+}
+
 // The weight gradients of one O2 step of a width-128 GPT (B·T = 2048: the
 // bf16 weight-gradient GEMMs whose oneDNN blocking depends on the thread
 // count, where oneDNN runs them).
