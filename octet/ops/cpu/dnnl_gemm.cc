@@ -11,7 +11,12 @@
 // against 15.0), a worker thread set to 1 ran the 2-thread primitive its
 // main thread had made, and the bits of a GEMM whose blocking depends on
 // the count (the bf16 weight gradients of a width-128 GPT) came from
-// whichever thread made it first. The cache is an LRU map guarded by a
+// whichever thread made it first. Called from inside a parallel region of
+// the program's own, a GEMM runs on the calling thread alone, so its
+// primitive is made for one thread (oneDNN would otherwise plan for the
+// thread's nthreads-var and give that count's bits): the bits of a one-thread
+// run (Threads.CallsFromInsideTheProgramsOwnParallelRegionGiveTheBitsOfAOneThreadRun in
+// tests/nn/threads_test.cc). The cache is an LRU map guarded by a
 // mutex; primitives themselves are immutable and safe to execute from
 // several threads. Each execution brings its own scratchpad
 // (scratchpad_mode::user, grow-only thread-local buffers), so concurrent
@@ -314,7 +319,13 @@ std::optional<DType> ReorderSource(const DnnlGemmSpec& s) {
   return s.b_user_dtype == DType::kBFloat16 ? s.b_user_dtype : std::nullopt;
 }
 
-std::string KeyOf(const DnnlGemmSpec& s) {
+// The thread count a primitive is made for and keyed by (NOTE [oneDNN
+// primitive cache]): the calling thread's, or 1 inside a parallel region of
+// the program's own, where octet's loops and oneDNN's run on the calling
+// thread alone.
+int PrimitiveThreads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
+std::string KeyOf(const DnnlGemmSpec& s, int threads) {
   std::vector<int64_t> k;
   for (const MatView* v : {&s.a, &s.b, &s.out}) {
     k.push_back(static_cast<int64_t>(v->dtype));
@@ -331,7 +342,7 @@ std::string KeyOf(const DnnlGemmSpec& s) {
   // before the primitive sees it, so its primitive is the plain f32 one.
   const std::optional<DType> reorder_source = ReorderSource(s);
   k.push_back(s.pack_b && reorder_source ? static_cast<int64_t>(*reorder_source) : -1);
-  k.push_back(omp_get_max_threads());  // NOTE [oneDNN primitive cache]: a primitive runs its creation's count
+  k.push_back(threads);  // NOTE [oneDNN primitive cache]: a primitive runs its creation's count
   return std::string(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(int64_t));
 }
 
@@ -461,7 +472,8 @@ class PrimitiveCache {
   static constexpr size_t kCapacity = 256;
 
   std::shared_ptr<const Primitive> Get(const DnnlGemmSpec& spec) {
-    std::string key = KeyOf(spec);
+    const int threads = PrimitiveThreads();
+    std::string key = KeyOf(spec, threads);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = map_.find(key);
@@ -473,7 +485,22 @@ class PrimitiveCache {
       ++misses_;
     }
     // Created outside the lock: JIT compilation can take milliseconds.
-    std::shared_ptr<const Primitive> prim = CreatePrimitive(spec);
+    std::shared_ptr<const Primitive> prim;
+    if (threads != omp_get_max_threads()) {
+      // Inside a parallel region oneDNN would still plan for this thread's
+      // nthreads-var: made for one thread, as it runs.
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      try {
+        prim = CreatePrimitive(spec);
+      } catch (...) {
+        omp_set_num_threads(saved);
+        throw;
+      }
+      omp_set_num_threads(saved);
+    } else {
+      prim = CreatePrimitive(spec);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     if (it != map_.end()) return it->second->second;  // another thread won the race
