@@ -68,11 +68,11 @@ OCTET_DECLARE_KERNEL(gemm_mixed_bf16, GemmMixedBf16Fn);
 namespace cpu {
 
 // The CPU backend's cache of oneDNN matmul primitives (NOTE [oneDNN
-// primitive cache] in ops/cpu/dnnl_gemm.cc): lookups that found a primitive,
+// primitive cache] in ops/cpu/dnnl_primitive.cc): lookups that found a primitive,
 // lookups that had to create one, and the number held now; and, counted since
 // the process started (ClearMatmulCacheForTesting keeps them), primitives
 // made for a plain B where a packed one was asked for (NOTE [plain weights]
-// in ops/cpu/dnnl_gemm.cc), oneDNN reorders run to pack a B, and A operands
+// in ops/cpu/dnnl_primitive.cc), oneDNN reorders run to pack a B, and A operands
 // copied to a padded leading dimension (NOTE [column-major A]).
 struct MatmulCacheStats {
   int64_t hits = 0;

@@ -111,7 +111,7 @@ std::vector<std::vector<double>> O2WeightGrads() {
 // A program that calls octet from inside an OpenMP parallel region of its
 // own: octet's loops and oneDNN's then run on the calling thread alone, and
 // each call gives the bits of a one-thread run (NOTE [oneDNN primitive
-// cache] in ops/cpu/dnnl_gemm.cc). Where the bits depend on the count (the
+// cache] in ops/cpu/dnnl_primitive.cc). Where the bits depend on the count (the
 // O2 weight gradients of a width-128 GPT with oneDNN's AMX GEMMs; a small
 // GPT's O0 GEMMs on oneDNN's AVX2 gemm:jit, which splits at run time),
 // neither a primitive planned for the thread's nthreads-var nor the bits of
@@ -149,7 +149,7 @@ TEST(Threads, CallsFromInsideTheProgramsOwnParallelRegionGiveTheBitsOfAOneThread
   EXPECT_EQ(inside_grads, one_thread_grads) << "the O2 weight gradients of the width-128 GPT";
 }
 
-// NOTE [oneDNN primitive cache] in ops/cpu/dnnl_gemm.cc: a program that runs
+// NOTE [oneDNN primitive cache] in ops/cpu/dnnl_primitive.cc: a program that runs
 // a shape at one thread count and then at another gets, the second time, what
 // a process at that count gets, not the first count's primitive.
 TEST(Threads, AGemmFirstRunAtOneThreadCountRunsAsItsOwnAtAnother) {

@@ -296,7 +296,7 @@ TEST_P(GemmPathTest, TimingCountsEveryGemmWithItsFlops) {
 }
 INSTANTIATE_TEST_SUITE_P(Paths, GemmPathTest, ::octet::testing::AllGemmPaths(), ::octet::testing::GemmPathName);
 
-// NOTE [plain weights] (ops/cpu/dnnl_gemm.cc): with oneDNN limited to AVX2
+// NOTE [plain weights] (ops/cpu/dnnl_primitive.cc): with oneDNN limited to AVX2
 // (what an AVX2-only CPU runs: gemm:jit, no blocked weights layout), packed B
 // operands become plain ones converted by octet, never a oneDNN reorder (its
 // bf16 -> f32 reorder has no JIT kernel there), and the results still match
@@ -329,7 +329,7 @@ TEST(CpuGemmPath, Avx2OneDnnTakesPlainBWithoutReorders) {
   EXPECT_EQ(after.b_reorders, before.b_reorders);
 }
 
-// NOTE [column-major A] (ops/cpu/dnnl_gemm.cc): under oneDNN's gemm:jit (set
+// NOTE [column-major A] (ops/cpu/dnnl_primitive.cc): under oneDNN's gemm:jit (set
 // here with its ISA limited to AVX2, as an AVX2-only CPU runs it), a
 // column-major A whose leading dimension is a multiple of 2 KiB — a weight
 // gradient's dYᵀ — is copied to a padded one first: f32 (O0), bf16 widened

@@ -40,7 +40,7 @@ using ::octet::testing::TolFor;
 // more, an f32 GEMM packs its B only when B has more than 2^18 elements;
 // either way the product is right. A bf16 B is packed at any of these sizes.
 // Where oneDNN's f32 matmul reads a plain B (AVX2-only CPUs: NOTE [plain
-// weights] in ops/cpu/dnnl_gemm.cc) nothing is packed at any size.
+// weights] in ops/cpu/dnnl_primitive.cc) nothing is packed at any size.
 TEST(Matmul, SmallF32WeightsStayPlainLargeOnesArePacked) {
   cpu::SetF32SgemmForTesting(0);  // the default path, whatever OCTET_CPU_F32_GEMM says
   const bool blocked = cpu::DnnlTakesBlockedF32B();
@@ -127,7 +127,7 @@ TEST(Matmul, PrimitivesAreCached) {
   EXPECT_EQ(after.hits, before.hits + 3);
 }
 
-// NOTE [oneDNN primitive cache]: a primitive runs with the thread count it
+// NOTE [oneDNN primitive cache] (ops/cpu/dnnl_primitive.cc): a primitive runs with the thread count it
 // was made with, so each count gets its own; the same count finds it again.
 TEST(Matmul, EachThreadCountGetsAPrimitiveOfItsOwn) {
   const int saved = omp_get_max_threads();
@@ -150,7 +150,7 @@ TEST(Matmul, EachThreadCountGetsAPrimitiveOfItsOwn) {
 }
 
 // The cache keeps the 256 most recently used primitives (NOTE [oneDNN
-// primitive cache] in ops/cpu/dnnl_gemm.cc): a program that runs more shapes
+// primitive cache] in ops/cpu/dnnl_primitive.cc): a program that runs more shapes
 // than that evicts the least recently used, and a shape evicted is made again,
 // with the same results.
 TEST(Matmul, PrimitiveCacheEvictsTheLeastRecentlyUsedBeyondItsCapacity) {

@@ -1,6 +1,6 @@
 // The CPU backend's one entry point into oneDNN's matmul (internal to
 // ops/cpu/): a GEMM described by raw pointers, dims and strides, run through
-// a cached primitive (NOTE [oneDNN primitive cache] in dnnl_gemm.cc).
+// a cached primitive (NOTE [oneDNN primitive cache] in dnnl_primitive.cc).
 // ops/cpu/matmul_cpu.cc turns tensors into these descriptions.
 #pragma once
 
@@ -64,7 +64,7 @@ bool DnnlHasBf16Matmul();
 
 // Whether oneDNN's f32 matmul on this CPU reads B in a blocked layout, which
 // octet packs B into where the GEMM is worth it (WorthPackingF32), or a plain
-// B (NOTE [plain weights] in dnnl_gemm.cc: oneDNN 2.6's gemm:jit, what
+// B (NOTE [plain weights] in dnnl_primitive.cc: oneDNN 2.6's gemm:jit, what
 // AVX2-only CPUs get). Decided once per process by making a primitive
 // descriptor; subject to ONEDNN_MAX_CPU_ISA like every primitive.
 bool DnnlTakesBlockedF32B();
