@@ -5,7 +5,6 @@
 // the oneDNN primitive cache, the kernel tables, the CPU path decisions made
 // once, the log. Each thread's kernels run in an OpenMP team of its own.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cstdint>
 #include <string>
@@ -15,6 +14,7 @@
 #include <octet/nn/amp.h>
 #include <octet/nn/fp8_state.h>
 #include <octet/nn/gpt.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/optim/adamw.h>
 
@@ -117,14 +117,16 @@ std::vector<std::vector<double>> O2WeightGrads() {
 // neither a primitive planned for the thread's nthreads-var nor the bits of
 // a run outside the region would do.
 TEST(Threads, CallsFromInsideTheProgramsOwnParallelRegionGiveTheBitsOfAOneThreadRun) {
-  const int saved = omp_get_max_threads();
   const std::vector<RunSpec> runs = {{amp::Level::kO0, 1}, {amp::Level::kO1, 2}, {amp::Level::kO2, 3}};
-  omp_set_num_threads(1);
-  cpu::ClearMatmulCacheForTesting();
   std::vector<std::vector<double>> one_thread;
-  for (const RunSpec& r : runs) one_thread.push_back(Train(r, 4));
-  const std::vector<std::vector<double>> one_thread_grads = O2WeightGrads();
-  omp_set_num_threads(2);
+  std::vector<std::vector<double>> one_thread_grads;
+  {
+    const cpu::ScopedOmpThreads one(1);
+    cpu::ClearMatmulCacheForTesting();
+    for (const RunSpec& r : runs) one_thread.push_back(Train(r, 4));
+    one_thread_grads = O2WeightGrads();
+  }
+  const cpu::ScopedOmpThreads two(2);
   cpu::ClearMatmulCacheForTesting();
   std::vector<std::vector<double>> inside(runs.size());
   std::vector<std::vector<double>> inside_grads;
@@ -142,7 +144,6 @@ TEST(Threads, CallsFromInsideTheProgramsOwnParallelRegionGiveTheBitsOfAOneThread
       errors[u] = e.what();
     }
   }
-  omp_set_num_threads(saved);
   for (size_t i = 0; i < errors.size(); ++i) EXPECT_EQ(errors[i], "") << "item " << i;
   for (size_t i = 0; i < runs.size(); ++i)
     EXPECT_EQ(inside[i], one_thread[i]) << "run " << i << " (" << amp::Name(runs[i].level) << ")";
@@ -153,16 +154,16 @@ TEST(Threads, CallsFromInsideTheProgramsOwnParallelRegionGiveTheBitsOfAOneThread
 // a shape at one thread count and then at another gets, the second time, what
 // a process at that count gets, not the first count's primitive.
 TEST(Threads, AGemmFirstRunAtOneThreadCountRunsAsItsOwnAtAnother) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(2);
+  const cpu::ScopedOmpThreads two(2);
   cpu::ClearMatmulCacheForTesting();
   const std::vector<std::vector<double>> fresh2 = O2WeightGrads();
-  omp_set_num_threads(1);
-  cpu::ClearMatmulCacheForTesting();
-  const std::vector<std::vector<double>> fresh1 = O2WeightGrads();
-  omp_set_num_threads(2);
+  std::vector<std::vector<double>> fresh1;
+  {
+    const cpu::ScopedOmpThreads one(1);
+    cpu::ClearMatmulCacheForTesting();
+    fresh1 = O2WeightGrads();
+  }
   const std::vector<std::vector<double>> after1 = O2WeightGrads();  // the 1-thread primitives are cached
-  omp_set_num_threads(saved);
   EXPECT_EQ(after1, fresh2);
   // Where fresh1 and fresh2 agree (a CPU on which every GEMM of the step is
   // octet's own, or oneDNN's blocking does not depend on the count), the

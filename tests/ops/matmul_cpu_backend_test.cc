@@ -5,7 +5,6 @@
 // oneDNN; every result still held to the float64 references of
 // matmul_reference.h.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -21,6 +20,7 @@
 #include <octet/ops/cpu_gemm_path_testing.h>
 #include <octet/ops/cpu/amx_gemm.h>
 #include <octet/ops/cpu/dnnl_gemm.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/matmul.h>
 #include <octet/ops/matmul_kernels.h>
 #include <octet/ops/matmul_testing.h>
@@ -130,23 +130,27 @@ TEST(Matmul, PrimitivesAreCached) {
 // NOTE [oneDNN primitive cache] (ops/cpu/dnnl_primitive.cc): a primitive runs with the thread count it
 // was made with, so each count gets its own; the same count finds it again.
 TEST(Matmul, EachThreadCountGetsAPrimitiveOfItsOwn) {
-  const int saved = omp_get_max_threads();
   const Tensor a = RandomTensor({64, 48}, 3, DType::kFloat32), b = RandomTensor({48, 40}, 4, DType::kFloat32);
   const Ref ref = RefMatmul(a, b);
   cpu::ClearMatmulCacheForTesting();
-  omp_set_num_threads(1);
-  EXPECT_TRUE(Matches(Matmul(a, b), ref, TolFor(DType::kFloat32, 48)));
-  omp_set_num_threads(2);
-  EXPECT_TRUE(Matches(Matmul(a, b), ref, TolFor(DType::kFloat32, 48)));
+  {
+    const cpu::ScopedOmpThreads one(1);
+    EXPECT_TRUE(Matches(Matmul(a, b), ref, TolFor(DType::kFloat32, 48)));
+  }
+  {
+    const cpu::ScopedOmpThreads two(2);
+    EXPECT_TRUE(Matches(Matmul(a, b), ref, TolFor(DType::kFloat32, 48)));
+  }
   cpu::MatmulCacheStats s = cpu::GetMatmulCacheStats();
   EXPECT_EQ(s.misses, 2) << "a primitive made at 1 thread must not serve 2";
   EXPECT_EQ(s.hits, 0);
-  omp_set_num_threads(1);
-  Matmul(a, b);
+  {
+    const cpu::ScopedOmpThreads one(1);
+    Matmul(a, b);
+  }
   s = cpu::GetMatmulCacheStats();
   EXPECT_EQ(s.misses, 2);
   EXPECT_EQ(s.hits, 1) << "the 1-thread primitive is found again";
-  omp_set_num_threads(saved);
 }
 
 // The cache keeps the 256 most recently used primitives (NOTE [oneDNN

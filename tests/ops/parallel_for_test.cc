@@ -19,16 +19,6 @@
 namespace octet::cpu {
 namespace {
 
-// Restores the OpenMP thread count when it goes.
-class Threads {
- public:
-  explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~Threads() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
 // Counts of body calls per index; fails on a range outside [0, n) or empty.
 std::vector<int> Visits(int64_t n, int64_t grain) {
   std::vector<std::atomic<int>> counts(static_cast<size_t>(n));
@@ -45,7 +35,7 @@ std::vector<int> Visits(int64_t n, int64_t grain) {
 
 TEST(ParallelFor, VisitsEveryIndexOnceForAnySplit) {
   for (int threads : {1, 2, 3, 4, 7}) {
-    const Threads t(threads);
+    const ScopedOmpThreads t(threads);
     for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4097, 100003}) {
       for (int64_t grain : {1, 2, 16, 1000, 200000}) {
         const std::vector<int> v = Visits(n, grain);
@@ -62,7 +52,7 @@ TEST(ParallelFor, VisitsEveryIndexOnceForAnySplit) {
 // thread's first call waits until both have taken a piece, so a thread
 // woken late cannot find all the work gone.
 TEST(ParallelFor, OtherThreadsTakeAStalledThreadsPieces) {
-  const Threads t(2);
+  const ScopedOmpThreads t(2);
   const int64_t n = 1 << 16;
   std::vector<std::atomic<int>> owner(static_cast<size_t>(n));
   for (auto& o : owner) o = -1;
@@ -88,7 +78,7 @@ TEST(ParallelFor, OtherThreadsTakeAStalledThreadsPieces) {
 }
 
 TEST(ParallelFor, NestedAndSmallCallsRunInline) {
-  const Threads t(2);
+  const ScopedOmpThreads t(2);
   std::vector<std::pair<int64_t, int64_t>> calls;
   std::mutex mu;
   // Below the grain: one call with the whole range.
@@ -114,7 +104,7 @@ TEST(ParallelFor, NestedAndSmallCallsRunInline) {
 TEST(ParallelJobs, VisitEveryIndexOfEveryJobOnce) {
   const std::vector<int64_t> sizes = {0, 5, 0, 0, 70001, 1, 3000, 0};
   for (int threads : {1, 2, 3}) {
-    const Threads t(threads);
+    const ScopedOmpThreads t(threads);
     for (int64_t grain : {1, 7, 1000, 1 << 20}) {
       std::vector<std::vector<std::atomic<int>>> counts;
       for (int64_t n : sizes) counts.emplace_back(static_cast<size_t>(n));

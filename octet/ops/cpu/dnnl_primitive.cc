@@ -29,11 +29,13 @@
 
 #include <list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <octet/core/error.h>
+#include <octet/ops/cpu/loops.h>
 
 namespace octet::cpu {
 
@@ -271,19 +273,11 @@ class PrimitiveCache {
     }
     // Created outside the lock: JIT compilation can take milliseconds.
     std::shared_ptr<const Primitive> prim;
-    if (threads != omp_get_max_threads()) {
+    {
       // Inside a parallel region oneDNN would still plan for this thread's
       // nthreads-var: made for one thread, as it runs.
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(threads);
-      try {
-        prim = CreatePrimitive(spec);
-      } catch (...) {
-        omp_set_num_threads(saved);
-        throw;
-      }
-      omp_set_num_threads(saved);
-    } else {
+      std::optional<ScopedOmpThreads> planned_for;
+      if (threads != omp_get_max_threads()) planned_for.emplace(threads);
       prim = CreatePrimitive(spec);
     }
     std::lock_guard<std::mutex> lock(mu_);

@@ -32,6 +32,20 @@ namespace octet::cpu {
 // which run in parallel at any grain. The grain stays a constant.
 inline constexpr int64_t kParallelGrain = 32768;
 
+// Sets the calling thread's OpenMP thread count (its nthreads-var, as
+// omp_set_num_threads does) while it lives and puts the previous one back,
+// also when an exception leaves the scope.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Runs body(begin, end) over [0, n) split across OpenMP threads when n is
 // at least `grain`: each thread's share in pieces, balanced between them
 // (NOTE [balanced split]). Bodies get any sub-range and must not depend on
