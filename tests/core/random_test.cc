@@ -2,13 +2,13 @@
 // the thread count, moments close to the distribution's, dropout's mask and
 // scaling, and its gradient.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/core/philox.h>
 #include <octet/core/random.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/random.h>
 #include <octet/ops/reduce.h>
@@ -32,10 +32,10 @@ TEST(Philox, MatchesPublishedKnownAnswer) {
 TEST(Random, SameSeedSameValuesAnyThreadCount) {
   Generator g1(123), g2(123);
   Tensor a = Randn({1000}, 0, 1, {}, &g1);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  Tensor b = Randn({1000}, 0, 1, {}, &g2);
-  omp_set_num_threads(saved);
+  const Tensor b = [&] {
+    const cpu::ScopedOmpThreads one_thread(1);
+    return Randn({1000}, 0, 1, {}, &g2);
+  }();
   EXPECT_TRUE(AllClose(a, b, 0, 0));
   EXPECT_EQ(g1.offset(), g2.offset());
   Tensor c = Randn({1000}, 0, 1, {}, &g1);  // the generator moved on

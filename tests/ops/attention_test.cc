@@ -5,7 +5,6 @@
 // layout (CausalAttentionQkv) and strided outputs, errors.
 #include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -20,6 +19,7 @@
 #include <octet/ops/attention.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/cast.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/cpu_gemm_path.h>
 #include <octet/ops/cpu_gemm_path_testing.h>
 #include "tests/ops/attention_reference.h"
@@ -414,22 +414,22 @@ TEST(Attention, KernelsWriteOutputsWithAnyStrides) {
 // take the two-pass path (dK/dV over key tiles, dQ over query tiles). Both
 // give the same bits, and so does asking for a single gradient.
 TEST(Attention, BackwardIsDeterministicAcrossThreadsAndPaths) {
-  const int saved = omp_get_max_threads();
   for (const auto& [shape, dtype] : {std::pair{Shape{1, 1, 200, 64}, DType::kFloat32},
                                       std::pair{Shape{1, 3, 130, 20}, DType::kFloat32},
                                       std::pair{Shape{1, 1, 200, 64}, DType::kBFloat16},
                                       std::pair{Shape{1, 3, 130, 20}, DType::kBFloat16}}) {
     const Inputs in = MakeInputs(shape, dtype, 70);
     const Tensor dout = RandomTensor(shape, 71, dtype);
-    omp_set_num_threads(1);
-    const TensorList one = Grads(in, dout, true, true, true)[0];
-    omp_set_num_threads(2);
+    const TensorList one = [&] {
+      const cpu::ScopedOmpThreads scoped(1);
+      return Grads(in, dout, true, true, true)[0];
+    }();
+    const cpu::ScopedOmpThreads scoped(2);
     const TensorList two = Grads(in, dout, true, true, true)[0];
     const TensorList again = Grads(in, dout, true, true, true)[0];
     const TensorList only_q = Grads(in, dout, true, false, false)[0];
     const TensorList only_k = Grads(in, dout, false, true, false)[0];
     const TensorList only_v = Grads(in, dout, false, false, true)[0];
-    omp_set_num_threads(saved);
     for (int i = 0; i < 3; ++i) {
       ExpectSameBits(one[i], two[i], "1 vs 2 threads, grad " + std::to_string(i) + " " + ShapeStr(shape));
       ExpectSameBits(two[i], again[i], "repeat, grad " + std::to_string(i));
@@ -446,15 +446,14 @@ TEST(Attention, BackwardIsDeterministicAcrossThreadsAndPaths) {
 // as work items; with 3 heads one thread does, two threads take (head, query
 // tile) items and convert K/V tiles per item. Every way gives the same bits.
 TEST(Attention, ForwardIsThreadCountInvariant) {
-  const int saved = omp_get_max_threads();
   for (const Shape& shape : {Shape{2, 2, 150, 32}, Shape{1, 3, 150, 32}}) {
     for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
       const Inputs in = MakeInputs(shape, dtype, 80);
-      omp_set_num_threads(1);
-      const Tensor one = CausalAttention(in.q, in.k, in.v);
-      omp_set_num_threads(2);
-      const Tensor two = CausalAttention(in.q, in.k, in.v);
-      omp_set_num_threads(saved);
+      auto run = [&](int threads) {
+        const cpu::ScopedOmpThreads scoped(threads);
+        return CausalAttention(in.q, in.k, in.v);
+      };
+      const Tensor one = run(1), two = run(2);
       ExpectSameBits(one, two, "forward " + ShapeStr(shape) + " " + Name(dtype));
     }
   }

@@ -2,13 +2,13 @@
 // reference written here, gradcheck, non-contiguous weight and indices,
 // thread-count independence, and error messages.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include <octet/autograd/gradcheck.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/embedding.h>
 #include <octet/ops/embedding_kernels.h>
 #include <octet/ops/pointwise.h>
@@ -112,11 +112,9 @@ TEST(EmbeddingGrad, IsBitwiseIndependentOfTheThreadCount) {
   const Tensor indices = FromVector(idx, {n});
   const Tensor dout = RandomTensor({n, c}, 7, DType::kFloat32, -1e3, 1e3);
   auto dweight = [&](int threads) {
-    const int prev = omp_get_max_threads();
-    omp_set_num_threads(threads);
+    const cpu::ScopedOmpThreads scoped(threads);
     Tensor w = Zeros({v, c}).requires_grad_();
     Embedding(w, indices).Backward(dout);
-    omp_set_num_threads(prev);
     return w.grad();
   };
   const Tensor one = dweight(1), two = dweight(2);

@@ -3,12 +3,11 @@
 // (ops/multi_tensor_plan.h).
 #include <gtest/gtest.h>
 
-#include <omp.h>
-
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/multi_tensor_kernels.h>
 #include <octet/ops/multi_tensor_plan.h>
 #include "tests/test_util.h"
@@ -121,11 +120,10 @@ TEST(MultiTensorCpu, ManyLargeTensorsInOneRegionKeepTheirBitsAtAnyThreadCount) {
   const TensorList orig = {RandomTensor({70001}, 11, DType::kFloat32, -2, 2), RandomTensor({3}, 12, DType::kFloat32),
                            RandomTensor({0}, 13, DType::kFloat32), RandomTensor({257, 300}, 14, DType::kBFloat16, -2, 2),
                            RandomTensor({40000}, 15, DType::kFloat64, -2, 2)};
-  const int saved = omp_get_max_threads();
   std::vector<double> norms;
   std::vector<std::vector<double>> clipped;
   for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
+    const cpu::ScopedOmpThreads scoped(threads);
     Tensor norm = Empty({}, {.dtype = DType::kFloat64});
     multi_tensor_l2_norm(kCPU)(orig, norm);
     norms.push_back(norm.Item());
@@ -139,7 +137,6 @@ TEST(MultiTensorCpu, ManyLargeTensorsInOneRegionKeepTheirBitsAtAnyThreadCount) {
     }
     clipped.push_back(all);
   }
-  omp_set_num_threads(saved);
   const double want = Norm64(orig);
   EXPECT_NEAR(norms[0], want, 1e-12 * want);
   EXPECT_EQ(norms[1], norms[0]);

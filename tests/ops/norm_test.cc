@@ -2,7 +2,6 @@
 // written here, gradcheck for every input, non-contiguous inputs, thread-count
 // independence of the parameter gradients, and error messages.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include <octet/autograd/gradcheck.h>
 #include <octet/autograd/grad_mode.h>
 #include <octet/core/convert_testing.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/norm.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
@@ -208,12 +208,10 @@ TEST(Norm, ParameterGradientsDoNotDependOnTheThreadCount) {
   const Tensor x0 = RandomTensor({512, 96}, 26, DType::kFloat32, -2, 2);
   const Tensor dy = RandomTensor({512, 96}, 27, DType::kFloat32);
   auto grads = [&](int threads) {
-    const int prev = omp_get_max_threads();
-    omp_set_num_threads(threads);
+    const cpu::ScopedOmpThreads scoped(threads);
     Tensor x = x0.Clone().requires_grad_();
     Tensor w = Ones({96}).requires_grad_(), b = Zeros({96}).requires_grad_();
     LayerNorm(x, w, b).Backward(dy);
-    omp_set_num_threads(prev);
     return TensorList{x.grad(), w.grad(), b.grad()};
   };
   const TensorList one = grads(1), two = grads(2);

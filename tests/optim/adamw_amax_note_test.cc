@@ -6,7 +6,6 @@
 // used: a write after the step, a part of the weight, a weight that did not
 // ask, a bf16 weight with its f32 master copy.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include <octet/core/scaling_math.h>
 #include <octet/nn/linear.h>
 #include <octet/ops/cast.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
 #include <octet/optim/adamw.h>
@@ -75,9 +75,8 @@ TEST(AmaxNotes, StepNotesTheNewAmaxOfTheWeightsThatAskedForIt) {
   half.storage()->WantAmaxNotes();
   AdamW opt({{"head", head}, {"middle", middle}, {"tail", tail}, {"small", small}, {"quiet", quiet}, {"half", half}},
             {.lr = 0.05, .weight_decay = 0.1});
-  const int saved = omp_get_max_threads();
   for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
+    const cpu::ScopedOmpThreads scoped(threads);
     for (int step = 0; step < 2; ++step) {
       int seed = 10 + step;
       for (const Tensor& p : {head, middle, tail, small, quiet, half}) {
@@ -98,7 +97,6 @@ TEST(AmaxNotes, StepNotesTheNewAmaxOfTheWeightsThatAskedForIt) {
     EXPECT_FALSE(NotedAmax(half).defined());
     EXPECT_EQ(Bits(AmaxValue(Amax(half))), Bits(ReferenceAmax(half)));
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(AmaxNotes, AmaxReturnsACopyOfTheNoteWhileItMatches) {

@@ -4,7 +4,6 @@
 // scales) against the fp32 trajectory, state dict round trips and errors.
 #include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include <octet/core/float16.h>
 #include <octet/core/float8.h>
 #include <octet/core/scaling.h>
+#include <octet/ops/cpu/loops.h>
 #include <octet/optim/adamw.h>
 #include <octet/optim/sgd.h>
 #include "tests/test_util.h"
@@ -126,9 +126,8 @@ TEST(AdamW, LargeTensorAcrossChunksAndThreadsMatchesReference) {
 
   // The scaled state gives the same bits on 1 and 2 threads.
   std::vector<std::vector<uint8_t>> results;
-  const int saved = omp_get_max_threads();
   for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
+    const cpu::ScopedOmpThreads scoped(threads);
     Tensor x = Param(w0, {n}, DType::kBFloat16);
     AdamW o({{"x", x}}, {.lr = 0.01, .state_dtype = StateDType::kFp8Fp16});
     for (const auto& g : grads) {
@@ -142,7 +141,6 @@ TEST(AdamW, LargeTensorAcrossChunksAndThreadsMatchesReference) {
     }
     results.push_back(all);
   }
-  omp_set_num_threads(saved);
   EXPECT_EQ(results[0], results[1]);
 }
 
