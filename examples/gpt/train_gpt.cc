@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +26,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include <octet/autograd/grad_mode.h>
 #include <octet/core/random.h>
 #include "examples/gpt/data.h"
 #include "examples/gpt/distributed_training.h"
@@ -41,6 +36,7 @@
 #include "examples/gpt/run_state.h"
 #include "examples/gpt/stop_signal.h"
 #include "examples/gpt/train_step.h"
+#include "examples/gpt/training_data.h"
 #include <octet/nn/amp.h>
 #include <octet/nn/checkpoint.h>
 #include <octet/nn/gpt.h>
@@ -107,99 +103,12 @@ ABSL_FLAG(std::string, prompt, "", "Sampling prompt (text corpora; default: star
 namespace octet::gpt {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double PeakRssMb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
-}
-
-struct Data {
-  std::shared_ptr<const TokenDataset> train;
-  std::shared_ptr<const TokenDataset> val;  // may be null
-  int64_t vocab_size = 0;
-  bool text = true;
-  std::string description;
-  std::string fingerprint;  // examples/gpt/run_state.h DatasetFingerprint
-};
-
-absl::StatusOr<Data> LoadData() {
-  const std::vector<std::string> paths = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
-  if (paths.empty()) return absl::InvalidArgumentError("--data is empty");
-  bool shards = true;
-  for (const std::string& p : paths) shards &= absl::EndsWith(p, ".bin");
-  Data d;
-  d.text = !shards;
-  const int64_t vocab_flag = absl::GetFlag(FLAGS_vocab_size);
-  if (vocab_flag < 0) return absl::InvalidArgumentError(absl::StrCat("--vocab_size must be >= 0, got ", vocab_flag));
-  if (shards) {
-    d.vocab_size = vocab_flag > 0 ? vocab_flag : kGpt2VocabSize;
-    auto expand = [](const std::string& list) -> absl::StatusOr<std::vector<std::string>> {
-      std::vector<std::string> files;
-      const std::vector<std::string> parts = absl::StrSplit(list, ',', absl::SkipEmpty());
-      for (const std::string& p : parts) {
-        absl::StatusOr<std::vector<std::string>> e = ExpandShardPattern(p);
-        if (!e.ok()) return e.status();
-        files.insert(files.end(), e->begin(), e->end());
-      }
-      return files;
-    };
-    absl::StatusOr<std::vector<std::string>> train_files = expand(absl::GetFlag(FLAGS_data));
-    if (!train_files.ok()) return train_files.status();
-    absl::StatusOr<TokenDataset> train = TokenDataset::FromShardFiles(*train_files, d.vocab_size);
-    if (!train.ok()) return train.status();
-    d.train = std::make_shared<TokenDataset>(*std::move(train));
-    if (!absl::GetFlag(FLAGS_val_data).empty()) {
-      absl::StatusOr<std::vector<std::string>> val_files = expand(absl::GetFlag(FLAGS_val_data));
-      if (!val_files.ok()) return val_files.status();
-      absl::StatusOr<TokenDataset> val = TokenDataset::FromShardFiles(*val_files, d.vocab_size);
-      if (!val.ok()) return val.status();
-      d.val = std::make_shared<TokenDataset>(*std::move(val));
-    }
-    d.description = absl::StrCat(train_files->size(), " token shard(s)");
-    d.fingerprint = DatasetFingerprint(*d.train, d.val.get(), /*in_memory=*/false);
-    return d;
-  }
-  d.vocab_size = vocab_flag > 0 ? vocab_flag : ByteTokenizer::kVocabSize;
-  absl::StatusOr<TextCorpus> corpus = LoadTextCorpus(paths);
-  if (!corpus.ok()) return corpus.status();
-  absl::StatusOr<TokenDataset> train = TokenDataset::FromTokens(corpus->train_tokens, d.vocab_size, "train");
-  if (!train.ok()) return train.status();
-  d.train = std::make_shared<TokenDataset>(*std::move(train));
-  if (!corpus->val_tokens.empty()) {
-    absl::StatusOr<TokenDataset> val = TokenDataset::FromTokens(corpus->val_tokens, d.vocab_size, "val");
-    if (!val.ok()) return val.status();
-    d.val = std::make_shared<TokenDataset>(*std::move(val));
-  }
-  d.description = absl::StrFormat("%d files, %d documents (%d train, %d val), %d train / %d val tokens",
-                                  corpus->files.size(), corpus->num_documents, corpus->num_train_documents,
-                                  corpus->num_val_documents, corpus->train_tokens.size(), corpus->val_tokens.size());
-  d.fingerprint = DatasetFingerprint(*d.train, d.val.get(), /*in_memory=*/true);
-  return d;
-}
-
-// Mean loss over the first `batches` validation batches (always the same ones).
-absl::StatusOr<double> Evaluate(nn::GPT& model, const std::shared_ptr<const TokenDataset>& val, int64_t batch,
-                                int64_t seq_len, int64_t batches, Device device) {
-  absl::StatusOr<BatchSampler> sampler =
-      BatchSampler::Create(val, {.batch_size = batch, .seq_len = seq_len, .shuffle = false});
-  if (!sampler.ok()) return sampler.status();
-  const int64_t n = std::max<int64_t>(1, std::min(batches, sampler->batches_per_epoch()));
-  NoGradGuard no_grad;
-  model.Eval();
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    absl::StatusOr<Batch> b = sampler->Next();
-    if (!b.ok()) {
-      model.Train();
-      return b.status();
-    }
-    total += model.Loss(b->inputs.To(device), b->targets.To(device)).Item();
-  }
-  model.Train();
-  return total / static_cast<double>(n);
 }
 
 absl::Status Fail(const std::string& msg) { return absl::InvalidArgumentError(msg); }
@@ -302,7 +211,8 @@ absl::Status Run() {
   }
 
   // ---- data --------------------------------------------------------------------------
-  absl::StatusOr<Data> data = LoadData();
+  absl::StatusOr<TrainingData> data =
+      LoadTrainingData(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_val_data), absl::GetFlag(FLAGS_vocab_size));
   if (!data.ok()) return data.status();
   std::printf("data: %s\n", data->description.c_str());
   const uint64_t seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
@@ -539,7 +449,7 @@ absl::Status Run() {
     const double worst_sat = telemetry && log_step ? nn::amp::WorstSaturation(nn::amp::Telemetry(model)) : 0.0;
     double step_val = NAN;
     if (eval_now) {
-      absl::StatusOr<double> v = Evaluate(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches), device);
+      absl::StatusOr<double> v = EvaluateLoss(model, data->val, B, T, absl::GetFlag(FLAGS_eval_batches), device);
       if (!v.ok()) return v.status();
       step_val = val_loss = *v;
     }
