@@ -72,8 +72,9 @@ namespace cpu {
 // lookups that had to create one, and the number held now; and, counted since
 // the process started (ClearMatmulCacheForTesting keeps them), primitives
 // made for a plain B where a packed one was asked for (NOTE [plain weights]
-// in ops/cpu/dnnl_primitive.cc), oneDNN reorders run to pack a B, and A operands
-// copied to a padded leading dimension (NOTE [column-major A]).
+// in ops/cpu/dnnl_primitive.cc), oneDNN reorders run to pack a B, and A and B
+// operands copied to a padded leading dimension (NOTE [column-major A], NOTE
+// [row-major B beside a column-major A]).
 struct MatmulCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
@@ -81,6 +82,7 @@ struct MatmulCacheStats {
   int64_t plain_b = 0;
   int64_t b_reorders = 0;
   int64_t padded_a = 0;
+  int64_t padded_b = 0;
   int64_t amx_gemms = 0;  // GEMMs run by octet's AMX GEMM (NOTE [amx gemm] in ops/cpu/amx_gemm.cc)
   int64_t packed_b = 0;   // GEMMs whose B octet's packers (PackF32B, PackVnniB) packed first
 };

@@ -367,6 +367,58 @@ TEST(CpuGemmPath, Avx2OneDnnPadsAColumnMajorAOnAliasingStrides) {
   internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 
+// NOTE [row-major B beside a column-major A] (ops/cpu/dnnl_primitive.cc):
+// under gemm:jit (oneDNN's ISA capped at AVX2, as above), a weight
+// gradient's row-major B whose rows are a multiple of 512 bytes apart, next
+// to a column-major A, is copied with padded rows first: f32 (O0), bf16
+// widened while it is copied (the FP32-FMA path) and FP8 codes likewise,
+// each matching float64 and giving the bits of the same GEMM on an unpadded
+// B of another width's view, the copy counted; rows 2000 bytes apart, a
+// row-major A, or fewer than 128 columns: not copied. Own process, as above.
+TEST(CpuGemmPath, Avx2OneDnnPadsARowMajorBBesideAColumnMajorA) {
+  if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success)
+    GTEST_SKIP() << "oneDNN already made a primitive in this process (run it alone, as ctest does)";
+  internal::SetCpuGemmPathForTesting(CpuGemmPath::kFp32Fma);
+  auto padded = [] { return cpu::GetMatmulCacheStats().padded_b; };
+  uint64_t seed = 800;
+  // dY (K = 40 tokens, M = 24 features), X (40 tokens, N = 256: 1 KiB rows in f32); dW = dYᵀ·X.
+  const Tensor dy = RandomTensor({40, 24}, seed++, DType::kFloat32);
+  const Tensor x = RandomTensor({40, 256}, seed++, DType::kFloat32);
+  // The same X as the first 256 columns of a 40 x 260 tensor: 1040-byte rows, not copied.
+  Tensor wide = RandomTensor({40, 260}, seed++, DType::kFloat32);
+  wide.Slice(1, 0, 256).CopyFrom_(x);
+  const Tensor x_view = wide.Slice(1, 0, 256);
+  int64_t before = padded();
+  const Tensor dw = Matmul(dy.T(), x);
+  EXPECT_TRUE(MatchesReference(dw, dy.T(), x, Tensor(), false)) << "f32";
+  EXPECT_EQ(padded() - before, 1) << "f32, rows 1 KiB apart";
+  before = padded();
+  EXPECT_TRUE(testing::AllClose(Matmul(dy.T(), x_view), dw, 0, 0)) << "f32, unpadded view";
+  EXPECT_EQ(padded(), before) << "f32, rows 1040 bytes apart";
+  const Tensor dy16 = dy.To(DType::kBFloat16), x16 = x.To(DType::kBFloat16);
+  before = padded();
+  const Tensor dw16 = Matmul(dy16.T(), x16);
+  EXPECT_TRUE(MatchesReference(dw16, dy16.T(), x16, Tensor(), true)) << "bf16 widened";
+  EXPECT_EQ(padded() - before, 1) << "bf16 widened, rows 512 bytes apart";
+  EXPECT_TRUE(testing::AllClose(Matmul(dy16.T(), wide.To(DType::kBFloat16).Slice(1, 0, 256)), dw16, 0, 0))
+      << "bf16, unpadded view";
+  const Tensor dy8 = QuantizeCurrent(dy, DType::kFloat8E5M2), x8 = QuantizeCurrent(x, DType::kFloat8E4M3);
+  before = padded();
+  EXPECT_TRUE(MatchesReference(ScaledMatmul(dy8.T(), x8, DType::kFloat32), AsF64(dy8).T(), AsF64(x8), Tensor(),
+                               false))
+      << "fp8";
+  EXPECT_EQ(padded() - before, 1) << "fp8 widened, rows 256 bytes apart as codes, 1 KiB as f32";
+  // Rows of 500 floats (2000 bytes), a row-major A, 64 columns: as they are.
+  const Tensor x500 = RandomTensor({40, 500}, seed++, DType::kFloat32);
+  const Tensor x64 = RandomTensor({40, 64}, seed++, DType::kFloat32);
+  before = padded();
+  EXPECT_TRUE(MatchesReference(Matmul(dy.T(), x500), dy.T(), x500, Tensor(), false)) << "500 columns";
+  EXPECT_TRUE(MatchesReference(Matmul(dy.T().Contiguous(), x), dy.T(), x, Tensor(), false)) << "row-major A";
+  EXPECT_TRUE(MatchesReference(Matmul(dy.T(), x64), dy.T(), x64, Tensor(), false)) << "64 columns";
+  EXPECT_EQ(padded(), before);
+  internal::SetCpuGemmPathForTesting(std::nullopt);
+}
+
 // The BF16 path forced where oneDNN has no bf16 matmul (AVX2 only): the
 // error says why and what to do, and CpuRunsBf16Gemm (what the forced-path
 // tests skip on) says no. Own process, as above.

@@ -228,6 +228,33 @@ const void* RoundedSpan(const MatView& v, Workspace& ws) {
   return dst;
 }
 
+// PreparedB's B (reader_widens: none) with its rows b_ld elements apart in
+// ws (NOTE [row-major B beside a column-major A] in dnnl_primitive.cc): b is
+// 2-D and row-major.
+const void* PaddedB(const DnnlGemmSpec& spec, int64_t b_ld, Workspace& ws) {
+  const MatView& b = spec.b;
+  const int64_t k = b.dims[0], n = b.dims[1], ldb = b.strides[0];
+  const std::optional<DType> from = spec.b_fp8 ? spec.b_fp8 : spec.b_user_dtype;
+  const size_t dst_elem = SizeOf(b.dtype), src_elem = SizeOf(from.value_or(b.dtype));
+  char* dst = static_cast<char*>(ws.Get(static_cast<size_t>(b_ld * (k - 1) + n) * dst_elem));
+  const char* src = static_cast<const char*>(b.data);
+  g_padded_b.fetch_add(1, std::memory_order_relaxed);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / n);
+  ParallelFor(k, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const char* in = src + static_cast<size_t>(r * ldb) * src_elem;
+      char* out = dst + static_cast<size_t>(r * b_ld) * dst_elem;
+      if (from)
+        ConvertElements(in, *from, b.dtype, n, out);  // on this thread: inside the region
+      else if (spec.b_round_bf16)
+        RoundElementsToBf16(reinterpret_cast<const float*>(in), n, reinterpret_cast<float*>(out));
+      else
+        std::memcpy(out, in, static_cast<size_t>(n) * dst_elem);
+    }
+  });
+  return dst;
+}
+
 // spec.b's elements as a reader of b.dtype takes them — a oneDNN reorder
 // (which itself widens a B held in `reader_widens`) or the primitive: FP8
 // codes and any other user dtype converted span-wise into ws, a rounded f32
@@ -368,8 +395,10 @@ void RunDnnlGemm(const DnnlGemmSpec& spec, const void* bias, const float* scale)
       g_b_reorders.fetch_add(1, std::memory_order_relaxed);
       args.emplace(DNNL_ARG_WEIGHTS, packed);
     } else {
-      // Plain B (NOTE [plain weights] when pack_b was asked for).
-      const void* b_data = PreparedB(spec, std::nullopt, buffers.b_plain);
+      // Plain B (NOTE [plain weights] when pack_b was asked for), padded
+      // where NOTE [row-major B beside a column-major A] says so.
+      const void* b_data = p->b_ld > 0 ? PaddedB(spec, p->b_ld, buffers.b_plain)
+                                       : PreparedB(spec, std::nullopt, buffers.b_plain);
       args.emplace(DNNL_ARG_WEIGHTS, memory(p->b_md, eng, const_cast<void*>(b_data)));
     }
     pack_timer.reset();

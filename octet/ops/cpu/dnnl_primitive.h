@@ -36,6 +36,9 @@ struct Primitive {
   // NOTE [column-major A] in dnnl_primitive.cc: when > 0, a (2-D, column-major) is copied with
   // this leading dimension (a_md's) before the matmul.
   int64_t a_ld = 0;
+  // NOTE [row-major B beside a column-major A] in dnnl_primitive.cc: when > 0, a plain
+  // row-major b is copied (and converted, as PreparedB would) with this leading dimension first.
+  int64_t b_ld = 0;
   dnnl::reorder pack;
   dnnl::memory::desc b_user_md, pack_scratch_md;
 };
@@ -61,8 +64,8 @@ MatmulCacheStats PrimitiveCacheStats();
 void ClearPrimitiveCache();
 
 // MatmulCacheStats' counters: primitives made for a plain B (here), and the
-// GEMMs' B reorders, padded A copies, AMX GEMMs and octet-packed Bs
+// GEMMs' B reorders, padded A and B copies, AMX GEMMs and octet-packed Bs
 // (counted by dnnl_gemm.cc).
-extern std::atomic<int64_t> g_plain_b, g_b_reorders, g_padded_a, g_amx_gemms, g_packed_b;
+extern std::atomic<int64_t> g_plain_b, g_b_reorders, g_padded_a, g_padded_b, g_amx_gemms, g_packed_b;
 
 }  // namespace octet::cpu
