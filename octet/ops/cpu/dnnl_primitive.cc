@@ -218,6 +218,11 @@ int64_t PaddedLeadingDimB(const DnnlGemmSpec& s, const dnnl::matmul::primitive_d
   const int64_t elem = static_cast<int64_t>(SizeOf(b.dtype));
   if ((b.strides[0] * elem) % kAliasingBRowBytes != 0) return 0;
   if (std::string(pd.impl_info_str()).rfind("gemm:jit", 0) != 0) return 0;
+  // Measured on the AVX2 kernels only (oneDNN's AVX-512 gemm:jit already
+  // avoids its direct-read kernels for leading dimensions that are multiples
+  // of 256 elements).
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  if ((static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) == avx512) return 0;
   return b.strides[0] + kPadBytes / elem;
 }
 
