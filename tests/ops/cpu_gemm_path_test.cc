@@ -371,7 +371,8 @@ TEST(CpuGemmPath, Avx2OneDnnPadsAColumnMajorAOnAliasingStrides) {
 // under gemm:jit (oneDNN's ISA capped at AVX2, as above), a weight
 // gradient's row-major B whose rows are a multiple of 512 bytes apart, next
 // to a column-major A, is copied with padded rows first: f32 (O0), bf16
-// widened while it is copied (the FP32-FMA path) and FP8 codes likewise,
+// widened while it is copied (the FP32-FMA path), an f32 B rounded to bf16
+// (the mixed O2 weight gradient) and FP8 codes likewise,
 // each matching float64 and giving the bits of the same GEMM on an unpadded
 // B of another width's view, the copy counted; rows 2000 bytes apart, a
 // row-major A, or fewer than 128 columns: not copied. Own process, as above.
@@ -402,6 +403,12 @@ TEST(CpuGemmPath, Avx2OneDnnPadsARowMajorBBesideAColumnMajorA) {
   EXPECT_EQ(padded() - before, 1) << "bf16 widened, rows 512 bytes apart";
   EXPECT_TRUE(testing::AllClose(Matmul(dy16.T(), wide.To(DType::kBFloat16).Slice(1, 0, 256)), dw16, 0, 0))
       << "bf16, unpadded view";
+  // The mixed form of an O2 weight gradient: an f32 B, rounded to bf16 as it is copied.
+  const Tensor out_mixed = Empty({24, 256}, {.dtype = DType::kFloat32});
+  before = padded();
+  matmul_kernel(DeviceType::kCPU)(dy16.T(), x, Tensor(), out_mixed, Tensor());
+  EXPECT_TRUE(MatchesReference(out_mixed, dy16.T(), x.To(DType::kBFloat16), Tensor(), false)) << "mixed";
+  EXPECT_EQ(padded() - before, 1) << "mixed, an f32 B rounded";
   const Tensor dy8 = QuantizeCurrent(dy, DType::kFloat8E5M2), x8 = QuantizeCurrent(x, DType::kFloat8E4M3);
   before = padded();
   EXPECT_TRUE(MatchesReference(ScaledMatmul(dy8.T(), x8, DType::kFloat32), AsF64(dy8).T(), AsF64(x8), Tensor(),
