@@ -193,39 +193,50 @@ DnnlBuffers& ThreadDnnlBuffers() {
   return buffers;
 }
 
-// a's columns copied a_ld apart into ws (NOTE [column-major A]).
-const void* PaddedA(const MatView& a, int64_t a_ld, Workspace& ws) {
-  const int64_t m = a.dims[0], k = a.dims[1], lda = a.strides[1];
-  const size_t elem = SizeOf(a.dtype);
-  char* dst = static_cast<char*>(ws.Get(static_cast<size_t>(a_ld * (k - 1) + m) * elem));
-  const char* src = static_cast<const char*>(a.data);
-  g_padded_a.fetch_add(1, std::memory_order_relaxed);
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / m);
-  ParallelFor(k, grain, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c)
-      std::memcpy(dst + static_cast<size_t>(c * a_ld) * elem, src + static_cast<size_t>(c * lda) * elem,
-                  static_cast<size_t>(m) * elem);
+// `runs` runs of `len` elements, src_ld elements apart at src, each made by
+// prepare(in, out) dst_ld elements apart in ws: the padded copies of NOTE
+// [column-major A] and NOTE [row-major B beside a column-major A] (in
+// dnnl_primitive.cc). prepare runs inside the parallel region.
+template <class Prepare>
+const void* PaddedRuns(const void* src, size_t src_elem, size_t dst_elem, int64_t runs, int64_t len, int64_t src_ld,
+                       int64_t dst_ld, Workspace& ws, Prepare prepare) {
+  char* dst = static_cast<char*>(ws.Get(static_cast<size_t>(dst_ld * (runs - 1) + len) * dst_elem));
+  const char* in = static_cast<const char*>(src);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / len);
+  ParallelFor(runs, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      prepare(in + static_cast<size_t>(r * src_ld) * src_elem, dst + static_cast<size_t>(r * dst_ld) * dst_elem);
   });
   return dst;
 }
 
-// The elements v describes, held as `from` (FP8 codes, or bf16 for an f32
-// v), converted exactly to v.dtype into ws with the same strides (the span
-// from the first to the last element is converted).
-const void* ConvertedSpan(const MatView& v, DType from, Workspace& ws) {
-  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
-  void* dst = ws.Get(static_cast<size_t>(span) * SizeOf(v.dtype));
-  ConvertElements(v.data, from, v.dtype, span, dst);
-  return dst;
+// a's columns copied a_ld apart into ws (NOTE [column-major A]).
+const void* PaddedA(const MatView& a, int64_t a_ld, Workspace& ws) {
+  const int64_t m = a.dims[0], k = a.dims[1];
+  const size_t elem = SizeOf(a.dtype);
+  g_padded_a.fetch_add(1, std::memory_order_relaxed);
+  return PaddedRuns(a.data, elem, elem, k, m, a.strides[1], a_ld, ws,
+                    [&](const char* in, char* out) { std::memcpy(out, in, static_cast<size_t>(m) * elem); });
 }
 
-// v's f32 elements rounded to bf16 precision (RoundElementsToBf16) into ws,
-// with the same strides.
-const void* RoundedSpan(const MatView& v, Workspace& ws) {
-  const int64_t span = std::max<int64_t>(SpanOf(v.dims, v.strides), 1);
-  float* dst = static_cast<float*>(ws.Get(static_cast<size_t>(span) * sizeof(float)));
-  RoundElementsToBf16(static_cast<const float*>(v.data), span, dst);
-  return dst;
+// What spec.b holds that a reader of b.dtype needs converted: FP8 codes, or
+// a user dtype other than the one the reader (a oneDNN reorder) widens
+// itself; nullopt when b's elements are b.dtype's.
+std::optional<DType> BConversionSource(const DnnlGemmSpec& spec, std::optional<DType> reader_widens) {
+  return spec.b_fp8 ? spec.b_fp8 : spec.b_user_dtype != reader_widens ? spec.b_user_dtype : std::nullopt;
+}
+
+// n of spec.b's elements at in, as a reader of b.dtype takes them, at out:
+// converted exactly from `from`, rounded to bf16 precision (a rounded f32 B,
+// RoundElementsToBf16), or copied. On the OpenMP pool, or on the calling
+// thread inside a parallel region.
+void PrepareBElements(const DnnlGemmSpec& spec, std::optional<DType> from, const void* in, int64_t n, void* out) {
+  if (from)
+    ConvertElements(in, *from, spec.b.dtype, n, out);
+  else if (spec.b_round_bf16)
+    RoundElementsToBf16(static_cast<const float*>(in), n, static_cast<float*>(out));
+  else
+    std::memcpy(out, in, static_cast<size_t>(n) * SizeOf(spec.b.dtype));
 }
 
 // PreparedB's B (reader_widens: none) with its rows b_ld elements apart in
@@ -233,38 +244,25 @@ const void* RoundedSpan(const MatView& v, Workspace& ws) {
 // 2-D and row-major.
 const void* PaddedB(const DnnlGemmSpec& spec, int64_t b_ld, Workspace& ws) {
   const MatView& b = spec.b;
-  const int64_t k = b.dims[0], n = b.dims[1], ldb = b.strides[0];
-  const std::optional<DType> from = spec.b_fp8 ? spec.b_fp8 : spec.b_user_dtype;
-  const size_t dst_elem = SizeOf(b.dtype), src_elem = SizeOf(from.value_or(b.dtype));
-  char* dst = static_cast<char*>(ws.Get(static_cast<size_t>(b_ld * (k - 1) + n) * dst_elem));
-  const char* src = static_cast<const char*>(b.data);
+  const int64_t n = b.dims[1];
+  const std::optional<DType> from = BConversionSource(spec, std::nullopt);
   g_padded_b.fetch_add(1, std::memory_order_relaxed);
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / n);
-  ParallelFor(k, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const char* in = src + static_cast<size_t>(r * ldb) * src_elem;
-      char* out = dst + static_cast<size_t>(r * b_ld) * dst_elem;
-      if (from)
-        ConvertElements(in, *from, b.dtype, n, out);  // on this thread: inside the region
-      else if (spec.b_round_bf16)
-        RoundElementsToBf16(reinterpret_cast<const float*>(in), n, reinterpret_cast<float*>(out));
-      else
-        std::memcpy(out, in, static_cast<size_t>(n) * dst_elem);
-    }
-  });
-  return dst;
+  return PaddedRuns(b.data, SizeOf(from.value_or(b.dtype)), SizeOf(b.dtype), b.dims[0], n, b.strides[0], b_ld, ws,
+                    [&](const char* in, char* out) { PrepareBElements(spec, from, in, n, out); });
 }
 
 // spec.b's elements as a reader of b.dtype takes them — a oneDNN reorder
 // (which itself widens a B held in `reader_widens`) or the primitive: FP8
-// codes and any other user dtype converted span-wise into ws, a rounded f32
-// B rounded, anything else as it is.
+// codes and any other user dtype converted, a rounded f32 B rounded, into ws
+// with the same strides (the span from the first to the last element);
+// anything else as it is.
 const void* PreparedB(const DnnlGemmSpec& spec, std::optional<DType> reader_widens, Workspace& ws) {
-  const std::optional<DType> from = spec.b_fp8                           ? spec.b_fp8
-                                    : spec.b_user_dtype != reader_widens ? spec.b_user_dtype
-                                                                         : std::nullopt;
-  if (from) return ConvertedSpan(spec.b, *from, ws);
-  return spec.b_round_bf16 ? RoundedSpan(spec.b, ws) : spec.b.data;
+  const std::optional<DType> from = BConversionSource(spec, reader_widens);
+  if (!from && !spec.b_round_bf16) return spec.b.data;
+  const int64_t span = std::max<int64_t>(SpanOf(spec.b.dims, spec.b.strides), 1);
+  void* dst = ws.Get(static_cast<size_t>(span) * SizeOf(spec.b.dtype));
+  PrepareBElements(spec, from, spec.b.data, span, dst);
+  return dst;
 }
 
 std::string ViewStr(const MatView& v) {

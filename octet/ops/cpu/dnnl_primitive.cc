@@ -173,12 +173,17 @@ std::string KeyOf(const DnnlGemmSpec& s, int threads) {
 constexpr int64_t kAliasingStrideBytes = 2048;
 constexpr int64_t kPadBytes = 64;
 
+// Whether pd runs on oneDNN's gemm:jit (the GEMMs both paddings are for).
+bool RunsGemmJit(const dnnl::matmul::primitive_desc& pd) {
+  return std::string(pd.impl_info_str()).rfind("gemm:jit", 0) == 0;
+}
+
 // The leading dimension to copy a to before a gemm:jit matmul, or 0.
 int64_t PaddedLeadingDim(const MatView& a, const dnnl::matmul::primitive_desc& pd) {
   if (a.dims.size() != 2 || a.dims[0] < 2 || a.dims[1] < 2 || a.strides[0] != 1) return 0;
   const int64_t elem = static_cast<int64_t>(SizeOf(a.dtype));
   if (a.strides[1] < a.dims[0] || (a.strides[1] * elem) % kAliasingStrideBytes != 0) return 0;
-  if (std::string(pd.impl_info_str()).rfind("gemm:jit", 0) != 0) return 0;
+  if (!RunsGemmJit(pd)) return 0;
   return a.strides[1] + kPadBytes / elem;
 }
 
@@ -217,7 +222,7 @@ int64_t PaddedLeadingDimB(const DnnlGemmSpec& s, const dnnl::matmul::primitive_d
   if (b.strides[1] != 1 || b.dims[0] < 2 || b.dims[1] < kPadBMinColumns || b.strides[0] < b.dims[1]) return 0;
   const int64_t elem = static_cast<int64_t>(SizeOf(b.dtype));
   if ((b.strides[0] * elem) % kAliasingBRowBytes != 0) return 0;
-  if (std::string(pd.impl_info_str()).rfind("gemm:jit", 0) != 0) return 0;
+  if (!RunsGemmJit(pd)) return 0;
   // Measured on the AVX2 kernels only (oneDNN's AVX-512 gemm:jit already
   // avoids its direct-read kernels for leading dimensions that are multiples
   // of 256 elements).
