@@ -2,12 +2,10 @@
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
-#include <absl/strings/str_join.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <algorithm>
-#include <thread>
 
 namespace octet::dist {
 namespace {
@@ -100,14 +98,10 @@ bool RedisStore::TryGet(const std::string& key, std::string* value) {
 std::string RedisStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
   std::string value;
-  while (true) {
-    if (TryGet(key, &value)) return value;
-    if (Clock::now() - start >= timeout) {
-      throw StoreTimeoutError(absl::StrCat("RedisStore ", address_, ": timed out waiting for key '", key,
-                                           "' (timeout ", timeout.count(), " ms)"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!PollUntil(timeout, [&]() { return TryGet(key, &value); })) {
+    ThrowTimeout(absl::StrCat("RedisStore ", address_), {key}, timeout, start);
   }
+  return value;
 }
 
 bool RedisStore::Check(const std::vector<std::string>& keys) {
@@ -121,23 +115,8 @@ bool RedisStore::Check(const std::vector<std::string>& keys) {
 
 void RedisStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
-  while (true) {
-    if (Check(keys)) return;
-    if (Clock::now() - start >= timeout) {
-      std::vector<std::string> missing;
-      for (const std::string& key : keys) {
-        bool present = false;
-        try {
-          present = Check({key});
-        } catch (const Error&) {
-        }
-        if (!present) missing.push_back("'" + key + "'");
-      }
-      throw StoreTimeoutError(absl::StrCat("RedisStore ", address_, ": timed out waiting for key",
-                                           missing.size() == 1 ? " " : "s ", absl::StrJoin(missing, ", "),
-                                           " (timeout ", timeout.count(), " ms)"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!PollUntil(timeout, [&]() { return Check(keys); })) {
+    ThrowTimeout(absl::StrCat("RedisStore ", address_), keys, timeout, start);
   }
 }
 

@@ -71,10 +71,9 @@ uint64_t UniqueSuffix() {
   return seed ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
 }
 
-// Polls `ready` until it returns true or the timeout passes; backs off from
-// 1 ms to 20 ms between polls. Errors of `ready` propagate.
-template <typename Ready>
-bool PollUntil(std::chrono::milliseconds timeout, Ready&& ready) {
+}  // namespace
+
+bool Store::PollUntil(std::chrono::milliseconds timeout, const std::function<bool()>& ready) {
   const auto deadline = Clock::now() + timeout;
   auto sleep = std::chrono::microseconds(1000);
   while (true) {
@@ -85,11 +84,25 @@ bool PollUntil(std::chrono::milliseconds timeout, Ready&& ready) {
   }
 }
 
-int64_t MillisSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+void Store::ThrowTimeout(const std::string& store, const std::vector<std::string>& keys,
+                         std::chrono::milliseconds timeout, Clock::time_point start) {
+  const int64_t waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  std::vector<std::string> missing;
+  for (const std::string& key : keys) {
+    bool present = false;
+    try {
+      present = Check({key});
+    } catch (const Error&) {
+    }
+    if (!present) missing.push_back(absl::StrCat("'", key, "'"));
+  }
+  if (missing.empty()) {
+    for (const std::string& key : keys) missing.push_back(absl::StrCat("'", key, "'"));
+  }
+  throw StoreTimeoutError(absl::StrCat(store, ": timed out waiting for key", missing.size() == 1 ? " " : "s ",
+                                       absl::StrJoin(missing, ", "), " (timeout ", timeout.count(), " ms, waited ",
+                                       waited, " ms)"));
 }
-
-}  // namespace
 
 std::unique_ptr<FileStore> FileStore::Open(const std::string& directory) {
   if (directory.empty()) OCTET_FAIL("FileStore: empty directory path");
@@ -158,8 +171,7 @@ std::string FileStore::Get(const std::string& key, std::chrono::milliseconds tim
   const auto start = Clock::now();
   std::string value;
   if (!PollUntil(timeout, [&]() { return TryRead(key, &value); })) {
-    throw StoreTimeoutError(absl::StrCat("FileStore ", directory_, ": timed out waiting for key '", key, "' (timeout ",
-                                         timeout.count(), " ms, waited ", MillisSince(start), " ms)"));
+    ThrowTimeout(absl::StrCat("FileStore ", directory_), {key}, timeout, start);
   }
   return value;
 }
@@ -178,19 +190,9 @@ bool FileStore::Check(const std::vector<std::string>& keys) {
 
 void FileStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
-  if (PollUntil(timeout, [&]() { return Check(keys); })) return;
-  std::vector<std::string> missing;
-  for (const std::string& key : keys) {
-    bool present = false;
-    try {
-      present = Check({key});
-    } catch (const Error&) {
-    }
-    if (!present) missing.push_back("'" + key + "'");
+  if (!PollUntil(timeout, [&]() { return Check(keys); })) {
+    ThrowTimeout(absl::StrCat("FileStore ", directory_), keys, timeout, start);
   }
-  throw StoreTimeoutError(absl::StrCat(
-      "FileStore ", directory_, ": timed out waiting for key", missing.size() == 1 ? " " : "s ",
-      absl::StrJoin(missing, ", "), " (timeout ", timeout.count(), " ms, waited ", MillisSince(start), " ms)"));
 }
 
 int64_t FileStore::Add(const std::string& key, int64_t delta) {

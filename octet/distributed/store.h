@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,18 @@ class Store {
   virtual int64_t Add(const std::string& key, int64_t delta) = 0;
   // Removes `key`; nothing happens when it does not exist.
   virtual void Delete(const std::string& key) = 0;
+
+ protected:
+  // Polls `ready` until it returns true (then true) or `timeout` passes (then
+  // false), backing off from 1 ms to 20 ms between polls; its errors propagate.
+  static bool PollUntil(std::chrono::milliseconds timeout, const std::function<bool()>& ready);
+  // Throws the StoreTimeoutError of a Get or Wait on `keys` that began at
+  // `start` and gave up after `timeout`: `store` (what and where, e.g.
+  // "FileStore /tmp/x"), the keys still missing now (a key whose Check fails
+  // counts as missing; all of them when each appeared since), the timeout and
+  // the time waited.
+  [[noreturn]] void ThrowTimeout(const std::string& store, const std::vector<std::string>& keys,
+                                 std::chrono::milliseconds timeout, std::chrono::steady_clock::time_point start);
 };
 
 class FileStore : public Store {

@@ -88,11 +88,14 @@ TEST_F(RedisTest, AddCheckDeleteAndWaitTimeoutNamesTheKey) {
   EXPECT_FALSE(store_->Check({"counter", "absent"}));
   store_->Delete("counter");
   EXPECT_FALSE(store_->Check({"counter"}));
-  std::string msg = MessageOf<StoreTimeoutError>([&] { store_->Wait({"never"}, milliseconds(50)); });
-  EXPECT_NE(msg.find("'never'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("timeout 50 ms"), std::string::npos) << msg;
+  store_->Set("rank0", "x");
+  std::string msg = MessageOf<StoreTimeoutError>([&] { store_->Wait({"rank0", "never", "nor"}, milliseconds(50)); });
+  EXPECT_EQ(msg.find("'rank0'"), std::string::npos) << msg;  // only the missing keys
+  EXPECT_NE(msg.find("keys 'never', 'nor'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("timeout 50 ms, waited "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("RedisStore 127.0.0.1:"), std::string::npos) << msg;
   msg = MessageOf<StoreTimeoutError>([&] { store_->Get("never", milliseconds(30)); });
-  EXPECT_NE(msg.find("'never'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("key 'never' (timeout 30 ms, waited "), std::string::npos) << msg;
 }
 
 TEST_F(RedisTest, GetWaitsForAnotherClientsSet) {
