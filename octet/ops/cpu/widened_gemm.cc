@@ -53,7 +53,10 @@
 //   conversions' arithmetic and the stores of the bf16 output to fresh
 //   pages, not the extra memory round trip. Not kept (a kernel of our own
 //   only where it wins). An AVX2 6 x 16 version ran 8-12 % slower than
-//   oneDNN's gemm:jit plus the passes (simulated on the Zen 5).
+//   oneDNN's gemm:jit plus the passes (simulated on the Zen 5); on a real
+//   AVX2 CPU (Zen 3, 2026-11-30, f32 alone) 1.19-1.35x oneDNN's time as it
+//   was, 1.02-1.07x on one thread once its masked stores (vmaskmovps, slow
+//   on AMD cores) were plain ones (docs/cpu-speed.md, twenty-first session).
 #include <octet/ops/cpu/widened_gemm.h>
 
 #include <algorithm>
