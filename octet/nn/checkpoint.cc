@@ -233,7 +233,7 @@ absl::Status internal::SaveTrainingState(const std::string& dir, const TrainingS
   if (absl::Status s = RenameDirIntoPlace(tmp_dir, final_dir, &exchanged); !s.ok()) return fail(s);
   if (exchanged) fs::remove_all(tmp_dir, ec);  // the previous checkpoint of this step
   FsyncPath(dir);
-  return internal::WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
+  return WriteFileAtomically((fs::path(dir) / kLatestFile).string(), name + "\n");
 }
 
 absl::Status internal::SaveTrainingState(const std::string& dir, int64_t step, const optim::NamedTensors& model,

@@ -36,6 +36,13 @@ int Stat(const std::string& path, struct stat* st) {
   return ::stat(path.c_str(), st);
 }
 
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
 }  // namespace
 
 void SetFileFaultHookForTesting(FileFaultHook hook) {
@@ -176,6 +183,53 @@ absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir) {
   }
   std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return out;
+}
+
+// ---- atomic writes ------------------------------------------------------------
+
+absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& tmp) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("writing '", tmp, "'"));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteAtomically(const std::string& path, const AtomicWriteBody& body) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create temporary file '", tmp, "' for '", path, "'"));
+  }
+  absl::Status st = body(fd, tmp);
+  if (st.ok() && ::fsync(fd) != 0) st = absl::ErrnoToStatus(errno, absl::StrCat("fsync of '", tmp, "'"));
+  if (::close(fd) != 0 && st.ok()) st = absl::ErrnoToStatus(errno, absl::StrCat("closing '", tmp, "'"));
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = absl::ErrnoToStatus(errno, absl::StrCat("renaming '", tmp, "' to '", path, "'"));
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  // Make the rename itself durable. Some filesystems refuse fsync on a
+  // directory (EINVAL); that is not an error of the write.
+  const int dfd = ::open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  return WriteAtomically(path,
+                         [&](int fd, const std::string& tmp) { return WriteAll(fd, bytes.data(), bytes.size(), tmp); });
 }
 
 }  // namespace octet::nn

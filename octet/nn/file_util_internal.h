@@ -1,5 +1,6 @@
-// Reading files and directories without surprises (internal to nn/: used by
-// nn/safetensors.cc and nn/checkpoint.cc).
+// Reading files and directories without surprises, and writing files
+// atomically (internal to nn/: used by nn/safetensors.cc and
+// nn/checkpoint.cc).
 //
 // Only regular files are opened: the type is checked with stat() before the
 // open (which is O_NONBLOCK, and checked again with fstat), so a FIFO, socket
@@ -54,6 +55,22 @@ struct DirEntry {
 // The entries of `dir` (not "." and ".."), sorted by name. NotFound when dir
 // does not exist; other failures (not a directory, EACCES, EIO) name the path.
 absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir);
+
+// Replaces `path` atomically: `body(fd, tmp)` writes the new content to the
+// temporary file tmp = "<path>.tmp.<pid>" (open for writing as fd), which is
+// then fsync'ed, renamed over `path`, and the rename made durable by an fsync
+// of the directory (skipped where the filesystem refuses one). On any failure
+// the temporary file is removed, `path` is untouched, and the status names
+// the step and the errno text.
+using AtomicWriteBody = std::function<absl::Status(int fd, const std::string& tmp)>;
+absl::Status WriteAtomically(const std::string& path, const AtomicWriteBody& body);
+
+// WriteAtomically with `bytes` as the whole content.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+// Writes all n bytes to fd (short writes continued, EINTR retried); an error
+// names `tmp`, the file fd writes to.
+absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& tmp);
 
 // Test hook: called with ("open" | "opendir" | "stat" | "read", path) before each such
 // call above; a non-zero return is used as that call's errno. Pass nullptr to

@@ -67,60 +67,6 @@ absl::Status Corrupt(const std::string& path, const std::string& problem) {
   return absl::DataLossError(Prefix(path) + problem);
 }
 
-absl::Status Errno(int err, const std::string& what) {
-  return absl::ErrnoToStatus(err, what);  // appends ": <strerror>"
-}
-
-// ---- atomic writes ------------------------------------------------------------
-
-absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& tmp) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Errno(errno, absl::StrCat("writing '", tmp, "'"));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
-}
-
-std::string DirName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// Writes through `body(fd, tmp)` into "<path>.tmp.<pid>", then fsync + rename
-// + directory fsync. The temp file is removed on any failure.
-template <typename Body>
-absl::Status AtomicWrite(const std::string& path, Body&& body) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno(errno, absl::StrCat("cannot create temporary file '", tmp, "' for '", path, "'"));
-  absl::Status st = body(fd, tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = Errno(errno, absl::StrCat("fsync of '", tmp, "'"));
-  if (::close(fd) != 0 && st.ok()) st = Errno(errno, absl::StrCat("closing '", tmp, "'"));
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = Errno(errno, absl::StrCat("renaming '", tmp, "' to '", path, "'"));
-  }
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  // Make the rename itself durable. Some filesystems refuse fsync on a
-  // directory (EINVAL); that is not an error of the write.
-  const int dfd = ::open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
-}
-
 // ---- header validation helpers --------------------------------------------------
 
 bool ValidUtf8(const char* s, size_t n) {
@@ -259,10 +205,6 @@ const Tensor* SafetensorsFile::Find(const std::string& name) const {
 
 namespace internal {
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  return AtomicWrite(path, [&](int fd, const std::string& tmp) { return WriteAll(fd, bytes.data(), bytes.size(), tmp); });
-}
-
 absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                              const std::map<std::string, std::string>& user_metadata, uint32_t* digest) {
   NoGradGuard no_grad;
@@ -347,7 +289,7 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
     return absl::InvalidArgumentError(absl::StrCat(where, "the header would be ", text.size(),
                                                    " bytes, more than the limit of ", kSafetensorsMaxHeaderSize));
   }
-  return AtomicWrite(path, [&](int fd, const std::string& tmp) -> absl::Status {
+  return WriteAtomically(path, [&](int fd, const std::string& tmp) -> absl::Status {
     uint64_t n = text.size();  // little-endian host (static_assert above)
     if (absl::Status s = WriteAll(fd, &n, 8, tmp); !s.ok()) return s;
     if (absl::Status s = WriteAll(fd, text.data(), text.size(), tmp); !s.ok()) return s;

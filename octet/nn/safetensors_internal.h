@@ -19,10 +19,6 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
                              const std::map<std::string, std::string>& metadata = {}, uint32_t* digest = nullptr);
 absl::StatusOr<SafetensorsFile> LoadSafetensors(const std::string& path);
 
-// Atomically replaces `path` with `bytes` (temp file "<path>.tmp.<pid>",
-// fsync, rename, directory fsync).
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
-
 // Throws octet::Error with the status' message unless it is ok.
 inline void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw Error(std::string(status.message()));
