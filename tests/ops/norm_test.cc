@@ -298,6 +298,56 @@ TEST(Norm, NativeBf16RowsMatchTheGenericLoop) {
   }
 }
 
+// NOTE [bf16 dx rows narrowed in AVX2 registers]: without AVX-512, bf16
+// LayerNorm and RMSNorm output rows and dx rows (with and without a dsum) are
+// computed and narrowed in AVX2 registers. They must give the generic loop's
+// bits, which run when the AVX2 converters are off (then the rows go through
+// f32 scratch and the scalar FloatToBf16Bits). Rows many and widths ragged,
+// as in NativeBf16RowsMatchTheGenericLoop: one FMA more or less changes a
+// bf16 result only about once in 2^16 elements.
+TEST(Norm, Avx2Bf16RowsMatchTheGenericLoop) {
+  if (!internal::DetectedConverterIsa().avx2) GTEST_SKIP() << "this CPU has no AVX2: the AVX2 rows never run";
+  for (const auto& [c, rows] : {std::pair<int64_t, int64_t>{777, 4096}, {128, 4097}, {768, 1024}, {15, 4099},
+                                {33, 4097}, {256, 4097}}) {
+    // Per path, each output's bytes, in the order of `names`.
+    const std::vector<std::string> names = {"LayerNorm y",    "LayerNorm dx", "LayerNorm dw",    "LayerNorm db",
+                                            "RmsNorm y",      "RmsNorm dx",   "RmsNorm dw",      "AddLayerNorm sum",
+                                            "AddLayerNorm y", "AddLayerNorm dx", "AddLayerNorm dr", "AddLayerNorm dw",
+                                            "AddLayerNorm db"};
+    std::vector<std::vector<std::vector<uint8_t>>> results;
+    for (const bool avx2 : {false, true}) {
+      internal::SetConverterIsaForTesting({.avx2 = avx2});
+      std::vector<std::vector<uint8_t>> all;
+      const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all.emplace_back(), t); };
+      const DType bf16 = DType::kBFloat16;
+      Tensor x = RandomTensor({rows, c}, 71, bf16, -3, 3).requires_grad_();
+      Tensor r = RandomTensor({rows, c}, 72, bf16, -1, 1).requires_grad_();
+      Tensor w = RandomTensor({c}, 73, bf16, 0.5, 1.5).requires_grad_();
+      Tensor b = RandomTensor({c}, 74, bf16).requires_grad_();
+      const Tensor dy = RandomTensor({rows, c}, 75, bf16), dsum = RandomTensor({rows, c}, 76, bf16);
+      const Tensor y = LayerNorm(x, w, b);
+      y.Backward(dy);
+      for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) add(t);
+      for (Tensor* t : {&x, &w, &b}) t->zero_grad();
+      const Tensor z = RmsNorm(x, w);
+      z.Backward(dy);
+      for (const Tensor& t : {z, x.grad(), w.grad()}) add(t);
+      for (Tensor* t : {&x, &w, &b}) t->zero_grad();
+      const AddLayerNormResult o = AddLayerNorm(x, r, w, b);
+      autograd::Backward({o.sum, o.out}, {dsum, dy});
+      for (const Tensor& t : {o.sum, o.out, x.grad(), r.grad(), w.grad(), b.grad()}) add(t);
+      results.push_back(all);
+    }
+    internal::ForceScalarConvertersForTesting(false);
+    ASSERT_EQ(results[0].size(), names.size());
+    for (size_t k = 0; k < names.size(); ++k) {
+      int64_t differing_bytes = 0;
+      for (size_t e = 0; e < results[0][k].size(); ++e) differing_bytes += results[0][k][e] != results[1][k][e];
+      EXPECT_EQ(differing_bytes, 0) << names[k] << ", width " << c << ", rows " << rows;
+    }
+  }
+}
+
 // Rows holding a NaN, an infinity or values whose square overflows f32,
 // beside finite rows, through every forward path (generic loops in both ISA
 // builds, the AVX-512 BF16 short rows and their sixteen-row batches): where

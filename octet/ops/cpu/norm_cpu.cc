@@ -13,6 +13,7 @@
 #include <octet/core/macros.h>
 #include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/loops.h>
+#include <octet/ops/cpu/norm_avx2_rows.h>
 #include <octet/ops/cpu/norm_bf16_rows.h>
 #include <octet/ops/cpu/row_helpers.h>
 #include <octet/ops/norm_kernels.h>
@@ -55,53 +56,6 @@ struct Fp8RowOut {
 // computed and narrowed in registers by the kernels of norm_bf16_rows.h,
 // with the generic loops' arithmetic.
 
-// NOTE [bf16 dx rows narrowed in AVX2 registers]: without AVX-512 BF16
-// (NOTE [native bf16 norm output]) a bf16 dx row was computed into f32
-// scratch and narrowed by a second pass. Where the including build has AVX2
-// and FMA, the row is computed 16 lanes at a time and narrowed in registers
-// by FloatToBf16x8 (FloatToBf16Bits on eight lanes), with the generic loop's
-// operations, FMAs explicit: the same bits (Norm.IsaBuildsGiveIdenticalBits
-// and Norm.NativeBf16RowsMatchTheGenericLoop compare it with the AVX-512
-// BF16 rows). Measured (OCTET_DISABLE_AVX512=1 octet_norm_bench
-// BM_LayerNormFwdBwd / BM_AddLayerNormFwdBwd, AMX Xeon, three alternating
-// rounds, medians of 3, ms, bf16 before -> after): (4096, 768) 1.50-1.57 ->
-// 1.44-1.46, (2048, 128) 0.156-0.165 -> 0.151-0.156, AddLayerNorm 2.20-2.28
-// -> 2.12-2.15, (1024, 256) and (1024, 768) unchanged. The forward's output
-// row done the same way was 5-15 % slower (docs/cpu-speed.md, fourteenth
-// session) and keeps its second pass.
-#if OCTET_CONVERT_X86_KERNELS && defined(__AVX2__) && defined(__FMA__)
-#define OCTET_NORM_AVX2_DX_ROWS 1
-// dx[0, c) = bf16(rs * fma(-((x - mu) * rs), mean_gx, fma(dy, w, -mean_g))
-// (+ dsum when non-null)), 16 lanes at a time, narrowed in registers (NOTE
-// [bf16 dx rows narrowed in AVX2 registers]).
-OCTET_INLINE void NormDxRowBf16Avx2(const bfloat16* x, const bfloat16* dy, const bfloat16* dsum, const float* w,
-                                    float mu, float rs, float mean_g, float mean_gx, bfloat16* dx, int64_t c) {
-  using namespace convert_internal;
-  const auto* xs = reinterpret_cast<const uint16_t*>(x);
-  const auto* dys = reinterpret_cast<const uint16_t*>(dy);
-  const auto* dss = reinterpret_cast<const uint16_t*>(dsum);
-  auto* out = reinterpret_cast<uint16_t*>(dx);
-  const __m256 vmu = _mm256_set1_ps(mu), vrs = _mm256_set1_ps(rs);
-  const __m256 vneg_g = _mm256_set1_ps(-mean_g), vgx = _mm256_set1_ps(mean_gx);
-  const auto lanes = [&](int64_t i) {
-    const __m256 g = _mm256_fmadd_ps(Bf16x8ToFloat(dys + i), _mm256_loadu_ps(w + i), vneg_g);
-    const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(Bf16x8ToFloat(xs + i), vmu), vrs);
-    const __m256 d = _mm256_mul_ps(vrs, _mm256_fnmadd_ps(xhat, vgx, g));
-    return dss != nullptr ? _mm256_add_ps(d, Bf16x8ToFloat(dss + i)) : d;
-  };
-  int64_t i = 0;
-  for (; i + 16 <= c; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        PackWords(FloatToBf16x8(lanes(i)), FloatToBf16x8(lanes(i + 8))));
-  for (; i < c; ++i) {
-    float d = rs * std::fma(-((Bf16BitsToFloat(xs[i]) - mu) * rs), mean_gx,
-                            std::fma(Bf16BitsToFloat(dys[i]), w[i], -mean_g));
-    if (dss != nullptr) d += Bf16BitsToFloat(dss[i]);
-    out[i] = FloatToBf16Bits(d);
-  }
-}
-#endif
-
 // What NormFwdRows reads and writes (NormFwd's arguments as pointers).
 template <typename T, typename A = AccType<T>>
 struct FwdArgs {
@@ -117,6 +71,7 @@ struct FwdArgs {
   A eps, inv_c;
   const Fp8RowOut* fp8;
   bool native_bf16_out;  // NOTE [native bf16 norm output]
+  bool avx2_rows;        // NOTE [bf16 dx rows narrowed in AVX2 registers]
 };
 
 // NOTE [paired row statistics]: the mean and the variance of a row are sums
@@ -234,6 +189,14 @@ OCTET_INLINE void NormFwdOutput(const FwdArgs<T, A>& a, int64_t r, const RowIn<T
     }
   }
 #endif
+#if OCTET_NORM_AVX2_DX_ROWS
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (a.avx2_rows && a.fp8 == nullptr) {  // NOTE [bf16 dx rows narrowed in AVX2 registers]
+      NormOutputRowBf16Avx2(xr.data(), mu, rs, a.w, a.b, a.y + r * c, c);
+      return;
+    }
+  }
+#endif
   A* yr = a.fp8 != nullptr ? ybuf : RowOut(a.y + r * c, ybuf);
   // The FMA is explicit (NOTE [native bf16 norm output]).
   for (int64_t i = 0; i < c; ++i) yr[i] = std::fma((xr[i] - mu) * rs, a.w[i], a.b[i]);
@@ -309,6 +272,9 @@ void NormFwd(const Tensor& x,         // (N,C)
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const std::vector<A> w = ParamOrFill<T>(weight, c, A(1));
   const std::vector<A> b = ParamOrFill<T>(bias, c, A(0));
+  // NOTE [bf16 dx rows narrowed in AVX2 registers]: the output rows where
+  // the AVX2 converters run (measured there), the dx rows wherever AVX2 is.
+  const octet::internal::ConverterIsa isa = octet::internal::ActiveConverterIsa();
   const FwdArgs<T, A> args{.c = c,
                            .w = w.data(),
                            .b = b.data(),
@@ -321,7 +287,8 @@ void NormFwd(const Tensor& x,         // (N,C)
                            .eps = static_cast<A>(eps),
                            .inv_c = A(1) / static_cast<A>(c),
                            .fp8 = fp8,
-                           .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && CpuHasAvx512Bf16()};
+                           .native_bf16_out = std::is_same_v<T, bfloat16> && fp8 == nullptr && CpuHasAvx512Bf16(),
+                           .avx2_rows = isa.avx2 && !isa.avx512};
 #if OCTET_CONVERT_X86_KERNELS
   // NOTE [short bf16 rows in registers], NOTE [row statistics sixteen rows
   // at a time] (norm_bf16_rows.cc): short bf16 and f32 rows without a
@@ -367,6 +334,7 @@ struct BwdArgs {
   const A* rstd;  // (N)
   A inv_c;
   bool native_bf16_dx;  // NOTE [native bf16 norm output]
+  bool avx2_rows;       // NOTE [bf16 dx rows narrowed in AVX2 registers]
 };
 
 // NOTE [explicit fused sums]: the backward's sum of g * xhat and its dweight
@@ -452,7 +420,7 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
 #endif
 #if OCTET_NORM_AVX2_DX_ROWS
       if constexpr (std::is_same_v<T, bfloat16>) {
-        if (!written) {  // NOTE [bf16 dx rows narrowed in AVX2 registers]
+        if (!written && a.avx2_rows) {  // NOTE [bf16 dx rows narrowed in AVX2 registers]
           NormDxRowBf16Avx2(a.x + r * c, a.dy + r * c, a.dsum != nullptr ? a.dsum + r * c : nullptr, a.w, mu, rs,
                             mean_g, mean_gx, a.dx + r * c, c);
           written = true;
@@ -461,16 +429,17 @@ OCTET_INLINE void NormBwdRows(const BwdArgs<T, A>& a, int64_t r0, int64_t r1, A*
 #endif
       if (!written) {
         A* dxr = RowOut(a.dx + r * c, dxbuf);
-        // rs * (dy * w - mean_g - xhat * mean_gx), its FMAs explicit (NOTE
-        // [native bf16 norm output]).
-        auto dx_at = [&](int64_t i) {
-          return rs * std::fma(-((xr[i] - mu) * rs), mean_gx, std::fma(dyr[i], a.w[i], -mean_g));
+        // rs * (dy * w - mean_g - xhat * mean_gx) (+ dsum), its FMAs
+        // explicit (NOTE [native bf16 norm output]); with a dsum, the product
+        // by rs fused into the add (NOTE [fused dsum]).
+        auto inner = [&](int64_t i) {
+          return std::fma(-((xr[i] - mu) * rs), mean_gx, std::fma(dyr[i], a.w[i], -mean_g));
         };
         if (a.dsum != nullptr) {
           const RowIn<T> ds(a.dsum + r * c, c, dsbuf);
-          for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i) + ds[i];
+          for (int64_t i = 0; i < c; ++i) dxr[i] = std::fma(rs, inner(i), ds[i]);
         } else {
-          for (int64_t i = 0; i < c; ++i) dxr[i] = dx_at(i);
+          for (int64_t i = 0; i < c; ++i) dxr[i] = rs * inner(i);
         }
         StoreRow(dxr, a.dx + r * c, c);
       }
@@ -513,7 +482,8 @@ void NormBwd(const Tensor& dy,      // (N,C)
                            .mean = kCenter ? mean.data<A>() : nullptr,
                            .rstd = rstd.data<A>(),
                            .inv_c = A(1) / static_cast<A>(c),
-                           .native_bf16_dx = std::is_same_v<T, bfloat16> && CpuHasAvx512Bf16()};
+                           .native_bf16_dx = std::is_same_v<T, bfloat16> && CpuHasAvx512Bf16(),
+                           .avx2_rows = octet::internal::ActiveConverterIsa().avx2};
   const auto generic_rows = IsaBuild<&NormBwdRows<kCenter, T, A>>();  // NOTE [norm isa dispatch]
   // LayerNorm's short bf16 rows without dsum (NOTE [short bf16 rows in
   // registers]): no scratch rows.
