@@ -64,9 +64,11 @@ void PrintCpu() {
                                       ? "blocks of 64 KiB or more cached for reuse (OCTET_CPU_CACHING=0: not)"
                                       : "every block from the system and back (OCTET_CPU_CACHING=0)");
   const octet::CpuGeluPathInfo gelu = octet::GetCpuGeluPath();
-  std::printf("CPU GELU on bf16: %s (%s)\n", octet::Name(gelu.path), gelu.reason.c_str());
-  std::printf("  one thread: table %.3f ns a value, computed %.3f; override with OCTET_CPU_GELU=table|compute|auto\n",
-              gelu.table_ns, gelu.compute_ns);
+  std::printf("CPU GELU on bf16: forward %s (%s), backward %s (%s)\n", octet::Name(gelu.path), gelu.reason.c_str(),
+              octet::Name(gelu.backward_path), gelu.backward_reason.c_str());
+  std::printf("  one thread, ns a value: forward table %.3f, computed %.3f; backward table %.3f, computed %.3f;"
+              " override with OCTET_CPU_GELU=table|compute|auto\n",
+              gelu.table_ns, gelu.compute_ns, gelu.backward_table_ns, gelu.backward_compute_ns);
 }
 
 #if OCTET_WITH_CUDA

@@ -285,8 +285,9 @@ absl::Status Run() {
         gemm.reason.c_str(), gemm.fp32_fma_gflops, gemm.bf16_dot_gflops, gemm.amx_bf16_gflops);
     // NOTE [bf16 gelu tables] in ops/cpu_gelu_path.h: the same bits either way.
     const CpuGeluPathInfo gelu = GetCpuGeluPath();
-    std::printf("cpu gelu: bf16 %s (%s)\n", gelu.path == CpuGeluPath::kTable ? "by table lookup" : "computed",
-                gelu.reason.c_str());
+    const auto how = [](CpuGeluPath p) { return p == CpuGeluPath::kTable ? "by table lookup" : "computed"; };
+    std::printf("cpu gelu: bf16 forward %s (%s), backward %s (%s)\n", how(gelu.path), gelu.reason.c_str(),
+                how(gelu.backward_path), gelu.backward_reason.c_str());
   }
 
   std::map<std::string, std::string> run_meta;

@@ -20,7 +20,13 @@
 // one thread over 16 Ki activation-like values at the first bf16 GELU
 // (~1 ms with filling the tables), unless OCTET_CPU_GELU says `table` or
 // `compute` (`auto` or empty: measure). Any other value is an error at the
-// first bf16 GELU.
+// first bf16 GELU. The forward and the backward are timed and chosen each
+// on its own (GeluFp8 follows the forward): the computed gradient costs more
+// than the computed GELU while a lookup costs the same, and on an AMD EPYC
+// Zen 3 (2026-11-30, octet_pointwise_bench, bf16, medians of 3, ms) the
+// forward was faster computed ((2048, 512) 0.391 against 0.422 by table)
+// and the backward by table (0.457 against 0.542; (1024, 3072) 1.41
+// against 1.70; f32 0.441 and 1.34).
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
@@ -36,6 +42,7 @@ enum class CpuGeluPath { kCompute, kTable };
 const char* Name(CpuGeluPath path);
 
 struct CpuGeluPathInfo {
+  // The forward's path (and GeluFp8's).
   CpuGeluPath path = CpuGeluPath::kCompute;
   // The probe's single-thread times of a bf16 GELU forward, nanoseconds a
   // value (best of several runs); measured even under an override.
@@ -44,6 +51,11 @@ struct CpuGeluPathInfo {
   // Why this path: "measured: table 0.11 < compute 0.20 ns a value",
   // "OCTET_CPU_GELU=compute", ...
   std::string reason;
+  // The same for the backward (dy * gelu'(x)), timed and chosen on its own.
+  CpuGeluPath backward_path = CpuGeluPath::kCompute;
+  double backward_table_ns = 0.0;
+  double backward_compute_ns = 0.0;
+  std::string backward_reason;
 };
 
 // The path for this process: decided at the first call (thread-safe), then

@@ -56,7 +56,8 @@ TEST(DeviceInfo, ShowsEachOverrideAsTheReason) {
   EXPECT_THAT(r.out, HasSubstr("CPU GEMM path for bf16/fp8 operands: fp32 (OCTET_CPU_GEMM=fp32)"));
   EXPECT_THAT(r.out, HasSubstr("CPU f32 GEMMs whose B would be packed: oneDNN's sgemm (OCTET_CPU_F32_GEMM=sgemm)"));
   EXPECT_THAT(r.out, HasSubstr("CPU memory: every block from the system and back (OCTET_CPU_CACHING=0)"));
-  EXPECT_THAT(r.out, HasSubstr("CPU GELU on bf16: compute (OCTET_CPU_GELU=compute)"));
+  EXPECT_THAT(r.out, HasSubstr("CPU GELU on bf16: forward compute (OCTET_CPU_GELU=compute), "
+                                 "backward compute (OCTET_CPU_GELU=compute)"));
 }
 
 // OCTET_DISABLE_AVX512_BF16=1 (or OCTET_DISABLE_AVX512=1) makes any CPU one

@@ -139,13 +139,15 @@ TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGemmPath) {
 TEST_F(TrainGpt, AmpRunsOnTheCpuNameTheirGeluPath) {
   const RunResult table = Run(BaseArgs("O1", 1, (*dir_ / "gelu_table.jsonl").string()), "OCTET_CPU_GELU=table");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("cpu gelu: bf16 by table lookup (OCTET_CPU_GELU=table)"));
+  EXPECT_THAT(table.out, HasSubstr("cpu gelu: bf16 forward by table lookup (OCTET_CPU_GELU=table), "
+                                   "backward by table lookup (OCTET_CPU_GELU=table)"));
   const RunResult computed = Run(BaseArgs("O2", 1, (*dir_ / "gelu_compute.jsonl").string()), "OCTET_CPU_GELU=compute");
   ASSERT_EQ(computed.exit_code, 0) << computed.err;
-  EXPECT_THAT(computed.out, HasSubstr("cpu gelu: bf16 computed (OCTET_CPU_GELU=compute)"));
+  EXPECT_THAT(computed.out, HasSubstr("cpu gelu: bf16 forward computed (OCTET_CPU_GELU=compute), "
+                                      "backward computed (OCTET_CPU_GELU=compute)"));
   const RunResult measured = Run(BaseArgs("O2", 1, (*dir_ / "gelu_auto.jsonl").string()), "OCTET_CPU_GELU=auto");
   ASSERT_EQ(measured.exit_code, 0) << measured.err;
-  EXPECT_THAT(measured.out, HasSubstr("cpu gelu: bf16 "));
+  EXPECT_THAT(measured.out, HasSubstr("cpu gelu: bf16 forward "));
   EXPECT_THAT(measured.out, HasSubstr("(measured: table "));
   const RunResult bad = Run(BaseArgs("O1", 1, (*dir_ / "gelu_bad.jsonl").string()), "OCTET_CPU_GELU=fast");
   EXPECT_NE(bad.exit_code, 0);

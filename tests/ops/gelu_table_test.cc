@@ -137,7 +137,9 @@ TEST(CpuGeluPath, EnvironmentChoosesOrMeasures) {
     internal::SetCpuGeluPathForTesting(std::nullopt);
     const CpuGeluPathInfo info = GetCpuGeluPath();
     EXPECT_EQ(info.path, path);
+    EXPECT_EQ(info.backward_path, path);
     EXPECT_EQ(info.reason, std::string("OCTET_CPU_GELU=") + value);
+    EXPECT_EQ(info.backward_reason, std::string("OCTET_CPU_GELU=") + value);
   }
   for (const char* value : {"auto", ""}) {
     ScopedEnv env("OCTET_CPU_GELU", value);
@@ -147,6 +149,12 @@ TEST(CpuGeluPath, EnvironmentChoosesOrMeasures) {
     EXPECT_GT(info.compute_ns, 0.0);
     EXPECT_EQ(info.path, info.table_ns < info.compute_ns ? CpuGeluPath::kTable : CpuGeluPath::kCompute);
     EXPECT_THAT(info.reason, HasSubstr("measured: table"));
+    // The backward is timed and chosen on its own.
+    EXPECT_GT(info.backward_table_ns, 0.0);
+    EXPECT_GT(info.backward_compute_ns, 0.0);
+    EXPECT_EQ(info.backward_path,
+              info.backward_table_ns < info.backward_compute_ns ? CpuGeluPath::kTable : CpuGeluPath::kCompute);
+    EXPECT_THAT(info.backward_reason, HasSubstr("measured: table"));
   }
   internal::SetCpuGeluPathForTesting(std::nullopt);
 }

@@ -99,58 +99,75 @@ std::vector<bfloat16> ProbeInputs() {
   return v;
 }
 
-// Best of kRounds single-thread times, ns a value, of the two bf16 forwards
-// (interleaved: a burst of load elsewhere hits both alike).
-void TimeBoth(double* table_ns, double* compute_ns) {
+// Best of kRounds single-thread times, ns a value, of a bf16 run by table
+// and computed (interleaved: a burst of load elsewhere hits both alike).
+template <typename Table, typename Compute>
+void TimeBoth(Table&& table_run, Compute&& compute_run, int64_t n, double* table_ns, double* compute_ns) {
   constexpr int kRounds = 7, kReps = 4;
-  const std::vector<bfloat16> x = ProbeInputs();
-  std::vector<bfloat16> y(x.size());
-  const int64_t n = static_cast<int64_t>(x.size());
   GetTables();  // built before timing
-  const auto time = [&](void (*run)(const bfloat16*, bfloat16*, int64_t)) {
+  const auto time = [&](auto&& run) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < kReps; ++r) run(x.data(), y.data(), n);
+    for (int r = 0; r < kReps; ++r) run();
     const auto t1 = std::chrono::steady_clock::now();
     return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(kReps * n);
   };
-  time(&GeluTableRun);  // warm: the table's lines for these codes, the code itself
-  time(&GeluBf16ComputeRun);
+  time(table_run);  // warm: the table's lines for these codes, the code itself
+  time(compute_run);
   *table_ns = *compute_ns = INFINITY;
   for (int r = 0; r < kRounds; ++r) {
-    *table_ns = std::min(*table_ns, time(&GeluTableRun));
-    *compute_ns = std::min(*compute_ns, time(&GeluBf16ComputeRun));
+    *table_ns = std::min(*table_ns, time(table_run));
+    *compute_ns = std::min(*compute_ns, time(compute_run));
   }
+}
+
+// The path of one direction: forced, or the faster of the two times.
+CpuGeluPath Choose(std::optional<CpuGeluPath> forced, double table_ns, double compute_ns, std::string* reason) {
+  if (forced) {
+    *reason = std::string("OCTET_CPU_GELU=") + Name(*forced);
+    return *forced;
+  }
+  const bool table = table_ns < compute_ns;
+  *reason = absl::StrFormat("measured: table %.3f %s compute %.3f ns a value", table_ns, table ? "<" : ">=", compute_ns);
+  return table ? CpuGeluPath::kTable : CpuGeluPath::kCompute;
 }
 
 CpuGeluPathInfo Decide() {
   const char* env = std::getenv("OCTET_CPU_GELU");
   const std::optional<CpuGeluPath> forced = internal::ParseCpuGeluPath(env == nullptr ? "" : env);
   ::octet::internal::CheckEnvSwitches();  // NOTE [every switch checked at every read]
+  const std::vector<bfloat16> x = ProbeInputs();
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<bfloat16> dy(x.rbegin(), x.rend()), y(x.size());
   CpuGeluPathInfo info;
-  TimeBoth(&info.table_ns, &info.compute_ns);
-  if (forced) {
-    info.path = *forced;
-    info.reason = std::string("OCTET_CPU_GELU=") + Name(*forced);
-  } else {
-    const bool table = info.table_ns < info.compute_ns;
-    info.path = table ? CpuGeluPath::kTable : CpuGeluPath::kCompute;
-    info.reason = absl::StrFormat("measured: table %.3f %s compute %.3f ns a value", info.table_ns, table ? "<" : ">=",
-                                  info.compute_ns);
-  }
+  TimeBoth([&] { GeluTableRun(x.data(), y.data(), n); }, [&] { GeluBf16ComputeRun(x.data(), y.data(), n); }, n,
+           &info.table_ns, &info.compute_ns);
+  TimeBoth([&] { GeluGradTableRun(dy.data(), x.data(), y.data(), n); },
+           [&] { GeluGradBf16ComputeRun(dy.data(), x.data(), y.data(), n); }, n, &info.backward_table_ns,
+           &info.backward_compute_ns);
+  info.path = Choose(forced, info.table_ns, info.compute_ns, &info.reason);
+  info.backward_path = Choose(forced, info.backward_table_ns, info.backward_compute_ns, &info.backward_reason);
   return info;
 }
 
 std::mutex g_mu;
 std::optional<CpuGeluPathInfo> g_info;  // guarded by g_mu
-// The decided path as an int once decided, else -1: read without the lock.
-std::atomic<int> g_path{-1};
+// Once decided, bit 0 the forward's path and bit 1 the backward's (1:
+// table), else -1: read without the lock.
+std::atomic<int> g_paths{-1};
+
+int PathBits(const CpuGeluPathInfo& info) {
+  return (info.path == CpuGeluPath::kTable ? 1 : 0) | (info.backward_path == CpuGeluPath::kTable ? 2 : 0);
+}
+
+int DecidedPathBits() {
+  const int p = g_paths.load(std::memory_order_acquire);
+  return p >= 0 ? p : PathBits(GetCpuGeluPath());
+}
 
 }  // namespace
 
-bool UseGeluTables() {
-  const int p = g_path.load(std::memory_order_acquire);
-  return (p >= 0 ? static_cast<CpuGeluPath>(p) : GetCpuGeluPath().path) == CpuGeluPath::kTable;
-}
+bool UseGeluTables() { return (DecidedPathBits() & 1) != 0; }
+bool UseGeluGradTables() { return (DecidedPathBits() & 2) != 0; }
 
 const float* GeluTable() { return GetTables().gelu.data(); }
 
@@ -193,10 +210,11 @@ CpuGeluPathInfo GetCpuGeluPath() {
     std::lock_guard<std::mutex> lock(cpu::g_mu);
     if (cpu::g_info) return *cpu::g_info;
     cpu::g_info = cpu::Decide();  // throws (caching nothing) on a bad OCTET_CPU_GELU
-    cpu::g_path.store(static_cast<int>(cpu::g_info->path), std::memory_order_release);
+    cpu::g_paths.store(cpu::PathBits(*cpu::g_info), std::memory_order_release);
     info = *cpu::g_info;
   }
-  OCTET_LOG(kDebug, "CPU bf16 GELU: ", Name(info.path), " (", info.reason, ")");
+  OCTET_LOG(kDebug, "CPU bf16 GELU: forward ", Name(info.path), " (", info.reason, "), backward ",
+            Name(info.backward_path), " (", info.backward_reason, ")");
   return info;
 }
 
@@ -214,14 +232,14 @@ void SetCpuGeluPathForTesting(std::optional<CpuGeluPath> path) {
   std::lock_guard<std::mutex> lock(cpu::g_mu);
   if (!path) {
     cpu::g_info.reset();
-    cpu::g_path.store(-1, std::memory_order_release);
+    cpu::g_paths.store(-1, std::memory_order_release);
     return;
   }
   CpuGeluPathInfo info;
-  info.path = *path;
-  info.reason = "set for testing";
+  info.path = info.backward_path = *path;
+  info.reason = info.backward_reason = "set for testing";
   cpu::g_info = info;
-  cpu::g_path.store(static_cast<int>(*path), std::memory_order_release);
+  cpu::g_paths.store(cpu::PathBits(info), std::memory_order_release);
 }
 
 }  // namespace internal

@@ -9,9 +9,11 @@
 
 namespace octet::cpu {
 
-// Whether bf16 GELU, its gradient and GeluFp8 on bf16 use the tables
-// (GetCpuGeluPath, decided once; lock-free after that).
+// Whether bf16 GELU and GeluFp8 on bf16 use the gelu table, and whether
+// bf16 GELU's gradient uses the gradient table (GetCpuGeluPath: path and
+// backward_path, decided once; lock-free after that).
 bool UseGeluTables();
+bool UseGeluGradTables();
 
 // The gelu table, 65536 f32 values indexed by bf16 code, built at the first
 // call: gelu(x) as the f32 kernel computes it (GeluFp8 reads it directly).

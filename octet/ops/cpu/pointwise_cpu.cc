@@ -204,7 +204,7 @@ template <typename T>
 void BinaryTyped(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
   using functors::BinaryFn;
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (op == BinaryOp::kGeluBackward && UseGeluTables())
+    if (op == BinaryOp::kGeluBackward && UseGeluGradTables())
       return BinaryLoop<T>(a, b, out, BinaryFn<BinaryOp::kGeluBackward>{}, alpha, &GeluGradTableRun);
   }
   switch (op) {
@@ -323,6 +323,11 @@ void GeluGradF32Run(const float* dy, const float* x, float* o, int64_t n) {
 void GeluBf16ComputeRun(const bfloat16* x, bfloat16* o, int64_t n) {
   using Gelu = functors::UnaryFn<UnaryOp::kGelu>;
   IsaBuild<&UnaryRunBody<bfloat16, Gelu>>()(x, o, n, Gelu{}, 0.0f);
+}
+
+void GeluGradBf16ComputeRun(const bfloat16* dy, const bfloat16* x, bfloat16* o, int64_t n) {
+  using GeluGrad = functors::BinaryFn<BinaryOp::kGeluBackward>;
+  IsaBuild<&BinaryRunBody<bfloat16, true, true, GeluGrad>>()(dy, x, o, n, GeluGrad{}, 0.0f);
 }
 
 OCTET_REGISTER_KERNEL(unary_kernel, DeviceType::kCPU, &UnaryCpu);

@@ -15,7 +15,9 @@ namespace octet::cpu {
 void GeluF32Run(const float* x, float* o, int64_t n);
 void GeluGradF32Run(const float* dy, const float* x, float* o, int64_t n);
 
-// o = bf16(gelu(x)) computed, as the bf16 kernel does without tables.
+// o = bf16(gelu(x)), o = bf16(dy * gelu'(x)) computed, as the bf16 kernels
+// do without tables.
 void GeluBf16ComputeRun(const bfloat16* x, bfloat16* o, int64_t n);
+void GeluGradBf16ComputeRun(const bfloat16* dy, const bfloat16* x, bfloat16* o, int64_t n);
 
 }  // namespace octet::cpu
