@@ -223,35 +223,49 @@ TEST(Norm, ParameterGradientsDoNotDependOnTheThreadCount) {
 // for AVX-512; both must give the same bits on every float dtype (a width
 // with a ragged tail, rows split across threads, parameter gradients). On a
 // CPU without AVX-512 both runs take the baseline.
+// The outputs and gradients of LayerNorm, RMSNorm and AddLayerNorm (forward
+// and backward; AddLayerNorm's with a dsum) on fixed random inputs of dtype:
+// each one's bytes, in the order of kNormOutputNames.
+const std::vector<std::string> kNormOutputNames = {
+    "LayerNorm y", "LayerNorm dx",     "LayerNorm dw",   "LayerNorm db",    "RmsNorm y",       "RmsNorm dx",
+    "RmsNorm dw",  "AddLayerNorm sum", "AddLayerNorm y", "AddLayerNorm dx", "AddLayerNorm dr", "AddLayerNorm dw",
+    "AddLayerNorm db"};
+std::vector<std::vector<uint8_t>> NormOutputBytes(int64_t rows, int64_t c, DType dtype) {
+  std::vector<std::vector<uint8_t>> all;
+  const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all.emplace_back(), t); };
+  Tensor x = RandomTensor({rows, c}, 61, dtype, -3, 3).requires_grad_();
+  Tensor r = RandomTensor({rows, c}, 62, dtype, -1, 1).requires_grad_();
+  Tensor w = RandomTensor({c}, 63, dtype, 0.5, 1.5).requires_grad_();
+  Tensor b = RandomTensor({c}, 64, dtype).requires_grad_();
+  const Tensor dy = RandomTensor({rows, c}, 65, dtype), dsum = RandomTensor({rows, c}, 66, dtype);
+  const Tensor y = LayerNorm(x, w, b);
+  y.Backward(dy);
+  for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) add(t);
+  for (Tensor* t : {&x, &w, &b}) t->zero_grad();
+  const Tensor z = RmsNorm(x, w);
+  z.Backward(dy);
+  for (const Tensor& t : {z, x.grad(), w.grad()}) add(t);
+  for (Tensor* t : {&x, &w}) t->zero_grad();
+  const AddLayerNormResult o = AddLayerNorm(x, r, w, b);
+  autograd::Backward({o.sum, o.out}, {dsum, dy});
+  for (const Tensor& t : {o.sum, o.out, x.grad(), r.grad(), w.grad(), b.grad()}) add(t);
+  return all;
+}
+
 TEST(Norm, IsaBuildsGiveIdenticalBits) {
   const int64_t rows = 96, c = 777;
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
-    std::vector<std::vector<uint8_t>> results;
+    std::vector<std::vector<std::vector<uint8_t>>> results;
     for (bool avx512 : {false, true}) {
       internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
-      std::vector<uint8_t> all;
-      const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all, t); };
-      Tensor x = RandomTensor({rows, c}, 61, dtype, -3, 3).requires_grad_();
-      Tensor r = RandomTensor({rows, c}, 62, dtype, -1, 1).requires_grad_();
-      Tensor w = RandomTensor({c}, 63, dtype, 0.5, 1.5).requires_grad_();
-      Tensor b = RandomTensor({c}, 64, dtype).requires_grad_();
-      const Tensor dy = RandomTensor({rows, c}, 65, dtype), dsum = RandomTensor({rows, c}, 66, dtype);
-      const Tensor y = LayerNorm(x, w, b);
-      y.Backward(dy);
-      for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) add(t);
-      for (Tensor* t : {&x, &w, &b}) t->zero_grad();
-      const Tensor z = RmsNorm(x, w);
-      z.Backward(dy);
-      for (const Tensor& t : {z, x.grad(), w.grad()}) add(t);
-      for (Tensor* t : {&x, &w}) t->zero_grad();
-      const AddLayerNormResult o = AddLayerNorm(x, r, w, b);
-      autograd::Backward({o.sum, o.out}, {dsum, dy});
-      for (const Tensor& t : {o.sum, o.out, x.grad(), r.grad(), w.grad(), b.grad()}) add(t);
+      results.push_back(NormOutputBytes(rows, c, dtype));
       if (dtype != DType::kFloat64) {
+        const Tensor x = RandomTensor({rows, c}, 61, dtype, -3, 3), w = RandomTensor({c}, 63, dtype, 0.5, 1.5);
+        const Tensor b = RandomTensor({c}, 64, dtype);
         const Tensor scale = FromVector(std::vector<double>{9.0}, {1}, {.dtype = DType::kFloat32});
-        add(LayerNormFp8(x.detach(), w.detach(), b.detach(), DType::kFloat8E4M3, scale));
+        ::octet::testing::AppendBytes(&results.back().emplace_back(),
+                                      LayerNormFp8(x, w, b, DType::kFloat8E4M3, scale));
       }
-      results.push_back(all);
     }
     internal::ForceScalarConvertersForTesting(false);
     EXPECT_EQ(results[0], results[1]) << Name(dtype);
@@ -309,41 +323,17 @@ TEST(Norm, Avx2Bf16RowsMatchTheGenericLoop) {
   if (!internal::DetectedConverterIsa().avx2) GTEST_SKIP() << "this CPU has no AVX2: the AVX2 rows never run";
   for (const auto& [c, rows] : {std::pair<int64_t, int64_t>{777, 4096}, {128, 4097}, {768, 1024}, {15, 4099},
                                 {33, 4097}, {256, 4097}}) {
-    // Per path, each output's bytes, in the order of `names`.
-    const std::vector<std::string> names = {"LayerNorm y",    "LayerNorm dx", "LayerNorm dw",    "LayerNorm db",
-                                            "RmsNorm y",      "RmsNorm dx",   "RmsNorm dw",      "AddLayerNorm sum",
-                                            "AddLayerNorm y", "AddLayerNorm dx", "AddLayerNorm dr", "AddLayerNorm dw",
-                                            "AddLayerNorm db"};
     std::vector<std::vector<std::vector<uint8_t>>> results;
     for (const bool avx2 : {false, true}) {
       internal::SetConverterIsaForTesting({.avx2 = avx2});
-      std::vector<std::vector<uint8_t>> all;
-      const auto add = [&](const Tensor& t) { ::octet::testing::AppendBytes(&all.emplace_back(), t); };
-      const DType bf16 = DType::kBFloat16;
-      Tensor x = RandomTensor({rows, c}, 71, bf16, -3, 3).requires_grad_();
-      Tensor r = RandomTensor({rows, c}, 72, bf16, -1, 1).requires_grad_();
-      Tensor w = RandomTensor({c}, 73, bf16, 0.5, 1.5).requires_grad_();
-      Tensor b = RandomTensor({c}, 74, bf16).requires_grad_();
-      const Tensor dy = RandomTensor({rows, c}, 75, bf16), dsum = RandomTensor({rows, c}, 76, bf16);
-      const Tensor y = LayerNorm(x, w, b);
-      y.Backward(dy);
-      for (const Tensor& t : {y, x.grad(), w.grad(), b.grad()}) add(t);
-      for (Tensor* t : {&x, &w, &b}) t->zero_grad();
-      const Tensor z = RmsNorm(x, w);
-      z.Backward(dy);
-      for (const Tensor& t : {z, x.grad(), w.grad()}) add(t);
-      for (Tensor* t : {&x, &w, &b}) t->zero_grad();
-      const AddLayerNormResult o = AddLayerNorm(x, r, w, b);
-      autograd::Backward({o.sum, o.out}, {dsum, dy});
-      for (const Tensor& t : {o.sum, o.out, x.grad(), r.grad(), w.grad(), b.grad()}) add(t);
-      results.push_back(all);
+      results.push_back(NormOutputBytes(rows, c, DType::kBFloat16));
     }
     internal::ForceScalarConvertersForTesting(false);
-    ASSERT_EQ(results[0].size(), names.size());
-    for (size_t k = 0; k < names.size(); ++k) {
+    ASSERT_EQ(results[0].size(), kNormOutputNames.size());
+    for (size_t k = 0; k < kNormOutputNames.size(); ++k) {
       int64_t differing_bytes = 0;
       for (size_t e = 0; e < results[0][k].size(); ++e) differing_bytes += results[0][k][e] != results[1][k][e];
-      EXPECT_EQ(differing_bytes, 0) << names[k] << ", width " << c << ", rows " << rows;
+      EXPECT_EQ(differing_bytes, 0) << kNormOutputNames[k] << ", width " << c << ", rows " << rows;
     }
   }
 }
