@@ -21,12 +21,14 @@
 // (~1 ms with filling the tables), unless OCTET_CPU_GELU says `table` or
 // `compute` (`auto` or empty: measure). Any other value is an error at the
 // first bf16 GELU. The forward and the backward are timed and chosen each
-// on its own (GeluFp8 follows the forward): the computed gradient costs more
-// than the computed GELU while a lookup costs the same, and on an AMD EPYC
-// Zen 3 (2026-11-30, octet_pointwise_bench, bf16, medians of 3, ms) the
-// forward was faster computed ((2048, 512) 0.391 against 0.422 by table)
-// and the backward by table (0.457 against 0.542; (1024, 3072) 1.41
-// against 1.70; f32 0.441 and 1.34).
+// on its own (GeluFp8 follows the forward): a lookup costs about the same
+// in both, the computed gradient ~1.4x the computed GELU (the probe on an
+// AMD EPYC Zen 3, 2026-11-30, ns a value: forward table 0.46-0.50 against
+// computed 0.71-0.72, backward 0.55-0.57 against 0.99-1.02), so a CPU whose
+// two forwards are close can still want the table for the backward. On
+// that Zen 3 both chose the table, and inside train_gpt's O2 step
+// (scripts/omp_regions.sh, 60 steps) the bf16 GELU regions agreed: forward
+// 0.30 against 0.41 ms a call computed, backward 0.35 against 0.55.
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
