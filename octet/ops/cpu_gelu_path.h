@@ -11,24 +11,24 @@
 // which are the computed kernels' results bit for bit, in every build: the
 // f32 kernel computes the same functor, and the backward multiplies the
 // same gelu'(x) by dy once (tests/ops/gelu_table_test.cc checks every code).
-// Whether the lookups win depends on the CPU: measured with octet_pointwise_bench
-// (2 threads, warm, 2026-11-29) on a Xeon with AMX, whose AVX-512 gathers
-// are fast, a table GELU ran at 0.58x the f32 kernel's time against 1.07x
-// computed, its backward 0.56x against 1.02x; on a Zen 5 (2026-11-24) the
-// gathers lost to the computed kernel for activation-like inputs (3.4
-// against 3.05 ms). So the path is chosen per process by timing both on
-// one thread over 16 Ki activation-like values at the first bf16 GELU
-// (~1 ms with filling the tables), unless OCTET_CPU_GELU says `table` or
-// `compute` (`auto` or empty: measure). Any other value is an error at the
-// first bf16 GELU. The forward and the backward are timed and chosen each
-// on its own (GeluFp8 follows the forward): a lookup costs about the same
-// in both, the computed gradient ~1.4x the computed GELU (the probe on an
-// AMD EPYC Zen 3, 2026-11-30, ns a value: forward table 0.46-0.50 against
-// computed 0.71-0.72, backward 0.55-0.57 against 0.99-1.02), so a CPU whose
-// two forwards are close can still want the table for the backward. On
-// that Zen 3 both chose the table, and inside train_gpt's O2 step
-// (scripts/omp_regions.sh, 60 steps) the bf16 GELU regions agreed: forward
-// 0.30 against 0.41 ms a call computed, backward 0.35 against 0.55.
+// Whether the lookups win depends on the CPU: measured with
+// octet_pointwise_bench (2 threads, warm, 2026-11-29) on a Xeon with AMX, whose
+// AVX-512 gathers are fast, a table GELU ran at 0.58x the f32 kernel's time
+// against 1.07x computed, its backward 0.56x against 1.02x; on a Zen 5
+// (2026-11-24) the gathers lost to the computed kernel for activation-like
+// inputs (3.4 against 3.05 ms). So the path is chosen per process by timing
+// both on one thread over 16 Ki activation-like values at the first bf16 GELU
+// (both directions, with filling the tables: 2-3 ms on a Zen 3), unless
+// OCTET_CPU_GELU says `table` or `compute` (`auto` or empty: measure). Any
+// other value is an error at the first bf16 GELU. The forward and the backward
+// are timed and chosen each on its own (GeluFp8 follows the forward): a lookup
+// costs about the same in both, the computed gradient ~1.4x the computed GELU
+// (the probe on an AMD EPYC Zen 3, 2026-11-30, ns a value: forward table
+// 0.46-0.50 against computed 0.71-0.72, backward 0.55-0.57 against 0.99-1.02),
+// so a CPU whose two forwards are close can still want the table for the
+// backward. On that Zen 3 both chose the table, and inside train_gpt's O2 step
+// (scripts/omp_regions.sh, 60 steps) the bf16 GELU regions agreed: forward 0.30
+// against 0.41 ms a call computed, backward 0.35 against 0.55.
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
