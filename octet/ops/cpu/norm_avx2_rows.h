@@ -50,6 +50,19 @@ namespace octet::cpu {
 // Loop, 2026-11-30).
 #if OCTET_CONVERT_X86_KERNELS && defined(__AVX2__) && defined(__FMA__)
 #define OCTET_NORM_AVX2_DX_ROWS 1
+// out[0, c) = bf16 of a row's f32 values: lanes(i) gives values [i, i + 8)
+// as a vector, the scalar one(i) value i for the tail; both narrowed as
+// FloatToBf16Bits does.
+template <typename Lanes, typename One>
+OCTET_INLINE void StoreBf16RowAvx2(uint16_t* out, int64_t c, const Lanes& lanes, const One& one) {
+  using namespace convert_internal;
+  int64_t i = 0;
+  for (; i + 16 <= c; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        PackWords(FloatToBf16x8(lanes(i)), FloatToBf16x8(lanes(i + 8))));
+  for (; i < c; ++i) out[i] = FloatToBf16Bits(one(i));
+}
+
 // dx[0, c) = bf16(rs * fma(-((x - mu) * rs), mean_gx, fma(dy, w, -mean_g))
 // (+ dsum when non-null)), 16 lanes at a time, narrowed in registers (NOTE
 // [bf16 dx rows narrowed in AVX2 registers]).
@@ -68,16 +81,13 @@ OCTET_INLINE void NormDxRowBf16Avx2(const bfloat16* x, const bfloat16* dy, const
     const __m256 t = _mm256_fnmadd_ps(xhat, vgx, g);
     return dss != nullptr ? _mm256_fmadd_ps(vrs, t, Bf16x8ToFloat(dss + i)) : _mm256_mul_ps(vrs, t);
   };
-  int64_t i = 0;
-  for (; i + 16 <= c; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        PackWords(FloatToBf16x8(lanes(i)), FloatToBf16x8(lanes(i + 8))));
-  for (; i < c; ++i) {
+  StoreBf16RowAvx2(out, c, lanes, [&](int64_t i) {
     const float t =
         std::fma(-((Bf16BitsToFloat(xs[i]) - mu) * rs), mean_gx, std::fma(Bf16BitsToFloat(dys[i]), w[i], -mean_g));
-    out[i] = FloatToBf16Bits(dss != nullptr ? std::fma(rs, t, Bf16BitsToFloat(dss[i])) : rs * t);
-  }
+    return dss != nullptr ? std::fma(rs, t, Bf16BitsToFloat(dss[i])) : rs * t;
+  });
 }
+
 // y[0, c) = bf16(fma((x - mu) * rs, w, b)), 16 lanes at a time, narrowed in
 // registers (NOTE [bf16 dx rows narrowed in AVX2 registers]).
 OCTET_INLINE void NormOutputRowBf16Avx2(const bfloat16* x, float mu, float rs, const float* w, const float* b,
@@ -90,11 +100,8 @@ OCTET_INLINE void NormOutputRowBf16Avx2(const bfloat16* x, float mu, float rs, c
     const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(Bf16x8ToFloat(xs + i), vmu), vrs);
     return _mm256_fmadd_ps(xhat, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
   };
-  int64_t i = 0;
-  for (; i + 16 <= c; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        PackWords(FloatToBf16x8(lanes(i)), FloatToBf16x8(lanes(i + 8))));
-  for (; i < c; ++i) out[i] = FloatToBf16Bits(std::fma((Bf16BitsToFloat(xs[i]) - mu) * rs, w[i], b[i]));
+  StoreBf16RowAvx2(out, c, lanes,
+                   [&](int64_t i) { return std::fma((Bf16BitsToFloat(xs[i]) - mu) * rs, w[i], b[i]); });
 }
 #endif
 
