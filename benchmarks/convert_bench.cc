@@ -97,6 +97,22 @@ void BM_QuantizeRowWithAmax(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+// O1's quantization of bf16 activations and gradients (QuantizeBf16Row).
+void BM_QuantizeBf16RowWithAmax(benchmark::State& state) {
+  PathScope path(state);
+  const int64_t n = state.range(0);
+  const std::vector<float> values = RandomFloats(n);
+  std::vector<uint16_t> src(n);
+  FloatToBf16Row(values.data(), src.data(), n);
+  std::vector<uint8_t> dst(n);
+  for (auto _ : state) {
+    const float amax = QuantizeBf16Row(src.data(), 2.0f, DType::kFloat8E4M3, Fp8Saturation::kSatFinite, dst.data(), n);
+    benchmark::DoNotOptimize(amax);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 void BM_FloatToBf16Row(benchmark::State& state) {
   PathScope path(state);
   const int64_t n = state.range(0);
@@ -146,6 +162,7 @@ void RowArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Fp8ToBf16Row)->Apply(RowArgs);
 BENCHMARK(BM_DequantizeRow)->Apply(RowArgs);
 BENCHMARK(BM_QuantizeRowWithAmax)->Apply(RowArgs);
+BENCHMARK(BM_QuantizeBf16RowWithAmax)->Apply(RowArgs);
 BENCHMARK(BM_FloatToBf16Row)->Apply(RowArgs);
 BENCHMARK(BM_FloatToF16Row)->Apply(RowArgs);
 BENCHMARK(BM_AmaxRow)->Apply(RowArgs);

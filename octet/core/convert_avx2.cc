@@ -193,15 +193,19 @@ OCTET_INLINE __m256i EncodeFp8x8(const QuantizeConsts<Format>& c, __m256 y) {
   return _mm256_blendv_epi8(code, c.nan_code, _mm256_cmpgt_epi32(a, c.inf_bits));
 }
 
-template <class Format, bool kFloatRounding>
-uint32_t QuantizeAvx2With(const float* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n) {
+// Eight f32 values: read, or widened from bf16 bits (exact).
+OCTET_INLINE __m256 LoadFloatx8(const float* src) { return _mm256_loadu_ps(src); }
+OCTET_INLINE __m256 LoadFloatx8(const uint16_t* src) { return Bf16x8ToFloat(src); }
+
+template <class Format, bool kFloatRounding, class Src>
+uint32_t QuantizeAvx2With(const Src* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n) {
   const QuantizeConsts<Format> c = MakeQuantizeConsts<Format>(sat);
   const __m256 vscale = _mm256_set1_ps(scale);
   __m256i amax = _mm256_setzero_si256();
-  ForEachBlock(src, dst, n, [&](const float* in, uint8_t* out) {
+  ForEachBlock(src, dst, n, [&](const Src* in, uint8_t* out) {
     __m256i codes[4];
     for (int k = 0; k < 4; ++k) {
-      const __m256 x = _mm256_loadu_ps(in + 8 * k);
+      const __m256 x = LoadFloatx8(in + 8 * k);
       amax = _mm256_max_epu32(amax, _mm256_and_si256(_mm256_castps_si256(x), c.abs_mask));
       codes[k] = EncodeFp8x8<Format, kFloatRounding>(c, _mm256_mul_ps(x, vscale));
     }
@@ -221,9 +225,8 @@ bool MxcsrAllowsFloatRounding() {
 
 }  // namespace
 
-template <class Format>
-uint32_t QuantizeAvx2(const float* src, float scale, Fp8Saturation sat,
-                                        uint8_t* dst, int64_t n) {
+template <class Format, class Src>
+uint32_t QuantizeAvx2(const Src* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n) {
   return MxcsrAllowsFloatRounding() ? QuantizeAvx2With<Format, true>(src, scale, sat, dst, n)
                                     : QuantizeAvx2With<Format, false>(src, scale, sat, dst, n);
 }
@@ -323,6 +326,8 @@ void F16ToFloatAvx2(const uint16_t* src, float* dst, int64_t n) {
 
 template uint32_t QuantizeAvx2<detail::E4M3Format>(const float*, float, Fp8Saturation, uint8_t*, int64_t);
 template uint32_t QuantizeAvx2<detail::E5M2Format>(const float*, float, Fp8Saturation, uint8_t*, int64_t);
+template uint32_t QuantizeAvx2<detail::E4M3Format>(const uint16_t*, float, Fp8Saturation, uint8_t*, int64_t);
+template uint32_t QuantizeAvx2<detail::E5M2Format>(const uint16_t*, float, Fp8Saturation, uint8_t*, int64_t);
 
 }  // namespace octet::convert_internal
 

@@ -89,8 +89,9 @@ OCTET_TARGET_AVX512 void F16ToFloatAvx512(const uint16_t* src, float* dst, int64
 // ones.
 void Fp8ToBf16Avx2(const uint8_t* src, Fp8Kind kind, uint16_t* dst, int64_t n);
 void DequantizeAvx2(const uint8_t* src, Fp8Kind kind, float scale_inv, float* dst, int64_t n);
-template <class Format>
-uint32_t QuantizeAvx2(const float* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n);
+// Src: float, or uint16_t for bf16 bits (widened in the register).
+template <class Format, class Src>
+uint32_t QuantizeAvx2(const Src* src, float scale, Fp8Saturation sat, uint8_t* dst, int64_t n);
 uint32_t AmaxAvx2(const float* src, int64_t n);
 void FloatToBf16Avx2(const float* src, uint16_t* dst, int64_t n);
 void Bf16ToFloatAvx2(const uint16_t* src, float* dst, int64_t n);
