@@ -35,6 +35,7 @@
 #include <octet/ops/attention.h>
 #include <octet/ops/attention_kernels.h>
 #include <octet/ops/attention_unfused.h>
+#include <octet/ops/cast.h>
 #if OCTET_WITH_CUDA
 #include <octet/ops/cuda/attention_flash_cuda.h>
 #endif
@@ -64,6 +65,7 @@ class IsaScope {
 Shape ShapeOf(const benchmark::State& state) {
   return {state.range(0), state.range(1), state.range(2), state.range(3)};
 }
+// bf16: 0 f32, 1 bf16, 2 (BM_CausalAttentionQkvForwardBackward only) FP8 qkv with bf16 compute.
 DType DtypeOf(const benchmark::State& state) { return state.range(4) == 0 ? DType::kFloat32 : DType::kBFloat16; }
 
 double ForwardFlops(const Shape& s) { return 2.0 * s[0] * s[1] * s[2] * s[2] * s[3] * 2.0 / 2.0; }
@@ -184,6 +186,9 @@ void BM_CausalAttentionQkvForwardBackward(benchmark::State& state) {
   const int64_t B = shape[0], H = shape[1], T = shape[2], C = shape[1] * shape[3];
   Tensor qkv = RandomInput({B, T, 3 * C}, dtype, 1).requires_grad_();
   const Tensor dout = RandomInput({B, T, C}, dtype, 4);
+  // bf16:2, amp O1's attention: the bf16 qkv quantized to E4M3 (its values
+  // are in [-1, 1]: scale 256 keeps them normal) and read as FP8 codes.
+  const bool fp8 = state.range(4) == 2;
   std::vector<float> evict(cold ? (size_t{64} << 20) / sizeof(float) : 0);
   for (auto _ : state) {
     if (cold) {
@@ -192,7 +197,10 @@ void BM_CausalAttentionQkvForwardBackward(benchmark::State& state) {
       benchmark::DoNotOptimize(evict.data());
       state.ResumeTiming();
     }
-    CausalAttentionQkv(qkv, H).Backward(dout);
+    if (fp8)
+      CausalAttentionQkvFp8(Quantize(qkv, DType::kFloat8E4M3, 256.0f), H, dtype).Backward(dout);
+    else
+      CausalAttentionQkv(qkv, H).Backward(dout);
     benchmark::DoNotOptimize(qkv.grad().raw_data());
     qkv.zero_grad();
   }
@@ -206,6 +214,9 @@ void QkvArgs(benchmark::internal::Benchmark* b) {
     b->Args({8, 4, 128, 64, 0, 2, cold});
     b->Args({8, 4, 128, 64, 1, 3, cold});
     b->Args({8, 4, 128, 64, 1, 2, cold});  // bf16 on FP32 tiles: the FP32-FMA path's attention
+    b->Args({8, 4, 128, 64, 2, 2, cold});  // FP8 qkv, bf16 compute, FP32 tiles: amp O1's attention
+    b->Args({4, 12, 256, 64, 1, 2, cold});  // train_step_bench's wide model
+    b->Args({4, 12, 256, 64, 2, 2, cold});
   }
   b->ArgNames({"B", "H", "T", "D", "bf16", "isa", "cold"});
   b->Unit(benchmark::kMillisecond);

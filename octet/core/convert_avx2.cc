@@ -39,6 +39,7 @@
 #include <octet/core/bf16_simd_internal.h>
 #include <octet/core/bfloat16.h>
 #include <octet/core/float16.h>
+#include <octet/core/fp8_simd_internal.h>
 
 // Everything below, the lambdas handed to ForEachBlock included, is compiled
 // for AVX2 + F16C.
@@ -84,36 +85,7 @@ OCTET_INLINE __m256i PackBytes(__m256i c0, __m256i c1, __m256i c2,
 
 // PackWords: core/bf16_simd_internal.h.
 
-// 16 codes decoded per NOTE [avx2 fp8 decode]: their exact float values
-// (elements 0-7 and 8-15) and, per 16-bit element, all-ones for NaN codes.
-struct Decoded16 {
-  __m256 lo, hi;
-  __m256i nan;
-};
-
-OCTET_INLINE Decoded16 DecodeFp8x16(__m128i codes, Fp8Kind kind) {
-  const __m256i w = _mm256_cvtepu8_epi16(codes);
-  const __m256i magnitude = _mm256_and_si256(w, _mm256_set1_epi16(0x7F));
-  Decoded16 d;
-  __m256i h;
-  if (kind == kE5M2) {
-    h = _mm256_slli_epi16(w, 8);
-    d.nan = _mm256_cmpgt_epi16(magnitude, _mm256_set1_epi16(0x7C));
-  } else {
-    h = _mm256_or_si256(_mm256_slli_epi16(magnitude, 7),
-                        _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
-    d.nan = _mm256_cmpeq_epi16(magnitude, _mm256_set1_epi16(0x7F));
-    h = _mm256_or_si256(h, _mm256_and_si256(d.nan, _mm256_set1_epi16(0x7E00)));
-  }
-  d.lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-  d.hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-  if (kind == kE4M3) {
-    const __m256 rebias = _mm256_set1_ps(256.0f);
-    d.lo = _mm256_mul_ps(d.lo, rebias);
-    d.hi = _mm256_mul_ps(d.hi, rebias);
-  }
-  return d;
-}
+// Decoded16, DecodeFp8x16: core/fp8_simd_internal.h.
 
 // The largest of the 8 unsigned lanes.
 OCTET_INLINE uint32_t MaxLane(__m256i v) {

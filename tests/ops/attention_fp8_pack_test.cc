@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include <octet/core/convert.h>
 #include <octet/core/convert_testing.h>
 #include <octet/core/dtype.h>
+#include <octet/core/float16.h>
 #include <octet/ops/cpu/attention_pack.h>
 
 namespace octet::cpu::attn {
@@ -28,10 +30,11 @@ uint32_t Bits(float f) {
 // PackRows into a rows_pad x ldd buffer preset to a marker, compared bit for
 // bit with the definition: every element of the rows, then zeros.
 void ExpectPackRows(const std::vector<uint8_t>& codes, int64_t rs, int64_t rows, int64_t cols, float mul,
-                    const float* lut) {
+                    const Fp8Table<float>& table) {
+  const float* lut = table.values.data();
   const int64_t ldd = cols + 8, rows_pad = rows + 2;
   std::vector<float> dst(rows_pad * ldd, 12345.0f);
-  PackRows(reinterpret_cast<const Fp8Code*>(codes.data()), rs, 1, rows, cols, mul, dst.data(), ldd, rows_pad, lut);
+  PackRows(reinterpret_cast<const Fp8Code*>(codes.data()), rs, 1, rows, cols, mul, dst.data(), ldd, rows_pad, &table);
   for (int64_t r = 0; r < rows_pad; ++r)
     for (int64_t c = 0; c < ldd; ++c) {
       const float want = (r < rows && c < cols) ? mul * lut[codes[r * rs + c]] : 0.0f;
@@ -63,14 +66,16 @@ TEST(AttentionFp8Pack, RowsOfCodesMatchTheTableOnEveryPath) {
     // bf16 values (the f32 tiles' table at a bf16 compute dtype) and f32 ones.
     const auto bf16_table = Fp8CodeTable<bfloat16>(fp8, 0.37f);
     const auto f32_table = Fp8CodeTable<float>(fp8, 0.37f);
+    const auto f16_table = Fp8CodeTable<float16>(fp8, 0.37f);  // looked up (NOTE [fp8 attention decode])
     for (const octet::internal::ConverterIsa& isa : ConverterPaths()) {
       octet::internal::ScopedConverterIsa scope(isa);
       for (const int64_t cols : {32, 40, 64, 100, 128, 200})
         for (const float mul : {1.0f, 0.125f}) {
           SCOPED_TRACE(::testing::Message() << Name(fp8) << " vbmi " << isa.vbmi << " avx512 " << isa.avx512
                                             << " cols " << cols << " mul " << mul);
-          ExpectPackRows(codes, rs, rows, cols, mul, bf16_table.data());
-          ExpectPackRows(codes, rs, rows, cols, mul, f32_table.data());
+          ExpectPackRows(codes, rs, rows, cols, mul, bf16_table);
+          ExpectPackRows(codes, rs, rows, cols, mul, f32_table);
+          ExpectPackRows(codes, rs, rows, cols, mul, f16_table);
         }
     }
   }
@@ -79,10 +84,11 @@ TEST(AttentionFp8Pack, RowsOfCodesMatchTheTableOnEveryPath) {
 // PackTransposed likewise: dst[c*ldd + r] = mul * table[code (r, c)], zeros
 // for rows [rows, ldd).
 void ExpectPackTransposed(const std::vector<uint8_t>& codes, int64_t rs, int64_t rows, int64_t cols, float mul,
-                          const float* lut) {
+                          const Fp8Table<float>& table) {
+  const float* lut = table.values.data();
   const int64_t ldd = rows + 5;
   std::vector<float> dst(cols * ldd, 12345.0f);
-  PackTransposed(reinterpret_cast<const Fp8Code*>(codes.data()), rs, 1, rows, cols, mul, dst.data(), ldd, lut);
+  PackTransposed(reinterpret_cast<const Fp8Code*>(codes.data()), rs, 1, rows, cols, mul, dst.data(), ldd, &table);
   for (int64_t c = 0; c < cols; ++c)
     for (int64_t r = 0; r < ldd; ++r) {
       const float want = r < rows ? mul * lut[codes[r * rs + c]] : 0.0f;
@@ -96,6 +102,7 @@ TEST(AttentionFp8Pack, TransposedCodesMatchTheTableOnEveryPath) {
   for (const DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
     const auto bf16_table = Fp8CodeTable<bfloat16>(fp8, 2.5f);
     const auto f32_table = Fp8CodeTable<float>(fp8, 2.5f);
+    const auto f16_table = Fp8CodeTable<float16>(fp8, 2.5f);
     for (const octet::internal::ConverterIsa& isa : ConverterPaths()) {
       octet::internal::ScopedConverterIsa scope(isa);
       for (const int64_t rows : {5, 64, 1})
@@ -103,11 +110,42 @@ TEST(AttentionFp8Pack, TransposedCodesMatchTheTableOnEveryPath) {
           for (const float mul : {1.0f, 0.125f}) {
             SCOPED_TRACE(::testing::Message() << Name(fp8) << " vbmi " << isa.vbmi << " avx512 " << isa.avx512
                                               << " rows " << rows << " cols " << cols << " mul " << mul);
-            ExpectPackTransposed(codes, rs, rows, cols, mul, bf16_table.data());
-            ExpectPackTransposed(codes, rs, rows, cols, mul, f32_table.data());
+            ExpectPackTransposed(codes, rs, rows, cols, mul, bf16_table);
+            ExpectPackTransposed(codes, rs, rows, cols, mul, f32_table);
+            ExpectPackTransposed(codes, rs, rows, cols, mul, f16_table);
           }
     }
   }
+}
+
+// NOTE [fp8 attention decode]: f32 and bf16 tables say the AVX2 packers
+// may compute their values, at scales whose products are subnormal,
+// overflow or are ordinary, and the decoder makes every entry of them (NaN
+// codes NaN); an f16 table, whose rounding the decoder does not do, is
+// looked up; a table whose values differ from the decoder's is refused.
+TEST(AttentionFp8Pack, TablesAreDecodedOnlyWhereTheDecoderMakesThem) {
+#if OCTET_ATTENTION_FP8_DECODE
+  for (const DType fp8 : {DType::kFloat8E4M3, DType::kFloat8E5M2})
+    for (const float scale_inv : {0.37f, 2.5f, 1.0f, 3e-41f, 1e-30f, 1e30f}) {
+      SCOPED_TRACE(::testing::Message() << Name(fp8) << " scale_inv " << scale_inv);
+      const auto f32_table = Fp8CodeTable<float>(fp8, scale_inv);
+      const auto bf16_table = Fp8CodeTable<bfloat16>(fp8, scale_inv);
+      EXPECT_EQ(f32_table.form, Fp8TableForm::kProduct);
+      EXPECT_EQ(bf16_table.form, Fp8TableForm::kBf16Product);
+      EXPECT_EQ(Fp8CodeTable<float16>(fp8, scale_inv).form, Fp8TableForm::kLookup);
+      for (const Fp8Table<float>* table : {&f32_table, &bf16_table}) {
+        std::vector<uint8_t> codes(256);
+        for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+        ExpectPackRows(codes, 256, 1, 256, 1.0f, *table);
+        Fp8Table<float> altered = *table;
+        altered.values[77] = std::nextafter(altered.values[77], 1e38f);
+        EXPECT_FALSE(DecoderMakesTable(altered));
+        EXPECT_TRUE(DecoderMakesTable(*table));
+      }
+    }
+#else
+  GTEST_SKIP() << "built without AVX2 and F16C: the tables are looked up";
+#endif
 }
 
 TEST(AttentionFp8Pack, ByteTablesTakeOnlyBf16Values) {
@@ -117,9 +155,9 @@ TEST(AttentionFp8Pack, ByteTablesTakeOnlyBf16Values) {
   std::vector<uint8_t> codes(64, 1);
   std::vector<float> dst(64);
   auto table = Fp8CodeTable<bfloat16>(DType::kFloat8E4M3, 1.0f);
-  EXPECT_EQ(LookupRowsF32(codes.data(), 64, 1, 64, 1.0f, table.data(), dst.data(), 64), 64);
-  table[200] = 1.0f + 1.0f / 1024;  // not a bf16 value
-  EXPECT_EQ(LookupRowsF32(codes.data(), 64, 1, 64, 1.0f, table.data(), dst.data(), 64), 0);
+  EXPECT_EQ(LookupRowsF32(codes.data(), 64, 1, 64, 1.0f, table.values.data(), dst.data(), 64), 64);
+  table.values[200] = 1.0f + 1.0f / 1024;  // not a bf16 value
+  EXPECT_EQ(LookupRowsF32(codes.data(), 64, 1, 64, 1.0f, table.values.data(), dst.data(), 64), 0);
 #else
   GTEST_SKIP() << "x86-64 only";
 #endif

@@ -98,7 +98,7 @@ struct FwdWorkspace {
 // [fp8 attention operands]); TOut: out's.
 template <typename TIn, typename TOut>
 void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, double scale, const Tensor& out_t,
-                  const Tensor& lse_t, const AccType<TOut>* lut) {
+                  const Tensor& lse_t, const attn::Fp8Table<AccType<TOut>>* lut) {
   using A = AccType<TOut>;
   const Geometry g(q_t, attn::kPadElems<A>);
   const Operand<TIn> q(q_t), k(k_t), v(v_t);
@@ -186,7 +186,7 @@ void ForwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, doubl
 std::array<uint16_t, 256> Fp8CodeBits(const Tensor& codes) {
   const auto values = attn::Fp8CodeTable<bfloat16>(codes.dtype(), ScaleInvValue(codes));
   std::array<uint16_t, 256> bits;
-  for (int c = 0; c < 256; ++c) bits[c] = FloatToBf16Bits(values[c]);
+  for (int c = 0; c < 256; ++c) bits[c] = FloatToBf16Bits(values.values[c]);
   return bits;
 }
 
@@ -208,7 +208,7 @@ void CausalAttentionFwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, do
   DispatchFloat(out.dtype(), "causal_attention", [&]<typename T>() {
     if (IsFp8(q.dtype())) {
       const auto lut = attn::Fp8CodeTable<T>(q.dtype(), ScaleInvValue(q));
-      ForwardTyped<Fp8Code, T>(q, k, v, scale, out, lse, lut.data());
+      ForwardTyped<Fp8Code, T>(q, k, v, scale, out, lse, &lut);
     } else {
       ForwardTyped<T, T>(q, k, v, scale, out, lse, nullptr);
     }
@@ -222,12 +222,12 @@ void CausalAttentionFwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, do
 template <typename TIn, typename TOut>
 struct BwdInputs {
   BwdInputs(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, const Tensor& out_t, const Tensor& dout_t,
-            const Tensor& lse_t, const AccType<TOut>* lut_)
+            const Tensor& lse_t, const attn::Fp8Table<AccType<TOut>>* lut_)
       : q(q_t), k(k_t), v(v_t), dout(dout_t), out(out_t), lse(lse_t.data<AccType<TOut>>()), lut(lut_) {}
   Operand<TIn> q, k, v;
   Operand<TOut> dout, out;
   const AccType<TOut>* lse;  // (B,H,T)
-  const AccType<TOut>* lut;
+  const attn::Fp8Table<AccType<TOut>>* lut;
 };
 
 // What backward reads of one head, in the compute type: for each tile, Q^T
@@ -297,7 +297,7 @@ void FillHeadTile(const BwdInputs<TIn, TOut>& in, const Geometry& g, const HeadP
   PackTransposed(in.q.Row(bh, t0), in.q.st, in.q.sd, n, g.d, A(1), hp.Qt(base, tile), kTile, in.lut);
   PackTransposed(in.dout.Row(bh, t0), in.dout.st, in.dout.sd, n, g.d, A(1), hp.DOt(base, tile), kTile);
   // Rows of operand i (not read in place) packed from row t0.
-  auto pack = [&]<typename T>(int i, const Operand<T>& op, const A* lut) {
+  auto pack = [&]<typename T>(int i, const Operand<T>& op, const attn::Fp8Table<A>* lut) {
     if (!hp.direct[i])
       PackRows(op.Row(bh, t0), op.st, op.sd, n, g.d, A(1), hp.PackedRows(base, i) + t0 * g.dp, g.dp, kTile, lut);
   };
@@ -349,7 +349,7 @@ struct BwdWorkspace {
 template <typename TIn, typename TOut>
 void BackwardTyped(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, const Tensor& out_t,
                    const Tensor& dout_t, const Tensor& lse_t, double scale, const Tensor& dq_t, const Tensor& dk_t,
-                   const Tensor& dv_t, const AccType<TOut>* lut) {
+                   const Tensor& dv_t, const attn::Fp8Table<AccType<TOut>>* lut) {
   using A = AccType<TOut>;
   const Geometry g(q_t, attn::kPadElems<A>);
   const BwdInputs<TIn, TOut> in(q_t, k_t, v_t, out_t, dout_t, lse_t, lut);
@@ -448,7 +448,7 @@ void CausalAttentionBwdCpu(const Tensor& q, const Tensor& k, const Tensor& v, co
   DispatchFloat(out.dtype(), "causal_attention backward", [&]<typename T>() {
     if (IsFp8(q.dtype())) {
       const auto lut = attn::Fp8CodeTable<T>(q.dtype(), ScaleInvValue(q));
-      BackwardTyped<Fp8Code, T>(q, k, v, out, dout, lse, scale, dq, dk, dv, lut.data());
+      BackwardTyped<Fp8Code, T>(q, k, v, out, dout, lse, scale, dq, dk, dv, &lut);
     } else {
       BackwardTyped<T, T>(q, k, v, out, dout, lse, scale, dq, dk, dv, nullptr);
     }

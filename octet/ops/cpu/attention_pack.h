@@ -10,12 +10,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <type_traits>
 
+#include <octet/core/bf16_simd_internal.h>
 #include <octet/core/convert.h>
 #include <octet/core/dtype_traits.h>
+#include <octet/core/fp8_simd_internal.h>
 #include <octet/core/tensor.h>
 #include <octet/ops/cpu/isa.h>
 #include <octet/ops/cpu/row_helpers.h>
@@ -38,28 +42,98 @@ struct Fp8Code {
   uint8_t bits;
 };
 
+// NOTE [fp8 attention decode]: AVX2 has no table lookup wider than 16
+// bytes, so the f32 tiles' packers looked codes up with gathers, eight at a
+// time; on an AMD Zen 3 a gather costs twice the arithmetic that computes
+// the same values (a microbenchmark, 2026-11-30: 0.51 against 0.27 ns a
+// code). Where the table's values are a product the decoder can make —
+// float(code) * scale_inv in f32 (TOut float), that product rounded to bf16
+// (TOut bf16) — Fp8Table says so, and the AVX2 packers compute them:
+// DecodeFp8x8 (core/fp8_simd_internal.h, NOTE [avx2 fp8 decode]), the one
+// f32 multiply, and FloatToBf16x8's rounding, as the table was made
+// (DequantizeRow, StoreRow). The table is checked against the decoder when
+// it is made, all 256 codes (NaN codes: NaN either way), and keeps the
+// lookups if they differ, so the two forms give the same values by
+// construction. octet_attention_bench BM_CausalAttentionQkvForwardBackward
+// bf16:2 (amp O1's attention on f32 tiles, forward and backward, the
+// quantization of qkv included) against bf16:1 at (8, 4, 128, 64), six
+// alternating rounds on the Zen 3: 2.72-3.03 ms (median 2.91) against
+// 2.79-3.26 (3.13) with the gathers, 1.13-1.35x bf16's time against
+// 1.19-1.46x. At (4, 12, 256, 64), and in the small O1 training step, the
+// difference was within the (noisy) host's run-to-run spread.
+enum class Fp8TableForm : uint8_t {
+  kLookup,      // only the values
+  kProduct,     // values[c] = float(c) * scale_inv (f32)
+  kBf16Product  // values[c] = that product rounded to bf16
+};
+
+// The table of NOTE [fp8 attention operands]: entry c is code c of `fp8`
+// times scale_inv in f32, rounded to TOut, widened to A = AccType<TOut>;
+// and how a decoder can compute the entries (NOTE [fp8 attention decode]).
+template <typename A>
+struct Fp8Table {
+  std::array<A, 256> values;
+  DType fp8 = DType::kFloat8E4M3;
+  float scale_inv = 1.0f;
+  Fp8TableForm form = Fp8TableForm::kLookup;
+};
+
 // An input element in the compute type A: converted, or looked up (FP8 codes).
 template <typename A, typename T>
-OCTET_INLINE A ReadAs(const T& x, const A* lut) {
+OCTET_INLINE A ReadAs(const T& x, const Fp8Table<A>* lut) {
   if constexpr (std::is_same_v<T, Fp8Code>) {
-    return lut[x.bits];
+    return lut->values[x.bits];
   } else {
     return ConvertElement<A>(x);
   }
 }
 
-// The table of NOTE [fp8 attention operands]: entry c is code c of `fp8`
-// times scale_inv in f32, rounded to TOut, widened to A = AccType<TOut>.
+#if defined(__AVX2__) && defined(__F16C__) && OCTET_CONVERT_X86_KERNELS
+#define OCTET_ATTENTION_FP8_DECODE 1
+// The table's values for the 8 codes in the low 8 bytes of `codes`,
+// computed (its form is not kLookup).
+OCTET_INLINE __m256 DecodeTableValues(__m128i codes, const Fp8Table<float>& table) {
+  using namespace convert_internal;
+  const __m256 v = _mm256_mul_ps(DecodeFp8x8(codes, table.fp8 == DType::kFloat8E4M3 ? kE4M3 : kE5M2),
+                                 _mm256_set1_ps(table.scale_inv));
+  if (table.form == Fp8TableForm::kProduct) return v;
+  return _mm256_castsi256_ps(_mm256_slli_epi32(FloatToBf16x8(v), 16));
+}
+
+// Whether DecodeTableValues gives every entry of the table (NaN entries: NaN).
+inline bool DecoderMakesTable(const Fp8Table<float>& table) {
+  for (int c = 0; c < 256; c += 8) {
+    alignas(32) uint8_t codes[16] = {};
+    for (int i = 0; i < 8; ++i) codes[i] = static_cast<uint8_t>(c + i);
+    alignas(32) float got[8];
+    _mm256_store_ps(got, DecodeTableValues(_mm_load_si128(reinterpret_cast<const __m128i*>(codes)), table));
+    for (int i = 0; i < 8; ++i) {
+      const float want = table.values[c + i];
+      if (std::isnan(want) ? !std::isnan(got[i]) : std::memcmp(&got[i], &want, sizeof want) != 0) return false;
+    }
+  }
+  return true;
+}
+#endif
+
 template <typename TOut>
-std::array<AccType<TOut>, 256> Fp8CodeTable(DType fp8, float scale_inv) {
+Fp8Table<AccType<TOut>> Fp8CodeTable(DType fp8, float scale_inv) {
   std::array<uint8_t, 256> codes;
   std::iota(codes.begin(), codes.end(), 0);
   std::array<float, 256> values;
   DequantizeRow(codes.data(), fp8, scale_inv, values.data(), 256);
   std::array<TOut, 256> rounded;
   StoreRow<TOut, float>(values.data(), rounded.data(), 256);
-  std::array<AccType<TOut>, 256> table;
-  for (int c = 0; c < 256; ++c) table[c] = ConvertElement<AccType<TOut>>(rounded[c]);
+  Fp8Table<AccType<TOut>> table;
+  for (int c = 0; c < 256; ++c) table.values[c] = ConvertElement<AccType<TOut>>(rounded[c]);
+  table.fp8 = fp8;
+  table.scale_inv = scale_inv;
+#if OCTET_ATTENTION_FP8_DECODE
+  if constexpr (std::is_same_v<TOut, float> || std::is_same_v<TOut, bfloat16>) {
+    table.form = std::is_same_v<TOut, float> ? Fp8TableForm::kProduct : Fp8TableForm::kBf16Product;
+    if (!DecoderMakesTable(table)) table.form = Fp8TableForm::kLookup;
+  }
+#endif
   return table;
 }
 
@@ -98,15 +172,19 @@ template <typename T>
 using OutOperand = HeadStrides<T>;  // an output
 
 #if defined(__AVX2__)
-// Eight f32 values of a row: src[0, 8) widened (bf16), read (f32) or looked
-// up in lut (FP8 codes: one gather), times mul.
+// Eight f32 values of a row: src[0, 8) widened (bf16), read (f32) or, FP8
+// codes, computed or looked up in lut (one gather; NOTE [fp8 attention
+// decode]), times mul.
 template <typename T>
-OCTET_INLINE __m256 LoadEight(const T* src, __m256 mul, const float* lut) {
+OCTET_INLINE __m256 LoadEight(const T* src, __m256 mul, const Fp8Table<float>* lut) {
   if constexpr (std::is_same_v<T, float>) {
     return _mm256_mul_ps(mul, _mm256_loadu_ps(src));
   } else if constexpr (std::is_same_v<T, Fp8Code>) {
-    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
-    return _mm256_mul_ps(mul, _mm256_i32gather_ps(lut, idx, 4));
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+#if OCTET_ATTENTION_FP8_DECODE
+    if (lut->form != Fp8TableForm::kLookup) return _mm256_mul_ps(mul, DecodeTableValues(codes, *lut));
+#endif
+    return _mm256_mul_ps(mul, _mm256_i32gather_ps(lut->values.data(), _mm256_cvtepu8_epi32(codes), 4));
   } else {
     return _mm256_mul_ps(mul, convert_internal::Bf16x8ToFloat(reinterpret_cast<const uint16_t*>(src)));
   }
@@ -134,11 +212,11 @@ int64_t LookupRowsF32(const uint8_t* src, int64_t rs, int64_t rows, int64_t cols
 // lut: the table of an FP8 T (FP8 code tables below), else unused.
 template <typename T, typename A>
 void PackRows(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
-              int64_t rows_pad, const A* lut = nullptr) {
+              int64_t rows_pad, const Fp8Table<A>* lut = nullptr) {
   int64_t looked_up = 0;  // columns [0, looked_up) of every row already written
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, Fp8Code> && std::is_same_v<A, float>) {
-    if (cs == 1) looked_up = LookupRowsF32(&src->bits, rs, rows, cols, mul, lut, dst, ldd);
+    if (cs == 1) looked_up = LookupRowsF32(&src->bits, rs, rows, cols, mul, lut->values.data(), dst, ldd);
   }
 #endif
   for (int64_t r = 0; r < rows; ++r) {
@@ -172,7 +250,7 @@ void PackRows(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, 
 // multiply per element either way.
 template <typename T, typename A>
 void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, A mul, A* dst, int64_t ldd,
-                    const A* lut = nullptr) {
+                    const Fp8Table<A>* lut = nullptr) {
 #if defined(__x86_64__)
   // FP8 codes in whole 64-code rows: looked up into f32 rows first (NOTE
   // [fp8 f32 lookup], mul applied there), then transposed as f32 rows with
@@ -182,7 +260,7 @@ void PackTransposed(const T* src, int64_t rs, int64_t cs, int64_t rows, int64_t 
     constexpr int64_t kMaxValues = 64 * 128;
     if (cs == 1 && (cols % 64 == 0 || cols == 32) && rows * cols <= kMaxValues) {
       alignas(64) float rows_f32[kMaxValues];
-      if (LookupRowsF32(&src->bits, rs, rows, cols, mul, lut, rows_f32, cols) == cols)
+      if (LookupRowsF32(&src->bits, rs, rows, cols, mul, lut->values.data(), rows_f32, cols) == cols)
         return PackTransposed<float, float>(rows_f32, cols, 1, rows, cols, 1.0f, dst, ldd);
     }
   }
