@@ -117,8 +117,8 @@ extern const float kExpFastHi;
 // and of the polynomial is written as one (__builtin_fmaf). GCC fused them
 // anyway at -O2 (-ffp-contract=fast), so optimized builds compute the same
 // bits as before; written out, the -O1 sanitizer build computes them too,
-// and the intrinsic forms (ExpFastx16 in ops/cpu/softmax_cpu.cc, ExpFastPart
-// in ops/cpu/row_helpers.h) agree with this one in every build. Returns
+// and the intrinsic forms (ExpFastx16 in ops/cpu/cross_entropy_cpu.cc,
+// ExpFastPart in ops/cpu/row_helpers.h) agree with this one in every build. Returns
 // e^x as its two factors: p (twice e^r) and scale (2^(n-1)). Host code.
 namespace exp_fast {
 // The constants of ExpFastFactors and of its vector forms: log2(e), ln 2 in

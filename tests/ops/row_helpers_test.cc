@@ -1,7 +1,7 @@
 // The CPU row helpers (ops/cpu/row_helpers.h) whose results callers depend
 // on bit for bit: RowMax's choice among NaNs and signed zeros, over f32, f64
 // and bf16 rows (a bf16 row is widened in registers: NOTE [max from the
-// source row] in ops/cpu/softmax_cpu.cc).
+// source row] in ops/cpu/row_helpers.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -305,7 +305,7 @@ TEST(CrossEntropy, NonContiguousLogitsGiveTheContiguousResult) {
 }
 
 // The backward builds a bf16 or f16 row in chunks of 256 columns (NOTE in
-// ops/cpu/softmax_cpu.cc, CeBwdRange): targets at both edges of every chunk
+// ops/cpu/cross_entropy_cpu.cc, CeBwdRange): targets at both edges of every chunk
 // and in the ragged last one must get their -1 in the right place.
 TEST(CrossEntropy, TargetsInEveryBackwardChunkMatchFloat64Reference) {
   const int64_t v = 600;
@@ -360,7 +360,7 @@ TEST(CrossEntropy, IsaBuildsGiveIdenticalBits) {
   }
 }
 
-// NOTE [cross-entropy rows in registers] (ops/cpu/softmax_cpu.cc): on
+// NOTE [cross-entropy rows in registers] (ops/cpu/cross_entropy_cpu.cc): on
 // AVX-512 CPUs f32 and bf16 rows run intrinsic forms of the loops (the bf16
 // backward where the CPU has AVX-512 BF16); the loss, the logsumexp (seen
 // through the backward) and dlogits are the baseline loop's bits, in every

@@ -287,8 +287,8 @@ OCTET_INLINE A MaxStep(A a, A b) {
 // kept 16 scalar maxss a step in both builds (perf annotate, cross-entropy
 // forward, 2026-11-28: over half of the forward's time). Each lane makes the
 // scalar loop's choice (`v > m ? v : m`) and the lanes combine in its order,
-// lane 0 first: the same bits. NOTE [max from the source row] in
-// ops/cpu/softmax_cpu.cc says why a bf16 row is read as it is.
+// lane 0 first: the same bits. NOTE [max from the source row] below
+// says why a bf16 row is read as it is.
 template <typename T, typename A = AccType<T>>
 OCTET_INLINE A RowMax(const T* p, int64_t n) {
   constexpr int kPer = Lanes<A>::kPer;
@@ -310,11 +310,40 @@ OCTET_INLINE A RowMax(const T* p, int64_t n) {
   return r;
 }
 
+// NOTE [max from the source row] (softmax and cross-entropy rows): a bf16 row is widened into f32 scratch by
+// the row converter (LoadRow), whose 64-byte stores the row's max then read
+// back at once as 32-byte halves (RowMax's Lanes parts): the upper halves
+// did not forward from the store buffer, and RowMax took twice the time it
+// takes over an f32 row (perf annotate, cross-entropy forward on (2048,
+// 256) bf16, Zen 5: its vmaxps and loads 2600 samples against 1300 for
+// f32). Converter stores of 32 bytes moved the stall to the exponential's
+// 64-byte loads. So the max reads the bf16 row itself, widening 16 values
+// in registers (RowMax of a bf16 row), while the converter's stores drain;
+// the exponentials then read the scratch row. Exact either way (widening a
+// bf16 is exact), so the same bits. Only short rows need it: on a long row
+// the first stores have drained before the max reaches them, and widening
+// again costs more than reading the f32 copy from L1 ((2048, 4096) bf16
+// cross-entropy 3-6 % slower read from the source, three alternating runs).
+// MaxRow reads a bf16 source row up to kShortRow elements, the widened row
+// otherwise (for f32, LoadRow's widened row is the source itself). The
+// softmax backward's LaneDot reads two freshly widened rows the same way;
+// reading its bf16 rows instead measured no change (Softmax forward +
+// backward, 20000 calls on (2048, 256)), so it does not.
+inline constexpr int64_t kShortRow = 1024;
+
+template <typename T, typename A>
+OCTET_INLINE A MaxRow(const T* src, const A* widened, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (n <= kShortRow) return RowMax(src, n);
+  }
+  return RowMax(widened, n);
+}
+
 #if OCTET_CONVERT_X86_KERNELS
 // The 16 lanes of v added in order from +0, lane 0 first: Lanes<float>::Sum
 // and LaneSum's combine, for the AVX-512 kernels that keep a row's lane sums
 // in one register (NOTE [short bf16 rows in registers] in norm_bf16_rows.cc,
-// NOTE [cross-entropy rows in registers] in softmax_cpu.cc).
+// NOTE [cross-entropy rows in registers] in cross_entropy_cpu.cc).
 OCTET_TARGET_AVX512 OCTET_INLINE float SumLanesInOrder(__m512 v) {
   alignas(64) float l[16];
   _mm512_store_ps(l, v);
