@@ -310,7 +310,9 @@ OCTET_INLINE A RowMax(const T* p, int64_t n) {
   return r;
 }
 
-// NOTE [max from the source row] (softmax and cross-entropy rows): a bf16 row is widened into f32 scratch by
+// The max of a softmax or cross-entropy row (softmax_cpu.cc,
+// cross_entropy_cpu.cc).
+// NOTE [max from the source row]: a bf16 row is widened into f32 scratch by
 // the row converter (LoadRow), whose 64-byte stores the row's max then read
 // back at once as 32-byte halves (RowMax's Lanes parts): the upper halves
 // did not forward from the store buffer, and RowMax took twice the time it

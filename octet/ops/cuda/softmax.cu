@@ -1,8 +1,8 @@
 // CUDA kernels of the softmax & loss family: softmax / log-softmax forward and
 // backward over any dim, and the fused softmax-cross-entropy of NOTE [fused
-// cross-entropy] (ops/cpu/softmax_cpu.cc): forward writes only the per-row
-// loss and logsumexp; backward recomputes softmax = exp(x - lse) element by
-// element, so no (N, V) probability tensor exists.
+// cross-entropy] (ops/cpu/cross_entropy_cpu.cc): forward writes only the
+// per-row loss and logsumexp; backward recomputes softmax = exp(x - lse)
+// element by element, so no (N, V) probability tensor exists.
 //
 // Softmax over the last dim: one block per row (RowThreads(n) threads), max
 // and sum by block reductions. Over another dim: one thread per (outer, inner)
