@@ -52,16 +52,10 @@ __attribute__((target("avx2,f16c"))) OCTET_INLINE Decoded16 DecodeFp8x16(__m128i
   return d;
 }
 
-// The exact values of the 8 codes in the low 8 bytes of `codes` (as
-// DecodeFp8x16's lo, in 128-bit integer registers).
+// The exact values of the 8 codes in the low 8 bytes of `codes`: DecodeFp8x16's
+// lo (what it computes for the upper bytes is left unused).
 __attribute__((target("avx2,f16c"))) OCTET_INLINE __m256 DecodeFp8x8(__m128i codes, Fp8Kind kind) {
-  const __m128i w = _mm_cvtepu8_epi16(codes);
-  const __m128i magnitude = _mm_and_si128(w, _mm_set1_epi16(0x7F));
-  if (kind == kE5M2) return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
-  __m128i h = _mm_or_si128(_mm_slli_epi16(magnitude, 7), _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
-  const __m128i nan = _mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7F));
-  h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7E00)));
-  return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+  return DecodeFp8x16(codes, kind).lo;
 }
 
 #endif  // OCTET_CONVERT_X86_KERNELS
