@@ -28,7 +28,13 @@
 // so a CPU whose two forwards are close can still want the table for the
 // backward. On that Zen 3 both chose the table, and inside train_gpt's O2 step
 // (scripts/omp_regions.sh, 60 steps) the bf16 GELU regions agreed: forward 0.30
-// against 0.41 ms a call computed, backward 0.35 against 0.55.
+// against 0.41 ms a call computed, backward 0.35 against 0.55. A day later, on
+// a noisier host of the same kind, the probe chose the same, but in that step
+// the table's forward read 0.43-0.51 ms against 0.41 computed (its backward
+// still won, 0.49-0.52 against 0.55): a lookup's speed there moves with what
+// the host's other load leaves of the caches, the computed form's does not
+// (docs/cpu-speed.md, twenty-second session). Not changed: GELU is ~1 % of a
+// step.
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
