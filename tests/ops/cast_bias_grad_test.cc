@@ -138,8 +138,10 @@ std::vector<float> RowOrderSums(const Tensor& x) {
 // NOTE [column sums]: the kernel adds four rows per accumulator load, in
 // column blocks of up to 1024; the shapes cover ragged row counts, several
 // blocks and narrow matrices, in both ISA builds and for every input dtype
-// (a bf16 block on AVX-512 in groups of 128 and 32 columns and a tail: NOTE
-// [bf16 column sums in even and odd lanes]).
+// (a bf16 block on AVX-512 in groups of 128 and 32 columns and a tail, on
+// AVX2 in groups of 64, 32 and 16 and a tail: NOTE [bf16 column sums in even
+// and odd lanes]; without AVX2 the generic loop). Each setting falls back to
+// what the CPU has.
 TEST(BiasGrad, SumsAreRowOrderFloatSumsInBothIsaBuilds) {
   const Tensor scale = Full({1}, 0.5);
   for (const Shape& s : {Shape{1, 1}, Shape{3, 5}, Shape{37, 2100}, Shape{130, 96}, Shape{64, 1030}, Shape{5, 17},
@@ -148,13 +150,14 @@ TEST(BiasGrad, SumsAreRowOrderFloatSumsInBothIsaBuilds) {
       SCOPED_TRACE(::testing::Message() << Name(dtype) << " " << ShapeStr(s));
       const Tensor x = RandomTensor(s, 77, dtype, -40.0, 40.0);
       const std::vector<float> want = RowOrderSums(x);
-      for (bool avx512 : {false, true}) {
-        internal::SetConverterIsaForTesting({avx512, avx512, avx512, true});
+      for (int isa : {0, 1, 2}) {
+        const bool avx512 = isa == 2;
+        internal::SetConverterIsaForTesting({avx512, avx512, avx512, isa >= 1});
         const QuantizeBiasGrad p = QuantizeWithBiasGrad(x, DType::kFloat8E5M2, scale);
         const std::vector<double> got = p.dbias.ToDoubles();
         ASSERT_EQ(got.size(), want.size());
         for (int64_t c = 0; c < s[1]; ++c)
-          ASSERT_EQ(static_cast<float>(got[c]), want[c]) << "column " << c << (avx512 ? " avx512" : " baseline");
+          ASSERT_EQ(static_cast<float>(got[c]), want[c]) << "column " << c << " isa " << isa;
         const std::vector<double> sum = Sum(x.To(DType::kFloat32), {0}).ToDoubles();
         for (int64_t c = 0; c < s[1]; ++c) ASSERT_EQ(static_cast<float>(sum[c]), want[c]) << "Sum, column " << c;
       }
