@@ -34,7 +34,14 @@
 // still won, 0.49-0.52 against 0.55): a lookup's speed there moves with what
 // the host's other load leaves of the caches, the computed form's does not
 // (docs/cpu-speed.md, twenty-second session). Not changed: GELU is ~1 % of a
-// step.
+// step. Tried and not kept (Zen 3, 2026-11-30): a second, 16 KiB copy of each
+// table holding only the codes of magnitude in [2^-12, 16) (index: sign,
+// exponent - 115, mantissa), read with AVX2 gathers and the full table for
+// the rest, so that the lookups stay in L1 inside a step. The gathers cost
+// more than the misses they saved: the probe's forward 0.64 against 0.57 ns a
+// value, backward 0.73 against 0.54; in the small O2 step (OCTET_CPU_GELU=
+// table) forward 413 against 303 us a call, backward 447 against 381. The
+// same table read with scalar loads behind a range test ran at 1.3 ns.
 // f32, f16 and f64 tensors are always computed.
 #pragma once
 
