@@ -65,6 +65,16 @@ OCTET_INLINE void AddRowsBody(const T* x, int64_t R, int64_t ld, int64_t w, floa
 }
 
 #if OCTET_CONVERT_X86_KERNELS
+// acc[c, w) += rows [0, R) of bf16 bits xs, a column at a time (the vector
+// kernels' last columns), each adding its rows in order as AddRowsBody does.
+OCTET_INLINE void AddBf16ColumnsOneByOne(const uint16_t* xs, int64_t R, int64_t ld, int64_t c, int64_t w, float* acc) {
+  for (; c < w; ++c) {
+    float s = acc[c];
+    for (int64_t r = 0; r < R; ++r) s += Bf16BitsToFloat(xs[r * ld + c]);
+    acc[c] = s;
+  }
+}
+
 // NOTE [bf16 column sums in even and odd lanes]: a bf16 row segment widened
 // 16 values at a time (a zero-extend and a shift, both on the vector ports)
 // left the bf16 column sums port-bound where the f32 ones wait on their add
@@ -115,11 +125,7 @@ OCTET_TARGET_AVX512 void AddRowsBf16Avx512(const bfloat16* x, int64_t R, int64_t
   int64_t c = 0;
   for (; c + 128 <= w; c += 128) AddRowsBf16Units<4>(xs + c, R, ld, acc + c);
   for (; c + 32 <= w; c += 32) AddRowsBf16Units<1>(xs + c, R, ld, acc + c);
-  for (; c < w; ++c) {
-    float s = acc[c];
-    for (int64_t r = 0; r < R; ++r) s += Bf16BitsToFloat(xs[r * ld + c]);
-    acc[c] = s;
-  }
+  AddBf16ColumnsOneByOne(xs, R, ld, c, w, acc);
 }
 #endif
 
@@ -174,11 +180,7 @@ void AddRowsBf16Avx2(const bfloat16* x, int64_t R, int64_t ld, int64_t w, float*
   for (; c + 64 <= w; c += 64) AddRowsBf16UnitsAvx2<4>(xs + c, R, ld, acc + c);
   for (; c + 32 <= w; c += 32) AddRowsBf16UnitsAvx2<2>(xs + c, R, ld, acc + c);
   for (; c + 16 <= w; c += 16) AddRowsBf16UnitsAvx2<1>(xs + c, R, ld, acc + c);
-  for (; c < w; ++c) {
-    float s = acc[c];
-    for (int64_t r = 0; r < R; ++r) s += Bf16BitsToFloat(xs[r * ld + c]);
-    acc[c] = s;
-  }
+  AddBf16ColumnsOneByOne(xs, R, ld, c, w, acc);
 }
 #endif
 
