@@ -57,7 +57,10 @@ void PrintCpu() {
                                           "OCTET_DISABLE_AVX512 or OCTET_DISABLE_AVX512_BF16 set to 1)");
   std::printf("CPU f32 GEMMs whose B would be packed: %s\n",
               octet::ActiveCpuF32Sgemm() ? "oneDNN's sgemm (OCTET_CPU_F32_GEMM=sgemm)"
-                                         : "oneDNN's matmul, B packed by octet (OCTET_CPU_F32_GEMM=sgemm: oneDNN's sgemm)");
+              : octet::CpuF32GemmPacksB()
+                  ? "oneDNN's matmul, B packed by octet (OCTET_CPU_F32_GEMM=sgemm: oneDNN's sgemm)"
+                  : "oneDNN's matmul, B read as it is: this CPU's oneDNN kernel takes no packed f32 B "
+                    "(OCTET_CPU_F32_GEMM=sgemm: oneDNN's sgemm)");
   // Read once a process (NOTE [environment switches] in core/env.h):
   // printing it also reports a bad OCTET_CPU_CACHING.
   std::printf("CPU memory: %s\n", octet::GetCpuMemoryStats().caching_enabled

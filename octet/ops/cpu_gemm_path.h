@@ -87,6 +87,14 @@ bool ActiveCpuAmxGemm();
 // but matmul, sgemm or "" throws octet::Error naming the variable.
 bool ActiveCpuF32Sgemm();
 
+// Whether oneDNN's matmul takes its f32 B operands in a blocked layout on
+// this CPU, so that octet packs the Bs worth packing into it (NOTE [packed
+// weights] in ops/cpu/dnnl_gemm.cc). False where oneDNN's kernel reads B as
+// it is (its gemm:jit, what AVX2-only CPUs get: NOTE [plain weights] in
+// ops/cpu/dnnl_primitive.cc); a conversion of B (bf16 or FP8, or an O2
+// master weight's rounding) is then a pass of its own at every GEMM.
+bool CpuF32GemmPacksB();
+
 // NOTE [cpu gemm timing]: how much of a program's time its CPU GEMMs take,
 // and at what rate: what bounds a training step that is mostly GEMMs
 // (issue 12 asks every shortfall to name its bound). Off by default, when

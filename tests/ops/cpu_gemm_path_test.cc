@@ -426,6 +426,27 @@ TEST(CpuGemmPath, Avx2OneDnnPadsARowMajorBBesideAColumnMajorA) {
   internal::SetCpuGemmPathForTesting(std::nullopt);
 }
 
+// CpuF32GemmPacksB, what octet-device-info prints: an f32 GEMM whose B is
+// worth packing (256 output rows, a B of more than 2^18 elements: NOTE
+// [small f32 B stays plain] in ops/cpu/matmul_operands.cc) has its B packed
+// by octet where the library says so, and a primitive made for the plain B
+// where it says not (oneDNN's gemm:jit on an AVX2-only CPU); the product
+// matches float64 either way.
+TEST(CpuGemmPath, F32BIsPackedWhereTheLibrarySaysSo) {
+  const Tensor a = RandomTensor({256, 520}, 900, DType::kFloat32);
+  const Tensor b = RandomTensor({520, 530}, 901, DType::kFloat32);
+  const cpu::MatmulCacheStats before = cpu::GetMatmulCacheStats();
+  EXPECT_TRUE(MatchesReference(Matmul(a, b), a, b, Tensor(), false));
+  const cpu::MatmulCacheStats after = cpu::GetMatmulCacheStats();
+  if (CpuF32GemmPacksB()) {
+    EXPECT_EQ(after.packed_b - before.packed_b, 1);
+    EXPECT_EQ(after.plain_b, before.plain_b);
+  } else {
+    EXPECT_EQ(after.packed_b, before.packed_b);
+    EXPECT_EQ(after.plain_b - before.plain_b, 1);
+  }
+}
+
 // The BF16 path forced where oneDNN has no bf16 matmul (AVX2 only): the
 // error says why and what to do, and CpuRunsBf16Gemm (what the forced-path
 // tests skip on) says no. Own process, as above.

@@ -228,6 +228,8 @@ bool ActiveCpuAmxGemm() { return cpu::AmxGemmEnabled(); }
 
 bool ActiveCpuF32Sgemm() { return cpu::F32SgemmEnabled(); }
 
+bool CpuF32GemmPacksB() { return cpu::DnnlTakesBlockedF32B(); }
+
 CpuGemmPath ActiveCpuGemmPath() {
   const int p = g_path.load(std::memory_order_acquire);
   return p >= 0 ? static_cast<CpuGemmPath>(p & 1) : GetCpuGemmPath().path;
