@@ -42,6 +42,12 @@ __attribute__((target("avx2"))) OCTET_INLINE __m256i FloatToBf16x16(const float*
   return PackWords(FloatToBf16x8(_mm256_loadu_ps(src)), FloatToBf16x8(_mm256_loadu_ps(src + 8)));
 }
 
+// The 8 lanes of x rounded to bf16 precision (FloatToBf16Bits) and kept in
+// f32: Bf16BitsToFloat(FloatToBf16Bits(x)) per lane.
+__attribute__((target("avx2"))) OCTET_INLINE __m256 RoundToBf16x8(__m256 x) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(FloatToBf16x8(x), 16));
+}
+
 // Bf16BitsToFloat of src[0, 8): the bits widened into the top half of each
 // f32 lane (exact).
 __attribute__((target("avx2"))) OCTET_INLINE __m256 Bf16x8ToFloat(const uint16_t* src) {
@@ -58,10 +64,7 @@ __attribute__((target("avx2"))) OCTET_INLINE __m256 Bf16x8ToFloat(const uint16_t
 inline void RoundToBf16Row(const float* src, int64_t n, float* dst) {
   int64_t i = 0;
 #if OCTET_CONVERT_X86_KERNELS && defined(__AVX2__)
-  for (; i + 8 <= n; i += 8) {
-    const __m256i bits = _mm256_slli_epi32(FloatToBf16x8(_mm256_loadu_ps(src + i)), 16);
-    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(bits));
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, RoundToBf16x8(_mm256_loadu_ps(src + i)));
 #endif
   for (; i < n; ++i) dst[i] = Bf16BitsToFloat(FloatToBf16Bits(src[i]));
 }

@@ -97,7 +97,7 @@ OCTET_INLINE __m256 DecodeTableValues(__m128i codes, const Fp8Table<float>& tabl
   const __m256 v = _mm256_mul_ps(DecodeFp8x8(codes, table.fp8 == DType::kFloat8E4M3 ? kE4M3 : kE5M2),
                                  _mm256_set1_ps(table.scale_inv));
   if (table.form == Fp8TableForm::kProduct) return v;
-  return _mm256_castsi256_ps(_mm256_slli_epi32(FloatToBf16x8(v), 16));
+  return RoundToBf16x8(v);
 }
 
 // Whether DecodeTableValues gives every entry of the table (NaN entries: NaN).
