@@ -1,91 +1,20 @@
 // The caching allocator's bookkeeping (core/caching_allocator.h), driven by a
 // fake device: segments are fake addresses (never dereferenced), events
-// complete only when the test says so.
+// complete only when the test says so. Graph pools: caching_allocator_pool_test.cc.
 #include <octet/core/caching_allocator.h>
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <thread>
 #include <vector>
 
+#include "tests/core/fake_allocator_backend.h"
 #include "tests/test_util.h"
 
 namespace octet {
 namespace {
 
-constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
-
-class FakeBackend : public CachingAllocatorBackend {
- public:
-  explicit FakeBackend(size_t capacity = SIZE_MAX) : capacity_(capacity) {}
-
-  void* RawAlloc(size_t nbytes) override {
-    ++raw_alloc_calls;
-    if (nbytes > capacity_ - in_use_) return nullptr;
-    in_use_ += nbytes;
-    // Segments are spaced apart so no two are adjacent.
-    const uintptr_t p = next_;
-    next_ += nbytes + 64 * kMiB;
-    segments[reinterpret_cast<void*>(p)] = nbytes;
-    return reinterpret_cast<void*>(p);
-  }
-  void RawFree(void* ptr, size_t nbytes) override {
-    auto it = segments.find(ptr);
-    ASSERT_NE(it, segments.end()) << "RawFree of a pointer that is not a segment";
-    EXPECT_EQ(it->second, nbytes);
-    in_use_ -= nbytes;
-    segments.erase(it);
-    freed.push_back(ptr);
-  }
-  EventId RecordEvent(StreamId stream) override {
-    events.push_back({stream, false, false});
-    return events.size();  // ids start at 1 (0 is kNoEvent)
-  }
-  bool EventCompleted(EventId e) override {
-    ++event_queries;
-    return events.at(e - 1).completed;
-  }
-  void DestroyEvent(EventId e) override {
-    EXPECT_FALSE(events.at(e - 1).destroyed) << "event destroyed twice";
-    events.at(e - 1).destroyed = true;
-  }
-  void Synchronize() override {
-    ++syncs;
-    for (auto& e : events) e.completed = true;
-  }
-  std::string MemoryReport() override { return "fake device: " + std::to_string(in_use_) + " bytes in use"; }
-  bool CommitsOnTouch() const override { return lazy; }
-  void Decommit(void* ptr, size_t nbytes) override { decommits.emplace_back(ptr, nbytes); }
-
-  void CompleteEventsOn(StreamId stream) {
-    for (auto& e : events)
-      if (e.stream == stream) e.completed = true;
-  }
-
-  struct Event {
-    StreamId stream;
-    bool completed;
-    bool destroyed;
-  };
-  std::map<void*, size_t> segments;
-  std::vector<void*> freed;
-  std::vector<Event> events;
-  bool lazy = false;  // CommitsOnTouch, as CPU pages
-  std::vector<std::pair<void*, size_t>> decommits;
-  int raw_alloc_calls = 0;
-  int syncs = 0;
-  int event_queries = 0;
-
- private:
-  size_t capacity_;
-  size_t in_use_ = 0;
-  uintptr_t next_ = uintptr_t{1} << 40;
-};
-
-char* Ptr(void* p) { return static_cast<char*>(p); }
-
-constexpr CachingAllocator::StreamId kS1 = 0x1000, kS2 = 0x2000;
+using namespace ::octet::fake_device;  // NOLINT(build/namespaces): the fake device's names
 
 TEST(CachingAllocator, RoundsTo512AndPicksSegmentSizes) {
   EXPECT_EQ(CachingAllocator::RoundSize(1), 512u);
@@ -542,102 +471,6 @@ TEST(CachingAllocator, FormatsByteCounts) {
   EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
   EXPECT_EQ(FormatBytes(20 * kMiB), "20.00 MiB");
   EXPECT_EQ(FormatBytes(size_t{80} << 30), "80.00 GiB");
-}
-
-// ---- NOTE [graph pools] ------------------------------------------------------------------
-
-template <typename F>
-void ExpectThrowsWith(F&& fn, const std::string& text) {
-  const std::string msg = testing::ErrorOf(fn);
-  EXPECT_NE(msg.find(text), std::string::npos) << "message: '" << msg << "', expected to contain '" << text << "'";
-}
-
-TEST(CachingAllocatorPoolTest, CaptureAllocationsComeFromPrivateSegmentsAndStayPrivate) {
-  FakeBackend backend;
-  CachingAllocator alloc(&backend, {});
-  void* eager = alloc.Allocate(4 * kKiB, kS1);
-  alloc.Free(eager);  // cached on kS1
-  const CachingAllocator::PoolId pool = alloc.BeginPool(kS1);
-  void* a = alloc.Allocate(4 * kKiB, kS1);
-  EXPECT_NE(a, eager) << "a capture reused memory cached for eager work";
-  EXPECT_EQ(backend.raw_alloc_calls, 2);
-  alloc.Free(a);
-  void* b = alloc.Allocate(4 * kKiB, kS1);  // reuse inside the capture is fine
-  EXPECT_EQ(b, a);
-  void* other = alloc.Allocate(4 * kKiB, kS2);  // another stream is not routed
-  EXPECT_EQ(backend.raw_alloc_calls, 3);
-  alloc.EndPool(kS1);
-  EXPECT_EQ(alloc.Stats().pool_bytes, CachingAllocator::kSmallBuffer);
-
-  // After the capture: the freed pool block is the graph's, never an eager block's.
-  alloc.Free(b);
-  void* c = alloc.Allocate(4 * kKiB, kS1);
-  EXPECT_EQ(c, eager);
-  void* d = alloc.Allocate(4 * kKiB, kS1);
-  EXPECT_NE(Ptr(d), Ptr(a));
-  // EmptyCache leaves the live pool's segment alone (the graph writes it at every replay).
-  alloc.Free(c);
-  alloc.Free(d);
-  alloc.Free(other);
-  alloc.EmptyCache();
-  EXPECT_EQ(backend.segments.count(a), 1u);
-  EXPECT_EQ(alloc.Stats().reserved_bytes, CachingAllocator::kSmallBuffer);
-
-  // The graph is gone: its memory becomes ordinary cache of kS1.
-  alloc.ReleasePool(pool);
-  EXPECT_EQ(alloc.Stats().pool_bytes, 0u);
-  void* e = alloc.Allocate(4 * kKiB, kS1);
-  EXPECT_EQ(e, a);
-  alloc.Free(e);
-  alloc.EmptyCache();
-  EXPECT_TRUE(backend.segments.empty());
-}
-
-TEST(CachingAllocatorPoolTest, LiveBlocksOfAReleasedPoolReturnToTheStream) {
-  FakeBackend backend;
-  CachingAllocator alloc(&backend, {});
-  const CachingAllocator::PoolId pool = alloc.BeginPool(kS1);
-  void* kept = alloc.Allocate(3 * kMiB, kS1);  // e.g. a gradient made in the capture
-  alloc.EndPool(kS1);
-  alloc.ReleasePool(pool);
-  alloc.Free(kept);
-  void* again = alloc.Allocate(3 * kMiB, kS1);
-  EXPECT_EQ(again, kept);
-  EXPECT_EQ(backend.raw_alloc_calls, 1);
-  alloc.Free(again);
-}
-
-TEST(CachingAllocatorPoolTest, NoEventQueriesOrSynchronisationWhileCapturing) {
-  FakeBackend backend(/*capacity=*/8 * kMiB);
-  CachingAllocator alloc(&backend, {});
-  void* shared = alloc.Allocate(4 * kKiB, kS1);
-  alloc.RecordStream(shared, kS2);
-  alloc.BeginPool(kS1);
-  const int queries = backend.event_queries;
-  alloc.Free(shared);  // used on kS2: its event is recorded only after the capture
-  EXPECT_TRUE(backend.events.empty());
-  void* p = alloc.Allocate(4 * kKiB, kS1);
-  EXPECT_EQ(backend.event_queries, queries);
-  // Out of memory while capturing: an error, not a cache flush (which synchronises).
-  ExpectThrowsWith([&] { alloc.Allocate(16 * kMiB, kS1); }, "during a graph capture");
-  EXPECT_EQ(backend.syncs, 0);
-  ExpectThrowsWith([&] { alloc.EmptyCache(); }, "during a graph capture");
-  ExpectThrowsWith([&] { alloc.BeginPool(kS1); }, "already open");
-  alloc.EndPool(kS1);
-  ASSERT_EQ(backend.events.size(), 1u);
-  EXPECT_EQ(backend.events[0].stream, kS2);
-  alloc.Free(p);
-  ExpectThrowsWith([&] { alloc.EndPool(kS1); }, "no graph pool is open");
-  ExpectThrowsWith([&] { alloc.ReleasePool(12345); }, "is not live");
-}
-
-TEST(CachingAllocatorPoolTest, ReleasingAnOpenPoolIsRefused) {
-  FakeBackend backend;
-  CachingAllocator alloc(&backend, {});
-  const CachingAllocator::PoolId pool = alloc.BeginPool(kS1);
-  ExpectThrowsWith([&] { alloc.ReleasePool(pool); }, "still open");
-  alloc.EndPool(kS1);
-  alloc.ReleasePool(pool);
 }
 
 }  // namespace

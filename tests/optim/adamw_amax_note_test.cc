@@ -22,6 +22,7 @@
 #include <octet/ops/pointwise.h>
 #include <octet/ops/reduce.h>
 #include <octet/optim/adamw.h>
+#include "tests/optim/param_util.h"
 #include "tests/test_util.h"
 
 namespace octet::optim {
@@ -48,9 +49,7 @@ float ReferenceAmax(const Tensor& t) {
   return static_cast<float>(m);
 }
 
-Tensor Param(const std::vector<double>& values, const Shape& shape, DType dtype = DType::kFloat32) {
-  return FromVector(values, shape, {.dtype = dtype, .requires_grad = true});
-}
+using ::octet::optim::testing::Param;
 
 // Random values with the largest magnitude at `at` (default: past the middle).
 std::vector<double> WithPeak(int64_t n, int seed, double peak, int64_t at = -1) {
