@@ -341,8 +341,14 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
     s.model.emplace_back("big", Full({1 << 16}, static_cast<double>(step)));
     states.push_back(std::move(s));
   }
-  // Kill points spread over about three saves (fsync makes a save's time
-  // depend on the machine, so it is measured).
+  // NOTE [kills paced by completed saves]: the child reports each completed
+  // save through a pipe; before each kill the parent waits for 0, 1 or 2
+  // more of them (the first kill waits for one), then lets a random part of
+  // a save's time pass, so kills strike before, inside and between saves.
+  // Timing alone (kills at random times measured from fork) once left every
+  // kill before the first complete save on a loaded machine (a niced build
+  // beside the tests: "12 kills, 12 inside a save; the last resume was at
+  // step 0"); the pipe keeps the test's claims independent of the load.
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(internal::SaveTrainingState((dir_ / "timing").string(), states[0]).ok());
   const int64_t save_us =
@@ -353,14 +359,27 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
   int leftovers = 0;  // kills that struck inside a save
   for (int kill = 0; kill < 12; ++kill) {
     const int64_t from = last;
+    int done[2];
+    ASSERT_EQ(::pipe(done), 0) << std::strerror(errno);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      for (int64_t i = from; i < static_cast<int64_t>(states.size()); ++i)
+      ::close(done[0]);
+      for (int64_t i = from; i < static_cast<int64_t>(states.size()); ++i) {
         if (!internal::SaveTrainingState(Dir(), states[i]).ok()) ::_exit(1);
+        const char one = 1;
+        if (::write(done[1], &one, 1) != 1) ::_exit(1);
+      }
       ::_exit(0);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(save_us / 2 + gen() % (3 * save_us)));
+    ::close(done[1]);
+    const int wait_saves = kill == 0 ? 1 : static_cast<int>(gen() % 3);
+    for (int w = 0; w < wait_saves; ++w) {
+      char one;
+      if (::read(done[0], &one, 1) != 1) break;  // the child ended (all saves done, or failed: checked below)
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(gen() % (3 * save_us / 2 + 1)));
     ::kill(pid, SIGKILL);
+    ::close(done[0]);
     int status = 0;
     ::waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) << status;
@@ -372,6 +391,7 @@ TEST_F(CheckpointVerifyTest, SavesKilledAtRandomPointsResumeFromTheLastCompleteO
     ASSERT_TRUE(l.ok()) << "after kill " << kill << ": " << l.status();
     EXPECT_GE(l->step, last);
     EXPECT_EQ(l->model[2].second.ToDoubles()[100], static_cast<double>(l->step));
+    if (wait_saves > 0) EXPECT_GT(l->step, from) << "after kill " << kill << ", which waited for a complete save";
     last = l->step;
   }
   EXPECT_GT(last, 0);  // the kills did land after complete saves
