@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -84,19 +85,61 @@ void DispatchAll(DType dtype, const char* op, F&& f) {
                                                                                         std::forward<F>(f));
 }
 
-// Element conversions through AccType (fp8 types convert via float, saturating).
+namespace internal {
+
+// 2^n in F, exactly (n below F's exponent range).
+template <typename F>
+OCTET_HOST_DEVICE constexpr F Pow2(int n) {
+  F r = 1;
+  for (int i = 0; i < n; ++i) r *= 2;
+  return r;
+}
+
+// NOTE [float to integer]: a float converted to an integer type truncates
+// toward zero, as static_cast does; where static_cast is undefined, the result
+// is defined here: NaN gives 0, a value beyond the type's range (infinities
+// included) gives the nearest bound. That is what CUDA's saturating cvt gives,
+// so every backend agrees element for element. The ops a user calls reject
+// such values up front instead (To, FromVector, Full: CheckIntegerConvertible
+// and CheckRepresentable in core/tensor.h); this is the element-level floor
+// under every kernel. Integer -> integer stays modular (static_cast).
+template <typename To, typename F>
+OCTET_HOST_DEVICE inline To SaturatingCast(F v) {
+  constexpr int kDigits = static_cast<int>(sizeof(To)) * 8 - (std::is_signed_v<To> ? 1 : 0);
+  constexpr F kLo = std::is_signed_v<To> ? -Pow2<F>(kDigits) : F(0);  // exact: a power of two, or 0
+  constexpr F kHiExclusive = Pow2<F>(kDigits);                         // the type's max + 1, exact
+  if (!(v == v)) return To(0);
+  if (v >= kHiExclusive) return std::numeric_limits<To>::max();
+  // kLo - 1 may round to kLo (float vs int64); v == kLo gives the minimum either way.
+  if (v <= kLo - F(1)) return std::numeric_limits<To>::min();
+  return static_cast<To>(v);
+}
+
+}  // namespace internal
+
+// Element conversions through AccType (fp8 types convert via float,
+// saturating). Float -> integer: NOTE [float to integer]. -> bool: whether the
+// value, in its own type, is nonzero (NaN gives true).
 template <typename To, typename From>
 OCTET_HOST_DEVICE inline To ConvertElement(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f;
+    if constexpr (std::is_arithmetic_v<From>) {
+      return v != From(0);
+    } else {
+      return static_cast<float>(v) != 0.0f;  // f16/bf16/fp8: exact in float
+    }
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return internal::SaturatingCast<To>(v);
   } else if constexpr (std::is_arithmetic_v<To> && std::is_arithmetic_v<From>) {
     return static_cast<To>(v);
   } else if constexpr (std::is_arithmetic_v<From>) {
     return To(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, double>) {
     return static_cast<double>(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To>) {
+    return internal::SaturatingCast<To>(static_cast<float>(v));
   } else {
     return static_cast<To>(static_cast<float>(v));
   }

@@ -40,7 +40,8 @@ Tensor Rand(const Shape& shape, double lo = 0.0, double hi = 1.0, const TensorOp
 // Normal(mean, std) by Box-Muller. Float dtypes.
 Tensor Randn(const Shape& shape, double mean = 0.0, double std = 1.0, const TensorOptions& options = {},
              Generator* gen = nullptr);
-// Integers uniform in [lo, hi). Integer dtypes.
+// Integers uniform in [lo, hi). Integer dtypes. Throws when lo or hi - 1 lies
+// outside the dtype's range, or the range reaches past +-2^53 (drawn in double).
 Tensor RandInt(const Shape& shape, int64_t lo, int64_t hi, const TensorOptions& options = {.dtype = DType::kInt64},
                Generator* gen = nullptr);
 // Fills x in place (no autograd) with uniform / normal values.

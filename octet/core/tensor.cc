@@ -20,18 +20,31 @@ std::string ShapeStr(const Shape& shape) {
   return s + "]";
 }
 
-int64_t Numel(const Shape& shape) {
+bool TryNumel(const Shape& shape, int64_t* numel) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  bool overflow = false, zero = false;
+  for (int64_t d : shape) {
+    zero |= d == 0;
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  *numel = zero ? 0 : n;
+  return zero || !overflow;
+}
+
+int64_t Numel(const Shape& shape) {
+  int64_t n = 0;
+  OCTET_CHECK(TryNumel(shape, &n), "shape ", ShapeStr(shape), " has more elements than int64 can count");
   return n;
 }
 
 Shape ContiguousStrides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t s = 1;
+  bool overflow = false;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    OCTET_CHECK(!overflow, "shape ", ShapeStr(shape), ": its strides overflow int64");
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    overflow = __builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s);
   }
   return strides;
 }
@@ -55,8 +68,18 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Shape stri
 
 TensorImpl::~TensorImpl() = default;
 
-int64_t Tensor::size(int64_t dim) const { return shape()[WrapDim(dim, this->dim(), "size")]; }
-int64_t Tensor::stride(int64_t dim) const { return strides()[WrapDim(dim, this->dim(), "stride")]; }
+namespace {
+
+// Like WrapDim for an op that indexes a dim: a rank-0 tensor has none.
+int64_t WrapIndexedDim(int64_t dim, const Tensor& t, const char* op) {
+  OCTET_CHECK(t.dim() > 0, op, ": dim ", dim, " given for a rank-0 tensor ", Describe(t), ", which has no dims");
+  return WrapDim(dim, t.dim(), op);
+}
+
+}  // namespace
+
+int64_t Tensor::size(int64_t dim) const { return shape()[WrapIndexedDim(dim, *this, "size")]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[WrapIndexedDim(dim, *this, "stride")]; }
 
 bool Tensor::is_contiguous() const {
   const Shape& sh = shape();
@@ -146,6 +169,7 @@ std::string Describe(const Tensor& t) {
 }
 
 std::string Tensor::ToString(int64_t max_elements) const {
+  OCTET_CHECK(max_elements >= 0, "ToString: max_elements must be >= 0, got ", max_elements);
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream os;
   os << "Tensor(" << Describe(*this);
@@ -177,16 +201,93 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.ToS
 
 // ---- factories -------------------------------------------------------------
 
+namespace {
+
+// The bytes a contiguous tensor of shape and dtype needs; throws naming op for
+// a negative dim or an element count or byte size past int64.
+size_t StorageBytes(const Shape& shape, DType dtype, const char* op) {
+  for (int64_t d : shape) OCTET_CHECK(d >= 0, op, ": negative dimension in shape ", ShapeStr(shape));
+  int64_t numel = 0, nbytes = 0;
+  OCTET_CHECK(TryNumel(shape, &numel), op, ": shape ", ShapeStr(shape), " of ", Name(dtype),
+              " has more elements than int64 can count");
+  OCTET_CHECK(!__builtin_mul_overflow(numel, int64_t{SizeOf(dtype)}, &nbytes), op, ": shape ", ShapeStr(shape),
+              " of ", Name(dtype), " (", numel, " elements of ", SizeOf(dtype),
+              " bytes) has a byte size past int64");
+  return static_cast<size_t>(nbytes);
+}
+
+// Whether `value` truncated toward zero lies in integer dtype's range (false
+// for NaN and infinities); true for every other dtype.
+bool FitsDType(double value, DType dtype) {
+  double lo = 0, hi_exclusive = 0;  // both exact powers of two (or 0)
+  switch (dtype) {
+    case DType::kInt32: lo = -0x1p31, hi_exclusive = 0x1p31; break;
+    case DType::kInt64: lo = -0x1p63, hi_exclusive = 0x1p63; break;
+    case DType::kUInt8: lo = 0, hi_exclusive = 0x1p8; break;
+    default: return true;
+  }
+  const double t = std::trunc(value);
+  return t >= lo && t < hi_exclusive;
+}
+
+std::string RangeStr(DType dtype) {
+  switch (dtype) {
+    case DType::kInt32: return "[-2147483648, 2147483647]";
+    case DType::kInt64: return "[-9223372036854775808, 9223372036854775807]";
+    case DType::kUInt8: return "[0, 255]";
+    default: return "any";
+  }
+}
+
+}  // namespace
+
+void CheckRepresentable(double value, DType dtype, const char* op) {
+  OCTET_CHECK(FitsDType(value, dtype), op, ": value ", value, " cannot be represented in ", Name(dtype),
+              " (finite values whose integer part lies in ", RangeStr(dtype), ")");
+}
+
+void CheckIntegerConvertible(const Tensor& src, DType dtype, const char* op) {
+  // NOTE [float to integer] in core/dtype_traits.h.
+  if (!IsFloat(src.dtype()) || IsFloat(dtype) || dtype == DType::kBool || !src.device().is_cpu()) return;
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const Shape& shape = src.shape();
+  const Shape& strides = src.strides();
+  DispatchAll(src.dtype(), op, [&]<typename T>() {
+    if constexpr (!std::is_integral_v<T>) {
+      const T* base = static_cast<const T*>(src.raw_data());
+      Shape idx(shape.size(), 0);
+      int64_t off = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = ConvertElement<double>(base[off]);
+        OCTET_CHECK(FitsDType(v, dtype), op, ": ", Describe(src), " holds ", v, " at index ", ShapeStr(idx),
+                    ", which ", Name(dtype), " cannot represent (finite values whose integer part lies in ",
+                    RangeStr(dtype), ")");
+        // Next row-major index.
+        for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+          off += strides[d];
+          if (++idx[d] < shape[d]) break;
+          off -= idx[d] * strides[d];
+          idx[d] = 0;
+        }
+      }
+    }
+  });
+}
+
 Tensor Empty(const Shape& shape, const TensorOptions& options) {
-  for (int64_t d : shape) OCTET_CHECK(d >= 0, "Empty: negative dimension in shape ", ShapeStr(shape));
-  const size_t nbytes = static_cast<size_t>(Numel(shape)) * SizeOf(options.dtype);
+  const size_t nbytes = StorageBytes(shape, options.dtype, "Empty");
   auto storage = std::make_shared<Storage>(nbytes, options.device);
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), shape, ContiguousStrides(shape), 0, options.dtype));
   if (options.requires_grad) t.requires_grad_(true);
   return t;
 }
 
-Tensor Full(const Shape& shape, double value, const TensorOptions& options) {
+namespace {
+
+Tensor FullNamed(const Shape& shape, double value, const TensorOptions& options, const char* op) {
+  StorageBytes(shape, options.dtype, op);
+  CheckRepresentable(value, options.dtype, op);
   TensorOptions o = options;
   o.requires_grad = false;
   Tensor t = Empty(shape, o);
@@ -195,14 +296,19 @@ Tensor Full(const Shape& shape, double value, const TensorOptions& options) {
   return t;
 }
 
-Tensor Zeros(const Shape& shape, const TensorOptions& options) { return Full(shape, 0.0, options); }
-Tensor Ones(const Shape& shape, const TensorOptions& options) { return Full(shape, 1.0, options); }
-Tensor Scalar(double value, const TensorOptions& options) { return Full({}, value, options); }
+}  // namespace
+
+Tensor Full(const Shape& shape, double value, const TensorOptions& options) {
+  return FullNamed(shape, value, options, "Full");
+}
+Tensor Zeros(const Shape& shape, const TensorOptions& options) { return FullNamed(shape, 0.0, options, "Zeros"); }
+Tensor Ones(const Shape& shape, const TensorOptions& options) { return FullNamed(shape, 1.0, options, "Ones"); }
+Tensor Scalar(double value, const TensorOptions& options) { return FullNamed({}, value, options, "Scalar"); }
 Tensor EmptyLike(const Tensor& t) { return Empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
 Tensor ZerosLike(const Tensor& t) { return Zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
 
 Tensor FromBlob(void* data, const Shape& shape, DType dtype, Device device) {
-  const size_t nbytes = static_cast<size_t>(Numel(shape)) * SizeOf(dtype);
+  const size_t nbytes = StorageBytes(shape, dtype, "FromBlob");
   auto storage = std::make_shared<Storage>(data, nbytes, device, /*owned=*/false);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, ContiguousStrides(shape), 0, dtype));
 }
@@ -213,11 +319,13 @@ template <typename V>
 Tensor FromValues(const std::vector<V>& values, const Shape& shape, const TensorOptions& options) {
   internal::CheckNotCapturing("making a tensor from host values (FromVector, Arange)",
                               "the values would be frozen into the graph; make the tensor before Capture");
+  StorageBytes(shape, options.dtype, "FromVector");
   OCTET_CHECK(static_cast<int64_t>(values.size()) == Numel(shape), "FromVector: ", values.size(),
               " values do not fill shape ", ShapeStr(shape));
   TensorOptions o = options;
   o.requires_grad = false;
   Tensor src = FromBlob(const_cast<V*>(values.data()), shape, DTypeOf<V>::value);
+  CheckIntegerConvertible(src, o.dtype, "FromVector");
   Tensor t = Empty(shape, o);
   t.CopyFrom_(src);
   if (options.requires_grad) t.requires_grad_(true);
@@ -232,6 +340,8 @@ Tensor FromVector(const std::vector<int64_t>& v, const Shape& s, const TensorOpt
 Tensor FromVector(const std::vector<int32_t>& v, const Shape& s, const TensorOptions& o) { return FromValues(v, s, o); }
 
 Tensor Arange(int64_t n, const TensorOptions& options) {
+  OCTET_CHECK(n >= 0, "Arange: n must be >= 0, got ", n);
+  StorageBytes({n}, DType::kInt64, "Arange");  // the host buffer below; options.dtype is checked by FromVector
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = i;
   return FromVector(v, {n}, options);

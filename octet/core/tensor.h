@@ -27,14 +27,37 @@ namespace octet {
 using Shape = std::vector<int64_t>;
 
 std::string ShapeStr(const Shape& shape);
+// The element count (a zero dim makes it 0 whatever the others). Throws when
+// it overflows int64; TryNumel returns false then instead.
 int64_t Numel(const Shape& shape);
+bool TryNumel(const Shape& shape, int64_t* numel);
+// Row-major strides. Throws when a stride overflows int64 (only possible with
+// a zero dim in front of huge ones: the element count is checked by Numel).
 Shape ContiguousStrides(const Shape& shape);
-// Resolves a possibly negative dim against a rank; throws naming `op` if out of range.
+// Resolves a possibly negative dim against a rank; throws naming `op` if out
+// of range. A rank-0 tensor accepts dim 0 and -1 (as PyTorch) and gets 0: an
+// op that cannot act on a rank-0 tensor checks that itself (`shape()[0]` of a
+// rank-0 tensor does not exist).
 int64_t WrapDim(int64_t dim, int64_t rank, const char* op);
+// Throws naming `op` when `value` converted to `dtype` would not be the value
+// truncated toward zero: for an integer dtype, NaN, an infinity, or a value
+// outside its range after truncation (Full({2}, 300, {.dtype = kUInt8})).
+// Other dtypes accept any value (float dtypes round, overflowing to inf;
+// bool is value != 0).
+void CheckRepresentable(double value, DType dtype, const char* op);
 
 struct ScaleMeta;  // core/scaling.h
 class Tensor;
 using TensorList = std::vector<Tensor>;
+
+// Throws naming `op`, the first offending element and its index when `src`
+// (a float or FP8 tensor) holds a value that converting to the integer dtype
+// `dtype` could not represent (as CheckRepresentable; FP8 elements are read
+// unscaled, as the copy reads them). A no-op for other dtype pairs and for
+// tensors off the CPU: a device kernel converts such values by NOTE [float to
+// integer] (core/dtype_traits.h) instead, since checking would read the
+// tensor back to the host.
+void CheckIntegerConvertible(const Tensor& src, DType dtype, const char* op);
 
 namespace autograd {
 class Node;
@@ -96,7 +119,7 @@ class Tensor {
   // ---- metadata --------------------------------------------------------
   const Shape& shape() const { return Checked().shape(); }
   const Shape& strides() const { return Checked().strides(); }
-  int64_t size(int64_t dim) const;
+  int64_t size(int64_t dim) const;  // throws on a rank-0 tensor (no dims)
   int64_t stride(int64_t dim) const;
   int64_t offset() const { return Checked().offset(); }
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
@@ -156,6 +179,8 @@ class Tensor {
   Tensor Permute(const Shape& dims) const;
   Tensor Transpose(int64_t dim0, int64_t dim1) const;
   Tensor T() const;  // 2-D transpose
+  // Narrow, Slice and Select throw on a rank-0 tensor (it has no dim to
+  // index); Squeeze and Transpose of one return it (as PyTorch).
   Tensor Narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor Slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor Select(int64_t dim, int64_t index) const;  // removes dim
@@ -169,12 +194,18 @@ class Tensor {
   Tensor Clone() const;
   // Dtype conversion. FP8 -> other: dequantizes with scale_inv. Other -> FP8:
   // quantizes with scale 1 (saturating); use ops/cast.h Quantize for a scale.
+  // Float -> integer truncates toward zero; a CPU tensor holding NaN, an
+  // infinity or a value outside the integer dtype's range throws, naming the
+  // first such element (CheckIntegerConvertible; a device tensor saturates,
+  // NOTE [float to integer]). -> bool: value != 0.
   Tensor To(DType dtype) const;
   Tensor To(Device device) const;
   // In-place copy of src (broadcast to this shape, converted to this dtype).
   Tensor& CopyFrom_(const Tensor& src);
   Tensor& Fill_(double value);
 
+  // "Tensor(float32[2, 3])" and the first max_elements values (then
+  // "... (N more)"). Throws for a negative max_elements.
   std::string ToString(int64_t max_elements = 64) const;
 
  private:
@@ -190,14 +221,19 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string Describe(const Tensor& t);
 
 // ---- factories -------------------------------------------------------------
+// Every factory throws for a negative dim, or a shape whose element count or
+// byte size overflows int64 (the error names the shape and the dtype).
+// Full/Zeros/Ones/Scalar also throw for a value the dtype cannot represent
+// (CheckRepresentable).
 Tensor Empty(const Shape& shape, const TensorOptions& options = {});
 Tensor Zeros(const Shape& shape, const TensorOptions& options = {});
 Tensor Ones(const Shape& shape, const TensorOptions& options = {});
 Tensor Full(const Shape& shape, double value, const TensorOptions& options = {});
 Tensor Scalar(double value, const TensorOptions& options = {});  // shape []
-// 0, 1, ..., n-1
+// 0, 1, ..., n-1 (n >= 0)
 Tensor Arange(int64_t n, const TensorOptions& options = {.dtype = DType::kInt64});
-// Copies `values` (row-major) into a new tensor of `shape`, converting to options.dtype.
+// Copies `values` (row-major) into a new tensor of `shape`, converting to
+// options.dtype (as To: a value an integer dtype cannot represent throws).
 Tensor FromVector(const std::vector<double>& values, const Shape& shape, const TensorOptions& options = {});
 Tensor FromVector(const std::vector<float>& values, const Shape& shape, const TensorOptions& options = {});
 Tensor FromVector(const std::vector<int64_t>& values, const Shape& shape,

@@ -89,6 +89,14 @@ Tensor Randn(const Shape& shape, double mean, double std, const TensorOptions& o
 
 Tensor RandInt(const Shape& shape, int64_t lo, int64_t hi, const TensorOptions& options, Generator* gen) {
   OCTET_CHECK(hi > lo, "randint: empty range [", lo, ", ", hi, ")");
+  // The kernels draw in double: past 2^53 the bounds round and a draw could land outside [lo, hi).
+  constexpr int64_t kExact = int64_t{1} << 53;
+  OCTET_CHECK(lo >= -kExact && hi <= kExact, "randint: range [", lo, ", ", hi,
+              ") reaches past +-2^53, beyond which values are not drawn exactly");
+  if (!IsFloat(options.dtype) && options.dtype != DType::kBool) {  // else MakeRandom names the dtype
+    CheckRepresentable(static_cast<double>(lo), options.dtype, "randint");
+    CheckRepresentable(static_cast<double>(hi - 1), options.dtype, "randint");  // hi > lo: no overflow
+  }
   return MakeRandom(RandomKind::kInteger, shape, static_cast<double>(lo), static_cast<double>(hi), options, gen,
                     "randint");
 }

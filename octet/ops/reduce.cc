@@ -22,12 +22,21 @@ const char* ReduceName(ReduceOp op) {
   return "reduce";
 }
 
+// NOTE [rank-0 reductions]: as PyTorch, a rank-0 tensor accepts dim 0 (or
+// -1) and reduces over its one element: Sum(Scalar(2), {0}) is Scalar(2),
+// ArgMax(Scalar(2), 0) is 0; keepdim keeps rank 0.
 std::vector<bool> ReducedMask(const Tensor& x, const Shape& dims, const char* op) {
   std::vector<bool> reduced(x.dim(), dims.empty());
+  bool scalar_dim_seen = false;  // a rank-0 tensor has no mask entry to mark
   for (int64_t d : dims) {
     const int64_t w = WrapDim(d, x.dim(), op);
-    OCTET_CHECK(!reduced[w] || dims.empty(), op, ": dim ", d, " given twice in ", ShapeStr(dims));
-    reduced[w] = true;
+    const bool seen = x.dim() == 0 ? scalar_dim_seen : reduced[w];
+    OCTET_CHECK(!seen, op, ": dim ", d, " given twice in ", ShapeStr(dims));
+    if (x.dim() == 0) {
+      scalar_dim_seen = true;
+    } else {
+      reduced[w] = true;
+    }
   }
   return reduced;
 }
@@ -136,6 +145,7 @@ Tensor ArgMax(const Tensor& x, int64_t dim, bool keepdim) {
   CheckDefined("argmax", x, "x");
   OCTET_CHECK(!IsFp8(x.dtype()), "argmax: FP8 input ", Describe(x), " is rejected; dequantize first");
   const int64_t d = WrapDim(dim, x.dim(), "argmax");
+  if (x.dim() == 0) return ArgMax(x.Reshape({1}), 0, false);  // NOTE [rank-0 reductions]
   OCTET_CHECK(x.shape()[d] > 0, "argmax: dim ", dim, " of ", Describe(x), " is empty");
   Shape kshape = x.shape();
   kshape[d] = 1;

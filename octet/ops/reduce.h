@@ -1,7 +1,8 @@
 // Reductions along dims. `dims` empty means every dim; negative dims count
-// from the end; keepdim keeps reduced dims as size 1. Float inputs only
-// (f32/f64/bf16/f16); bf16/f16 accumulate in f32, f64 in f64. The result has
-// the input's dtype. All differentiable.
+// from the end; keepdim keeps reduced dims as size 1. A rank-0 tensor accepts
+// dim 0 or -1 and reduces over its one element (as PyTorch). Float inputs
+// only (f32/f64/bf16/f16); bf16/f16 accumulate in f32, f64 in f64. The result
+// has the input's dtype. All differentiable.
 #pragma once
 
 #include <octet/core/tensor.h>

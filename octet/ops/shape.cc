@@ -19,22 +19,27 @@ OCTET_DEFINE_KERNEL(fill_kernel, FillKernelFn);
 
 Shape InferShape(const Shape& shape, int64_t numel, const char* op) {
   Shape out = shape;
-  int64_t known = 1, infer = -1;
+  Shape known_dims;
+  int64_t infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       OCTET_CHECK(infer < 0, op, ": only one dimension can be -1 in ", ShapeStr(shape));
       infer = static_cast<int64_t>(i);
     } else {
       OCTET_CHECK(out[i] >= 0, op, ": invalid dimension ", out[i], " in ", ShapeStr(shape));
-      known *= out[i];
+      known_dims.push_back(out[i]);
     }
   }
+  // A product past int64 is more than any tensor's numel: invalid either way.
+  int64_t known = 0;
+  const bool fits = TryNumel(known_dims, &known);
   if (infer >= 0) {
-    OCTET_CHECK(known != 0 && numel % known == 0, op, ": shape ", ShapeStr(shape), " is invalid for ", numel,
-                " elements");
+    OCTET_CHECK(fits && known != 0 && numel % known == 0, op, ": shape ", ShapeStr(shape), " is invalid for ",
+                numel, " elements");
     out[infer] = numel / known;
+    known = numel;
   }
-  OCTET_CHECK(Numel(out) == numel, op, ": shape ", ShapeStr(shape), " is invalid for ", numel, " elements");
+  OCTET_CHECK(fits && known == numel, op, ": shape ", ShapeStr(shape), " is invalid for ", numel, " elements");
   return out;
 }
 
@@ -125,16 +130,22 @@ struct SliceOp : autograd::Op<SliceOp> {
   static constexpr const char* kName = "slice";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, int64_t dim, int64_t start, int64_t end,
                         int64_t step) {
+    OCTET_CHECK(x.dim() > 0, "slice: cannot slice a rank-0 tensor ", Describe(x));
     const int64_t d = WrapDim(dim, x.dim(), kName);
     const int64_t n = x.shape()[d];
     OCTET_CHECK(step > 0, "slice: step must be positive, got ", step);
-    if (start < 0) start += n;
+    if (start < 0) start += n;  // no overflow: n >= 0
     if (end < 0) end += n;
     OCTET_CHECK(start >= 0 && start <= n && end >= start && end <= n, "slice: range [", start, ", ", end,
                 ") is out of bounds for dim ", d, " of size ", n, " in ", Describe(x));
     Shape shape = x.shape(), strides = x.strides();
-    shape[d] = (end - start + step - 1) / step;
-    strides[d] *= step;
+    shape[d] = end == start ? 0 : (end - start - 1) / step + 1;  // ceil((end - start) / step), no overflow
+    // A step past the dim's size keeps at most one element, whose stride does not matter.
+    if (__builtin_mul_overflow(strides[d], step, &strides[d])) {
+      OCTET_CHECK(shape[d] <= 1, "slice: step ", step, " times stride ", x.strides()[d], " of dim ", d,
+                  " overflows int64 in ", Describe(x));
+      strides[d] = x.strides()[d];
+    }
     ctx.shapes = {x.shape()};
     ctx.ints = {d, start, end, step};
     return MakeAlias(x, shape, strides, x.offset() + start * x.strides()[d]);
@@ -165,6 +176,9 @@ struct ExpandOp : autograd::Op<ExpandOp> {
       out_shape[d] = want;
       strides[d] = xs == want ? x.strides()[d - lead] : 0;
     }
+    int64_t numel = 0;
+    OCTET_CHECK(TryNumel(out_shape, &numel), "expand: shape ", ShapeStr(shape),
+                " has more elements than int64 can count");
     ctx.shapes = {x.shape()};
     return MakeAlias(x, out_shape, strides, x.offset());
   }
@@ -189,6 +203,8 @@ struct CloneOp : autograd::Op<CloneOp> {
   static TensorList Backward(autograd::Ctx&, const Tensor& dy) { return {dy}; }
 };
 
+std::string ToName(DType dtype) { return std::string("To(") + Name(dtype) + ")"; }
+
 struct ToDtypeOp : autograd::Op<ToDtypeOp> {
   static constexpr const char* kName = "to_dtype";
   static Tensor Forward(autograd::Ctx& ctx, const Tensor& x, DType dtype) {
@@ -198,7 +214,9 @@ struct ToDtypeOp : autograd::Op<ToDtypeOp> {
       Tensor f = RawCopy(x, DType::kFloat32, x.device());
       const float si = ScaleInvValue(x);
       if (si != 1.0f) f = UnaryRaw(UnaryOp::kMulScalar, f, si);
-      return dtype == DType::kFloat32 ? f : RawCopy(f, dtype, x.device());
+      if (dtype == DType::kFloat32) return f;
+      CheckIntegerConvertible(f, dtype, ToName(dtype).c_str());
+      return RawCopy(f, dtype, x.device());
     }
     if (IsFp8(dtype)) {
       OCTET_CHECK(!IsFp8(x.dtype()) || ScaleInvValue(x) == 1.0f, "To(", Name(dtype), "): converting ",
@@ -209,6 +227,7 @@ struct ToDtypeOp : autograd::Op<ToDtypeOp> {
           IsFp8(x.dtype()) ? 0.0f : static_cast<float>(AbsMax(x.dtype() == DType::kFloat32 ? x : x.To(DType::kFloat32)).Item());
       return out.WithScaleMeta(MakePerTensorScale(1.0f, amax, x.device()));
     }
+    CheckIntegerConvertible(x, dtype, ToName(dtype).c_str());
     return RawCopy(x, dtype, x.device());
   }
   static TensorList Backward(autograd::Ctx& ctx, const Tensor& dy) { return {dy.To(ctx.dtypes[0])}; }
@@ -241,6 +260,9 @@ struct CatOp : autograd::Op<CatOp> {
     OCTET_CHECK(!xs.empty(), "cat: needs at least one tensor");
     const Tensor& first = xs[0];
     CheckDefined(kName, first, "tensors[0]");
+    // Tensors of another rank than tensor 0 are rejected below.
+    OCTET_CHECK(first.dim() > 0, "cat: tensor 0 is a rank-0 tensor ", Describe(first),
+                ", which has no dim to concatenate along (Stack them instead)");
     const int64_t d = WrapDim(dim, first.dim(), kName);
     Shape shape = first.shape();
     int64_t total = 0;
@@ -255,7 +277,8 @@ struct CatOp : autograd::Op<CatOp> {
         OCTET_CHECK(k == d || t.shape()[k] == shape[k], "cat: tensor ", i, " ", Describe(t),
                     " does not match tensor 0 ", Describe(first), " outside dim ", d);
       ctx.ints.push_back(t.shape()[d]);
-      total += t.shape()[d];
+      OCTET_CHECK(!__builtin_add_overflow(total, t.shape()[d], &total), "cat: the sizes along dim ", d,
+                  " add up past int64");
     }
     shape[d] = total;
     Tensor out = Empty(shape, {.dtype = first.dtype(), .device = first.device()});
@@ -303,6 +326,7 @@ Tensor Tensor::Permute(const Shape& dims) const { return PermuteOp::Apply(*this,
 
 Tensor Tensor::Transpose(int64_t dim0, int64_t dim1) const {
   const int64_t a = WrapDim(dim0, dim(), "transpose"), b = WrapDim(dim1, dim(), "transpose");
+  if (dim() == 0) return Permute({});  // as PyTorch: a rank-0 tensor transposes to itself
   Shape perm(dim());
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[a], perm[b]);
@@ -316,7 +340,14 @@ Tensor Tensor::T() const {
 
 Tensor Tensor::Narrow(int64_t dim, int64_t start, int64_t length) const {
   OCTET_CHECK(length >= 0, "narrow: negative length ", length);
-  return SliceOp::Apply(*this, dim, start, start + length, int64_t{1});
+  OCTET_CHECK(this->dim() > 0, "narrow: cannot narrow a rank-0 tensor ", Describe(*this));
+  const int64_t d = WrapDim(dim, this->dim(), "narrow");
+  const int64_t n = shape()[d];
+  const int64_t s = start < 0 ? start + n : start;  // no overflow: n >= 0
+  // length <= n - s, not s + length <= n: the sum may overflow.
+  OCTET_CHECK(s >= 0 && s <= n && length <= n - s, "narrow: start ", start, " and length ", length,
+              " are out of bounds for dim ", d, " of size ", n, " in ", Describe(*this));
+  return SliceOp::Apply(*this, d, s, s + length, int64_t{1});
 }
 
 Tensor Tensor::Slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
@@ -324,6 +355,7 @@ Tensor Tensor::Slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
 }
 
 Tensor Tensor::Select(int64_t dim, int64_t index) const {
+  OCTET_CHECK(this->dim() > 0, "select: cannot select from a rank-0 tensor ", Describe(*this));
   const int64_t d = WrapDim(dim, this->dim(), "select");
   const int64_t n = shape()[d];
   OCTET_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of ",
@@ -336,6 +368,7 @@ Tensor Tensor::Expand(const Shape& shape) const { return ExpandOp::Apply(*this, 
 
 Tensor Tensor::Squeeze(int64_t dim) const {
   const int64_t d = WrapDim(dim, this->dim(), "squeeze");
+  if (this->dim() == 0) return AliasOp::Apply(*this, shape(), strides());  // as PyTorch: itself
   OCTET_CHECK(shape()[d] == 1, "squeeze: dim ", d, " of ", Describe(*this), " has size ", shape()[d], ", not 1");
   Shape s = shape(), st = strides();
   s.erase(s.begin() + d);
@@ -357,8 +390,10 @@ Tensor Tensor::Flatten(int64_t start_dim, int64_t end_dim) const {
   const int64_t a = WrapDim(start_dim, dim(), "flatten"), b = WrapDim(end_dim, dim(), "flatten");
   OCTET_CHECK(a <= b, "flatten: start_dim ", start_dim, " is after end_dim ", end_dim);
   Shape s(shape().begin(), shape().begin() + a);
-  int64_t n = 1;
-  for (int64_t d = a; d <= b; ++d) n *= shape()[d];
+  int64_t n = 0;
+  // Only a tensor with a zero dim elsewhere can have dims whose product overflows.
+  OCTET_CHECK(TryNumel(Shape(shape().begin() + a, shape().begin() + b + 1), &n), "flatten: dims ", a, " to ", b,
+              " of ", Describe(*this), " have more elements than int64 can count");
   s.push_back(n);
   s.insert(s.end(), shape().begin() + b + 1, shape().end());
   return Reshape(s);
@@ -410,11 +445,13 @@ Tensor& Tensor::Fill_(double value) {
 Tensor Cat(const TensorList& tensors, int64_t dim) { return CatOp::Apply(tensors, dim); }
 
 TensorList Split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  OCTET_CHECK(x.dim() > 0, "split: cannot split a rank-0 tensor ", Describe(x));
   const int64_t d = WrapDim(dim, x.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     OCTET_CHECK(s >= 0, "split: negative size in split sizes");
-    total += s;
+    OCTET_CHECK(!__builtin_add_overflow(total, s, &total), "split: sizes ", ShapeStr(sizes),
+                " add up past int64, more than dim ", d, " of ", Describe(x), " has");
   }
   OCTET_CHECK(total == x.shape()[d], "split: sizes add up to ", total, " but dim ", d, " of ", Describe(x),
               " has ", x.shape()[d]);
@@ -428,6 +465,7 @@ TensorList Split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim
 }
 
 TensorList Chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  OCTET_CHECK(x.dim() > 0, "chunk: cannot chunk a rank-0 tensor ", Describe(x));
   const int64_t d = WrapDim(dim, x.dim(), "chunk");
   OCTET_CHECK(chunks > 0 && x.shape()[d] % chunks == 0, "chunk: dim ", d, " of ", Describe(x),
               " does not divide into ", chunks, " equal chunks");

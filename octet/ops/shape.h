@@ -8,9 +8,10 @@
 namespace octet {
 
 // Concatenates along dim; every tensor has the same dtype, device and shape
-// except along dim.
+// except along dim. Rank-0 tensors are rejected (Stack them).
 Tensor Cat(const TensorList& tensors, int64_t dim);
 // Splits along dim into pieces of the given sizes (must add up to the dim).
+// Split and Chunk reject a rank-0 tensor.
 TensorList Split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 // Splits along dim into `chunks` equal pieces (dim must divide evenly).
 TensorList Chunk(const Tensor& x, int64_t chunks, int64_t dim);

@@ -61,6 +61,8 @@ constexpr AllowedDeviceTest kAllowedDeviceTests[] = {
     {"octet/core/tensor.cc", "s.append(\" \").append(ToString(t.device()))", "Describe() names a non-CPU device"},
     {"octet/core/tensor.cc", "return *t.data<float>()",
      "data movement: a CPU scale is a plain load, a device one a counted host read"},
+    {"octet/core/tensor.cc", "!src.device().is_cpu()) return;",
+     "argument check: CheckIntegerConvertible reads CPU tensors (NOTE [float to integer])"},
     {"octet/ops/shape.cc", "internal::CountHostRead()", "NOTE [host reads]: a copy to the CPU is counted"},
     {"octet/ops/registry.h", "this build has no CUDA backend", "an error message names what is missing"},
     // The checkpoint writer serialises host bytes.

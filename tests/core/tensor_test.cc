@@ -123,7 +123,7 @@ TEST(Tensor, ToDtypeRoundsToNearestEven) {
   EXPECT_NEAR(b.At({2}), 1e30, 1e30 * 1e-2);
   Tensor h = x.To(DType::kFloat16);
   EXPECT_TRUE(std::isinf(h.At({2})));  // past 65504 without saturation
-  EXPECT_EQ(x.To(DType::kInt64).At({1}), 1.0);
+  EXPECT_EQ(x.Narrow(0, 0, 2).To(DType::kInt64).At({1}), 1.0);  // 1e30 is past int64: tensor_limits_test
 }
 
 TEST(Tensor, ToFp8CarriesScaleAndDequantizes) {
@@ -177,7 +177,8 @@ TEST(Tensor, BadCallsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(ErrorOf([&] { a.Reshape({4, 2}); }).find("reshape: shape [4, 2] is invalid for 6 elements"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([&] { a.Narrow(1, 2, 2); }).find("slice: range [2, 4) is out of bounds for dim 1 of size 3"),
+  EXPECT_NE(ErrorOf([&] { a.Narrow(1, 2, 2); })
+                .find("narrow: start 2 and length 2 are out of bounds for dim 1 of size 3"),
             std::string::npos);
   EXPECT_NE(ErrorOf([&] { a.Expand({3, 3}); }).find("expand: float32[2, 3] cannot be expanded to [3, 3]"),
             std::string::npos);
