@@ -172,6 +172,7 @@ class Tensor {
   Tensor To(DType dtype) const;
   Tensor To(Device device) const;
   // In-place copy of src (broadcast to this shape, converted to this dtype).
+  // A src sharing memory with this tensor reads as it was before the copy.
   Tensor& CopyFrom_(const Tensor& src);
   Tensor& Fill_(double value);
 

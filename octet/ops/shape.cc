@@ -173,9 +173,33 @@ struct ExpandOp : autograd::Op<ExpandOp> {
 
 // ---- copies ---------------------------------------------------------------------
 
+// dst[i] = convert(src[i]), src already broadcast to dst's shape: the copy
+// behind CopyFrom_, Clone and To. FP8 codes convert raw, without scales. A
+// src that partially overlaps dst goes through a temporary and the identical
+// view is a no-op (NOTE [overlapping operands] in op_checks.h): decided
+// here, on the host, so every device's copy kernel may assume disjoint
+// operands.
+void CopyInto(const Tensor& dst, const Tensor& src) {
+  if (src.device() != dst.device()) {
+    // Cross-device: convert on the source side, then move bytes.
+    Tensor staged = Empty(dst.shape(), {.dtype = dst.dtype(), .device = src.device()});
+    if (staged.numel() > 0) copy_kernel(src.device())(src, staged);
+    Tensor moved = staged.To(dst.device());
+    if (dst.numel() > 0) copy_kernel(dst.device())(moved, dst);
+  } else if (dst.numel() > 0 && !SameElements(dst, src)) {
+    if (PartiallyOverlaps(dst, src)) {
+      Tensor staged = Empty(src.shape(), {.dtype = src.dtype(), .device = src.device()});
+      copy_kernel(src.device())(src, staged);
+      copy_kernel(dst.device())(staged, dst);
+    } else {
+      copy_kernel(dst.device())(src, dst);
+    }
+  }
+}
+
 Tensor RawCopy(const Tensor& x, DType dtype, Device device) {
   Tensor out = Empty(x.shape(), {.dtype = dtype, .device = device});
-  out.CopyFrom_(x);
+  CopyInto(out, x);
   return out;
 }
 
@@ -384,16 +408,7 @@ Tensor& Tensor::CopyFrom_(const Tensor& src) {
   CheckInPlaceAllowed("copy_", *this);
   const Shape& shape = this->shape();
   BroadcastShapes(src.shape(), shape, "copy_");  // validates; target shape must win
-  Tensor s = src.shape() == shape ? src.detach() : src.detach().Expand(shape);
-  if (s.device() != device()) {
-    // Cross-device: convert on the source side, then move bytes.
-    Tensor staged = Empty(shape, {.dtype = dtype(), .device = s.device()});
-    copy_kernel(s.device())(s, staged);
-    Tensor moved = staged.To(device());
-    copy_kernel(device())(moved, *this);
-  } else if (numel() > 0) {
-    copy_kernel(device())(s, *this);
-  }
+  CopyInto(*this, src.shape() == shape ? src.detach() : src.detach().Expand(shape));
   storage()->BumpVersion();
   return *this;
 }
