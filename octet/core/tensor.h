@@ -173,7 +173,14 @@ class Tensor {
   Tensor To(Device device) const;
   // In-place copy of src (broadcast to this shape, converted to this dtype).
   // A src sharing memory with this tensor reads as it was before the copy.
+  // FP8 keeps values (NOTE [fp8 copies] in ops/shape.cc): FP8 -> FP8 needs
+  // equal scale_inv on both sides and a copy between FP8 and another dtype
+  // needs the FP8 side's scale_inv to be 1; otherwise it throws (Dequantize
+  // or Quantize first).
   Tensor& CopyFrom_(const Tensor& src);
+  // Sets every element to value; an FP8 tensor stores the code of
+  // value * scale (saturating to the largest finite code), so it reads back
+  // as value.
   Tensor& Fill_(double value);
 
   std::string ToString(int64_t max_elements = 64) const;
