@@ -144,7 +144,9 @@ class Tensor {
   // Runs backward from this tensor. grad defaults to 1 for a 1-element tensor.
   void Backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   // Hook on the gradient flowing into this tensor; may return a replacement
-  // (an undefined return keeps the gradient as it is).
+  // (an undefined return keeps the gradient as it is). A replacement of
+  // another shape, dtype or device than the gradient the hook received
+  // throws during backward, naming the tensor and both gradients.
   void RegisterHook(std::function<Tensor(const Tensor&)> hook) const;
   // Leaf only: called after the gradient has been accumulated into grad(),
   // i.e. when this backward pass will not change it again (DDP uses it).
