@@ -1,6 +1,7 @@
 #include <octet/autograd/engine.h>
 
 #include <queue>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -29,6 +30,27 @@ void CheckGrad(const Node& node, size_t i, const Tensor& g) {
   const bool dtype_ok = g.dtype() == m.dtype || (IsFp8(m.dtype) && IsUnscaledFloat(g.dtype()));
   OCTET_CHECK(g.shape() == m.shape && dtype_ok, "backward of ", node.name(), " returned gradient ",
               Describe(g), " for input ", i, " which is ", Name(m.dtype), ShapeStr(m.shape));
+}
+
+// A gradient hook's replacement must match the gradient it received in
+// shape, dtype and device (set_grad's rule, plus the device): anything else
+// would reach .grad or the next backward function as a wrong-shaped gradient
+// (or be broadcast silently).
+void CheckHookResult(const Node& node, size_t i, const Tensor& received, const Tensor& replaced) {
+  if (replaced.shape() == received.shape() && replaced.dtype() == received.dtype() &&
+      replaced.device() == received.device())
+    return;
+  const TensorMeta& m = node.output_meta[i];
+  std::string target = std::string(Name(m.dtype)) + ShapeStr(m.shape);
+  if (!m.device.is_cpu()) target.append(" ").append(ToString(m.device));
+  if (dynamic_cast<const AccumulateGrad*>(&node) != nullptr) {
+    target = "leaf tensor " + target;
+  } else {
+    target = "tensor " + target + " (output " + std::to_string(i) + " of " + node.name() + ")";
+  }
+  OCTET_FAIL("RegisterHook: the hook on ", target, " returned gradient ", Describe(replaced), " but received ",
+             Describe(received), "; a hook must return a gradient of the same shape, dtype and device (or an ",
+             "undefined tensor to keep the gradient)");
 }
 
 // Accumulate-or-capture pass shared by Backward and Grad.
@@ -99,7 +121,9 @@ void Run(const TensorList& roots, const TensorList& seeds, bool retain_graph,
       for (const GradHook& hook : n->output_hooks[i]) {
         if (!grads[i].defined()) continue;
         Tensor replaced = hook(grads[i]);
-        if (replaced.defined()) grads[i] = replaced;
+        if (!replaced.defined()) continue;  // documented: keeps the gradient
+        CheckHookResult(*n, i, grads[i], replaced);
+        grads[i] = replaced;
       }
     }
     if (capture) {

@@ -167,7 +167,9 @@ class Tensor {
   // Runs backward from this tensor. grad defaults to 1 for a 1-element tensor.
   void Backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   // Hook on the gradient flowing into this tensor; may return a replacement
-  // (an undefined return keeps the gradient as it is).
+  // (an undefined return keeps the gradient as it is). A replacement of
+  // another shape, dtype or device than the gradient the hook received
+  // throws during backward, naming the tensor and both gradients.
   void RegisterHook(std::function<Tensor(const Tensor&)> hook) const;
   // Leaf only: called after the gradient has been accumulated into grad(),
   // i.e. when this backward pass will not change it again (DDP uses it).
@@ -201,7 +203,15 @@ class Tensor {
   Tensor To(DType dtype) const;
   Tensor To(Device device) const;
   // In-place copy of src (broadcast to this shape, converted to this dtype).
+  // A src sharing memory with this tensor reads as it was before the copy.
+  // FP8 keeps values (NOTE [fp8 copies] in ops/shape.cc): FP8 -> FP8 needs
+  // equal scale_inv on both sides and a copy between FP8 and another dtype
+  // needs the FP8 side's scale_inv to be 1; otherwise it throws (Dequantize
+  // or Quantize first).
   Tensor& CopyFrom_(const Tensor& src);
+  // Sets every element to value; an FP8 tensor stores the code of
+  // value * scale (saturating to the largest finite code), so it reads back
+  // as value.
   Tensor& Fill_(double value);
 
   // "Tensor(float32[2, 3])" and the first max_elements values (then

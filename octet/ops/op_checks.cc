@@ -1,6 +1,8 @@
 #include <octet/ops/op_checks.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include <octet/autograd/grad_mode.h>
 
@@ -49,6 +51,38 @@ void CheckInPlaceAllowed(const char* op, const Tensor& t) {
   CheckDefined(op, t, "self");
   OCTET_CHECK(!(autograd::GradMode::IsEnabled() && t.requires_grad()), op, ": in-place op on ", Describe(t),
               " which requires grad; run it under NoGradGuard or on a detached tensor");
+}
+
+bool SameElements(const Tensor& a, const Tensor& b) {
+  if (a.device() != b.device() || a.raw_data() != b.raw_data() || a.dtype() != b.dtype() || a.shape() != b.shape())
+    return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.shape()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+
+namespace {
+
+// The bytes [lo, hi) that a non-empty t's elements span.
+std::pair<intptr_t, intptr_t> ByteSpan(const Tensor& t) {
+  int64_t lo = 0, hi = 0;  // elements relative to element [0, ..., 0]
+  for (int64_t d = 0; d < t.dim(); ++d) (t.strides()[d] >= 0 ? hi : lo) += (t.shape()[d] - 1) * t.strides()[d];
+  const auto base = reinterpret_cast<intptr_t>(t.raw_data());
+  const auto item = static_cast<intptr_t>(SizeOf(t.dtype()));
+  return {base + lo * item, base + (hi + 1) * item};
+}
+
+}  // namespace
+
+bool PartiallyOverlaps(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0 || src.numel() == 0 || dst.device() != src.device() || SameElements(dst, src)) return false;
+  const auto [dlo, dhi] = ByteSpan(dst);
+  const auto [slo, shi] = ByteSpan(src);
+  return dlo < shi && slo < dhi;
+}
+
+Tensor UnaliasedOperand(const Tensor& dst, const Tensor& src) {
+  return PartiallyOverlaps(dst, src) ? src.detach().Clone() : src;
 }
 
 void CheckPerTensorScale(const char* op, const Tensor& t) {

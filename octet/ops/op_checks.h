@@ -21,6 +21,26 @@ void CheckRank(const char* op, const Tensor& t, const char* arg, int64_t rank);
 // In-place ops on tensors that take part in autograd would corrupt gradients.
 void CheckInPlaceAllowed(const char* op, const Tensor& t);
 
+// NOTE [overlapping operands]: an op that writes `dst` while it reads another
+// operand element by element must read that operand's values from before the
+// op, as if through a temporary. The identical view (x += x, a.CopyFrom_(a))
+// is safe as it is: each element is read before it is written. Any other
+// overlap of the two byte ranges on one device (same storage or two storages
+// over the same memory) makes the op read a copy of the operand first; the
+// test is conservative: interleaved views that share no element count too.
+// Host-side, once per op call, from shapes and strides (no data is read).
+//
+// True when `src` reads bytes that writing `dst` changes, other than as the
+// identical view (same address, dtype, shape and strides).
+bool PartiallyOverlaps(const Tensor& dst, const Tensor& src);
+// Whether a and b name the same elements in the same order: one address,
+// dtype and shape, and the same stride wherever a dim has more than one
+// element.
+bool SameElements(const Tensor& a, const Tensor& b);
+// `src` itself, or a contiguous detached copy of it when it partially
+// overlaps `dst` (for in-place ops; not recorded by autograd).
+Tensor UnaliasedOperand(const Tensor& dst, const Tensor& src);
+
 // An FP8 t's scale metadata, when it has any, must be per-tensor (the only
 // granularity the FP8 ops read yet).
 void CheckPerTensorScale(const char* op, const Tensor& t);

@@ -339,7 +339,9 @@ Tensor MaskedFill(const Tensor& x, const Tensor& mask, double value) {
 namespace {
 
 // x = op(x, alpha * y) for an elementwise binary op, y checked and broadcast
-// to x's shape.
+// to x's shape. Every in-place op with a tensor operand comes through here: a
+// y that partially overlaps x is read through a copy (NOTE [overlapping
+// operands] in op_checks.h); alpha != 1 reads a fresh alpha * y anyway.
 Tensor& BinaryInPlace(const char* op_name, BinaryOp op, Tensor& x, const Tensor& y, double alpha = 1.0) {
   CheckInPlaceAllowed(op_name, x);
   CheckUnscaledFloat(op_name, y, "y");
@@ -348,7 +350,7 @@ Tensor& BinaryInPlace(const char* op_name, BinaryOp op, Tensor& x, const Tensor&
   const Shape shape = BroadcastShapes(x.shape(), y.shape(), op_name);
   OCTET_CHECK(shape == x.shape(), op_name, ": ", Describe(y), " does not broadcast to the in-place target ",
               Describe(x));
-  const Tensor ys = alpha == 1.0 ? y : Unary(UnaryOp::kMulScalar, y, alpha);
+  const Tensor ys = alpha == 1.0 ? UnaliasedOperand(x, y) : Unary(UnaryOp::kMulScalar, y, alpha);
   binary_kernel(x.device())(op, x, ys.Expand(shape), x, 0.0);
   x.storage()->BumpVersion();
   return x;

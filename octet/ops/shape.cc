@@ -187,10 +187,82 @@ struct ExpandOp : autograd::Op<ExpandOp> {
 
 // ---- copies ---------------------------------------------------------------------
 
+// dst[i] = convert(src[i]), src already broadcast to dst's shape: the copy
+// behind CopyFrom_, Clone, To and Cat. FP8 codes convert raw, without scales
+// (CopyFrom_ checks them first, NOTE [fp8 copies]). A src that partially
+// overlaps dst goes through a temporary and the identical view is a no-op
+// (NOTE [overlapping operands] in op_checks.h): decided here, on the host,
+// so every device's copy kernel may assume disjoint operands.
+void CopyInto(const Tensor& dst, const Tensor& src) {
+  if (src.device() != dst.device()) {
+    // Cross-device: convert on the source side, then move bytes.
+    Tensor staged = Empty(dst.shape(), {.dtype = dst.dtype(), .device = src.device()});
+    if (staged.numel() > 0) copy_kernel(src.device())(src, staged);
+    Tensor moved = staged.To(dst.device());
+    if (dst.numel() > 0) copy_kernel(dst.device())(moved, dst);
+  } else if (dst.numel() > 0 && !SameElements(dst, src)) {
+    if (PartiallyOverlaps(dst, src)) {
+      Tensor staged = Empty(src.shape(), {.dtype = src.dtype(), .device = src.device()});
+      copy_kernel(src.device())(src, staged);
+      copy_kernel(dst.device())(staged, dst);
+    } else {
+      copy_kernel(dst.device())(src, dst);
+    }
+  }
+}
+
 Tensor RawCopy(const Tensor& x, DType dtype, Device device) {
   Tensor out = Empty(x.shape(), {.dtype = dtype, .device = device});
-  out.CopyFrom_(x);
+  CopyInto(out, x);
   return out;
+}
+
+// A per-tensor scale_inv of an FP8 t (1 without metadata), named for op's
+// error. On a device a host read (NOTE [host reads] in core/host_reads.h).
+float Fp8ScaleInv(const char* op, const Tensor& t) {
+  CheckPerTensorScale(op, t);
+  return ScaleInvValue(t);
+}
+
+// Whether two FP8 tensors' scales are equal without reading them: one
+// metadata object (or none on both), or one scale_inv tensor.
+bool SameScaleObject(const Tensor& a, const Tensor& b) {
+  const ScaleMeta* ma = a.scale_meta();
+  const ScaleMeta* mb = b.scale_meta();
+  if (ma == mb) return true;
+  return ma != nullptr && mb != nullptr && ma->granularity == mb->granularity && ma->scale_inv.defined() &&
+         mb->scale_inv.defined() && ma->scale_inv.raw_data() == mb->scale_inv.raw_data() &&
+         ma->scale_inv.dtype() == mb->scale_inv.dtype() && ma->scale_inv.numel() == mb->scale_inv.numel();
+}
+
+// NOTE [fp8 copies]: CopyFrom_ keeps values, not codes. FP8 -> FP8 copies
+// the codes (converted between the two formats) when both scale_inv are
+// equal (no metadata counts as 1), and throws when they differ: requantizing
+// into dst's scale would lose precision silently, so the caller decides
+// (Dequantize, or Quantize with dst's scale). Plain -> FP8 quantizes with
+// scale 1 and FP8 -> plain dequantizes with scale 1 (what the copy kernel
+// does), so they throw unless the FP8 side's scale_inv is 1. Reading a scale
+// is a host read on a device; it happens only when an FP8 tensor is involved
+// and the two sides do not share the scale object (these copies are not on
+// any training step's path: Clone, To and Cat copy raw).
+void CheckFp8CopyScales(const Tensor& dst, const Tensor& src) {
+  const bool dst_fp8 = IsFp8(dst.dtype()), src_fp8 = IsFp8(src.dtype());
+  if (!dst_fp8 && !src_fp8) return;
+  if (dst_fp8 && src_fp8) {
+    if (SameScaleObject(dst, src)) return;
+    const float di = Fp8ScaleInv("copy_", dst), si = Fp8ScaleInv("copy_", src);
+    OCTET_CHECK(di == si, "copy_: src ", Describe(src), " has scale_inv ", si, " but dst ", Describe(dst),
+                " has scale_inv ", di, "; copying the FP8 codes would change the values and requantizing would "
+                "lose precision silently: Dequantize src, or Quantize it with dst's scale, first");
+  } else if (dst_fp8) {
+    const float di = Fp8ScaleInv("copy_", dst);
+    OCTET_CHECK(di == 1.0f, "copy_: dst ", Describe(dst), " has scale_inv ", di, " but src ", Describe(src),
+                " is not FP8, and a copy quantizes with scale 1: Quantize src with dst's scale (ops/cast.h) instead");
+  } else {
+    const float si = Fp8ScaleInv("copy_", src);
+    OCTET_CHECK(si == 1.0f, "copy_: src ", Describe(src), " has scale_inv ", si, " but dst ", Describe(dst),
+                " is not FP8, and a copy dequantizes with scale 1: copy from Dequantize(src) instead");
+  }
 }
 
 struct CloneOp : autograd::Op<CloneOp> {
@@ -254,6 +326,54 @@ struct ToDeviceOp : autograd::Op<ToDeviceOp> {
   }
 };
 
+// NOTE [fp8 cat]: Cat and Stack of FP8 tensors concatenate the codes, which
+// keeps the values only when every input has the same scale_inv (no metadata
+// counts as 1); the result then carries that scale. Different scales throw,
+// naming both: requantizing to one scale would lose precision silently, so
+// the caller dequantizes (or requantizes) first. Inputs sharing one ScaleMeta
+// (pieces of one quantized tensor: Split, Chunk, views) or one scale_inv
+// tensor are recognised without reading the scale; otherwise a CUDA input's
+// scale is a host read (a sync), acceptable for these ops, which are not on a
+// training step's path. Returns the result's metadata (null for non-FP8
+// inputs or when none has any); inputs that are not all of one FP8 dtype or
+// not all defined are left to Cat's own checks.
+std::shared_ptr<const ScaleMeta> Fp8ConcatMeta(const char* op, const TensorList& xs) {
+  if (xs.empty() || !xs[0].defined() || !IsFp8(xs[0].dtype())) return nullptr;
+  for (const Tensor& t : xs)
+    if (!t.defined() || t.dtype() != xs[0].dtype()) return nullptr;
+  bool one_object = true;
+  for (const Tensor& t : xs) one_object = one_object && t.scale_meta_ptr() == xs[0].scale_meta_ptr();
+  if (one_object) {
+    CheckPerTensorScale(op, xs[0]);
+    return xs[0].scale_meta_ptr();
+  }
+  const float si0 = Fp8ScaleInv(op, xs[0]);
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (SameScaleObject(xs[0], xs[i])) continue;
+    const float si = Fp8ScaleInv(op, xs[i]);
+    OCTET_CHECK(si == si0, op, ": FP8 tensors with different scales: tensors[0] ", Describe(xs[0]),
+                " has scale_inv ", si0, " but tensors[", i, "] ", Describe(xs[i]), " has scale_inv ", si,
+                "; joining the codes would change the values and requantizing would lose precision silently: "
+                "Dequantize the inputs (or Quantize them with one scale) first");
+  }
+  // Equal scales in different objects: the first metadata's scale tensors and
+  // the largest amax.
+  const ScaleMeta* m0 = nullptr;
+  Tensor amax;
+  for (const Tensor& t : xs) {
+    const ScaleMeta* m = t.scale_meta();
+    if (m == nullptr) continue;
+    if (m0 == nullptr) m0 = m;
+    if (m->amax.defined()) amax = amax.defined() ? Maximum(amax, m->amax) : m->amax;
+  }
+  auto meta = std::make_shared<ScaleMeta>();
+  meta->granularity = ScaleGranularity::kPerTensor;
+  meta->scale = m0->scale;
+  meta->scale_inv = m0->scale_inv;
+  meta->amax = amax;
+  return meta;
+}
+
 struct CatOp : autograd::Op<CatOp> {
   static constexpr const char* kName = "cat";
   static Tensor Forward(autograd::Ctx& ctx, const TensorList& xs, int64_t dim) {
@@ -281,12 +401,14 @@ struct CatOp : autograd::Op<CatOp> {
                   " add up past int64");
     }
     shape[d] = total;
+    const std::shared_ptr<const ScaleMeta> meta = Fp8ConcatMeta(kName, xs);  // NOTE [fp8 cat]
     Tensor out = Empty(shape, {.dtype = first.dtype(), .device = first.device()});
     int64_t at = 0;
     for (const Tensor& t : xs) {
-      out.Narrow(d, at, t.shape()[d]).CopyFrom_(t);
+      CopyInto(out.Narrow(d, at, t.shape()[d]), t);  // raw codes: the scales are checked equal
       at += t.shape()[d];
     }
+    if (meta) out = out.WithScaleMeta(meta);
     ctx.ints.push_back(d);
     return out;
   }
@@ -419,22 +541,21 @@ Tensor& Tensor::CopyFrom_(const Tensor& src) {
   CheckInPlaceAllowed("copy_", *this);
   const Shape& shape = this->shape();
   BroadcastShapes(src.shape(), shape, "copy_");  // validates; target shape must win
-  Tensor s = src.shape() == shape ? src.detach() : src.detach().Expand(shape);
-  if (s.device() != device()) {
-    // Cross-device: convert on the source side, then move bytes.
-    Tensor staged = Empty(shape, {.dtype = dtype(), .device = s.device()});
-    copy_kernel(s.device())(s, staged);
-    Tensor moved = staged.To(device());
-    copy_kernel(device())(moved, *this);
-  } else if (numel() > 0) {
-    copy_kernel(device())(s, *this);
-  }
+  CheckFp8CopyScales(*this, src);
+  CopyInto(*this, src.shape() == shape ? src.detach() : src.detach().Expand(shape));
   storage()->BumpVersion();
   return *this;
 }
 
 Tensor& Tensor::Fill_(double value) {
   CheckInPlaceAllowed("fill_", *this);
+  // An FP8 tensor stores the code of value * scale (saturating to the largest
+  // finite code, as Quantize does), so it reads back as value. The scale is a
+  // host read on a device.
+  if (IsFp8(dtype()) && numel() > 0) {
+    CheckPerTensorScale("fill_", *this);
+    value = static_cast<double>(static_cast<float>(value) * ScaleValue(*this));
+  }
   if (numel() > 0) fill_kernel(device())(*this, value);
   storage()->BumpVersion();
   return *this;
@@ -474,6 +595,7 @@ TensorList Chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 
 Tensor Stack(const TensorList& tensors, int64_t dim) {
   OCTET_CHECK(!tensors.empty(), "stack: needs at least one tensor");
+  Fp8ConcatMeta("stack", tensors);  // NOTE [fp8 cat]: the scale error names stack, not cat
   TensorList u;
   const int64_t d = WrapDim(dim, tensors[0].dim() + 1, "stack");
   for (const Tensor& t : tensors) u.push_back(t.Unsqueeze(d));

@@ -8,13 +8,16 @@
 namespace octet {
 
 // Concatenates along dim; every tensor has the same dtype, device and shape
-// except along dim. Rank-0 tensors are rejected (Stack them).
+// except along dim. Rank-0 tensors are rejected (Stack them). FP8 tensors
+// must also have equal scale_inv (the result keeps it); different scales
+// throw: Dequantize (or requantize) them first.
 Tensor Cat(const TensorList& tensors, int64_t dim);
 // Splits along dim into pieces of the given sizes (must add up to the dim).
 // Split and Chunk reject a rank-0 tensor.
 TensorList Split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 // Splits along dim into `chunks` equal pieces (dim must divide evenly).
 TensorList Chunk(const Tensor& x, int64_t chunks, int64_t dim);
+// Stacks along a new dim; the same requirements as Cat (FP8 scales too).
 Tensor Stack(const TensorList& tensors, int64_t dim);
 
 // The strides a view of `shape` over a tensor of (old_shape, old_strides)

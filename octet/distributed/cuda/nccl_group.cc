@@ -157,7 +157,7 @@ class NcclProcessGroup final : public ProcessGroup {
         const float amax = static_cast<float>(Amax(wide_out).Item());
         const float scale = ComputeScale(amax, static_cast<float>(Info(out.dtype()).max_finite), 0, 1.0f, false);
         Tensor q = Quantize(wide_out, out.dtype(), scale);
-        Tensor(out).CopyFrom_(q.WithScaleMeta(nullptr));
+        out.WithScaleMeta(nullptr).CopyFrom_(q.WithScaleMeta(nullptr));  // codes; the scale follows
         out.impl()->set_scale_meta(q.scale_meta_ptr());
       } else if (out.dtype() != DType::kFloat32) {
         Tensor(out).CopyFrom_(wide_out);
@@ -227,7 +227,7 @@ class NcclProcessGroup final : public ProcessGroup {
     const float amax = static_cast<float>(Amax(acc).Item());  // a deliberate host read
     const float scale = ComputeScale(amax, static_cast<float>(Info(t.dtype()).max_finite), 0, 1.0f, false);
     Tensor q = Quantize(acc, t.dtype(), scale);
-    Tensor(t).CopyFrom_(q.WithScaleMeta(nullptr));
+    t.WithScaleMeta(nullptr).CopyFrom_(q.WithScaleMeta(nullptr));  // codes; the scale follows
     t.impl()->set_scale_meta(q.scale_meta_ptr());
     CountSent((size() - 1) * static_cast<int64_t>(t.nbytes() + 4));
   }
