@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include <octet/autograd/grad_mode.h>
+#include <octet/nn/checkpoint_internal.h>
 
 namespace octet::nn::amp {
 
@@ -106,6 +107,13 @@ void LoadScalingState(Module& model, const NamedTensors& state) {
     if (!unexpected.empty()) absl::StrAppend(&msg, " Unexpected: ", absl::StrJoin(unexpected, ", "), ".");
     if (!mismatched.empty()) absl::StrAppend(&msg, " Mismatched: ", absl::StrJoin(mismatched, "; "), ".");
     OCTET_FAIL(msg);
+  }
+  // The values LoadTrainingState rejects (one check for both): a NaN, inf,
+  // negative amax or non-positive scale would make every later step NaN.
+  for (const auto& [n, t] : mine) {
+    const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == n; });
+    const std::string bad = nn::internal::BadValue(n, it->second, /*scaling_state=*/true, "FP8 scaling state");
+    if (!bad.empty()) OCTET_FAIL("LoadScalingState: entry '", n, "' ", bad, "; nothing was loaded");
   }
   NoGradGuard no_grad;
   for (auto& [dst, src] : copies) {

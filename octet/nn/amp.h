@@ -91,7 +91,10 @@ double WorstSaturation(const std::vector<SlotStats>& stats);
 // scales, by dotted name). Tensors are the live buffers, not copies.
 NamedTensors ScalingState(Module& model);
 // Copies a ScalingState back; names, shapes and dtypes must match exactly, else
-// nothing changes and the octet::Error thrown lists the differences.
+// nothing changes and the octet::Error thrown lists the differences. The
+// values must be what LoadTrainingState accepts (finite; amax histories >= 0;
+// scales > 0 with a finite reciprocal), else nothing changes and the error
+// names the first bad entry, element and value.
 void LoadScalingState(Module& model, const NamedTensors& state);
 // True for the buffer names ScalingState() returns.
 bool IsScalingStateName(const std::string& name);

@@ -386,26 +386,42 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+}  // namespace
+
 // NOTE [checkpoint layout], values that cannot be right.
+std::string internal::BadValue(const std::string& name, const Tensor& tensor, bool scaling_state,
+                               const std::string& holder) {
+  if (!IsFloat(tensor.dtype())) return "";
+  const Tensor t = tensor.To(kCPU).Contiguous();
+  const int64_t bad = FirstNonFinite(t);
+  if (bad >= 0) {
+    return absl::StrCat("holds ", t.Flatten().Slice(0, bad, bad + 1).Item(), " at element ", bad, "; ", holder,
+                        " must hold finite values");
+  }
+  if (!scaling_state || t.dtype() != DType::kFloat32) return "";
+  const bool history = EndsWith(name, "amax_history"), scale = !history && EndsWith(name, "scale");
+  if (!history && !scale) return "";
+  const float* v = static_cast<const float*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (history ? v[i] < 0.0f : v[i] <= 0.0f) {
+      return absl::StrCat("holds ", v[i], " at element ", i,
+                          history ? "; an amax must be >= 0" : "; a scale must be > 0");
+    }
+    // A scale too small to invert: the quantized values would dequantize to NaN.
+    if (scale && !std::isfinite(1.0f / v[i]))
+      return absl::StrCat("holds ", v[i], " at element ", i, "; a scale must have a finite reciprocal");
+  }
+  return "";
+}
+
+namespace {
+
 absl::Status CheckValues(const std::string& file, const std::string& prefix, const optim::NamedTensors& tensors,
                          bool scaling_state) {
   for (const auto& [n, t] : tensors) {
-    if (!IsFloat(t.dtype())) continue;
-    const int64_t bad = FirstNonFinite(t);
-    if (bad >= 0) {
-      return absl::DataLossError(absl::StrCat("checkpoint file '", file, "': tensor '", prefix, n, "' holds ",
-                                              t.Contiguous().Flatten().Slice(0, bad, bad + 1).Item(), " at element ",
-                                              bad, "; a checkpoint must hold finite values"));
-    }
-    if (!scaling_state || t.dtype() != DType::kFloat32) continue;
-    const bool history = EndsWith(n, "amax_history"), scale = !history && EndsWith(n, "scale");
-    if (!history && !scale) continue;
-    const float* v = static_cast<const float*>(t.raw_data());
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (history ? v[i] < 0.0f : v[i] <= 0.0f) {
-        return absl::DataLossError(absl::StrCat("checkpoint file '", file, "': tensor '", prefix, n, "' holds ", v[i],
-                                                " at element ", i, history ? "; an amax must be >= 0" : "; a scale must be > 0"));
-      }
+    const std::string bad = internal::BadValue(n, t, scaling_state, "a checkpoint");
+    if (!bad.empty()) {
+      return absl::DataLossError(absl::StrCat("checkpoint file '", file, "': tensor '", prefix, n, "' ", bad));
     }
   }
   return absl::OkStatus();

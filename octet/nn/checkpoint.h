@@ -42,7 +42,7 @@
 // infinite model or optimizer tensor elements (FP8 NaN/inf codes included),
 // FP8 scales not finite and > 0 or amax not finite and >= 0, and "extra/"
 // tensors named "*amax_history" with an element not finite and >= 0 or
-// "*scale" with an element not finite and > 0.
+// "*scale" with an element not finite and > 0 or whose reciprocal overflows.
 //
 // What a bit-identical resume needs, and where it is: model weights
 // (model.safetensors); optimizer step, lr, moments, master weights and state

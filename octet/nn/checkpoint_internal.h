@@ -28,4 +28,13 @@ absl::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::string& dir
 absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir);
 absl::StatusOr<TrainingState> LoadTrainingState(const std::string& dir, int64_t step);
 
+// NOTE [checkpoint layout], values that cannot be right: the first value of
+// `t` (named `name`) that `holder` (e.g. "a checkpoint") must not hold, as
+// "holds <value> at element <i>; <rule>", or "" when there is none. Every
+// float must be finite; with scaling_state, a float32 amax history (name
+// ending in amax_history) must be >= 0 and a float32 scale (name ending in
+// scale) > 0 with a finite reciprocal. Reads t on the host (any device).
+// LoadTrainingState and amp::LoadScalingState check with it.
+std::string BadValue(const std::string& name, const Tensor& t, bool scaling_state, const std::string& holder);
+
 }  // namespace octet::nn::internal

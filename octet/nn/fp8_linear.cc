@@ -18,6 +18,37 @@ constexpr const char* kSlotNames[3] = {"input", "weight", "grad_output"};
 DType GemmOut(DType want) { return want == DType::kBFloat16 ? want : DType::kFloat32; }
 Tensor AsDType(const Tensor& t, DType d) { return t.dtype() == d ? t : t.To(d); }
 
+// NOTE [non-finite fp8 linear operands]: the FP8 Linear quantizes with
+// Fp8Saturation::kSatFinite (cuda_fp8.h's __NV_SATFINITE, Transformer
+// Engine's choice): under delayed scaling the scale trails the amax by a
+// step, and a finite value past the FP8 range is clamped to the largest
+// finite code -- what saturation is for. But kSatFinite clamps +-inf too, so
+// an overflowing input or gradient became finite FP8-max values: the
+// Linear's output, dX and dW came out finite, and the loss scaler's
+// found_inf (and the user) never saw the overflow that O0 and O2 report.
+// The quantization takes the operand's amax in the same pass (inf or NaN
+// when any element is), so each FP8 operand's scale_inv gets += 0 * amax:
+// unchanged for a finite amax, NaN otherwise. Every GEMM that reads the
+// operand (fprop, wgrad, dgrad; the column-wise copy shares the scale_inv
+// tensor) then gives NaN throughout: the overflow shows, as NaN in the whole
+// result rather than O0's inf in the affected rows. Finite values keep
+// saturating. Cost: two tiny device ops on [1] tensors per quantization
+// (a multiply and an in-place add), no host read, so nothing changes for
+// CUDA graphs; the quantize kernels are untouched and Quantize keeps
+// kSatFinite's documented clamping for other callers. Covered: every FP8
+// operand of an O1 Linear -- X and dY (QuantizeWith), W (QuantizedWeight,
+// through QuantizeWith) and an X pre-quantized by LayerNormFp8 or GeluFp8
+// (UsePrequantized). Each of those has a scale_inv tensor of its own (made
+// by the quantizing op), so the in-place add reaches only that operand and
+// its column-wise copy. Not covered (not a Linear operand): the O1
+// attention's FP8 copy of qkv (Recipe::fp8_attention_inputs,
+// nn/attention.cc), which still clamps an inf of qkv.
+void PropagateNonFiniteAmax(const Tensor& q) {
+  const ScaleMeta& meta = *q.scale_meta();
+  Tensor scale_inv = meta.scale_inv;
+  AddInPlace(scale_inv, meta.amax, /*alpha=*/0.0);
+}
+
 }  // namespace
 
 // ---- state ---------------------------------------------------------------------------
@@ -130,6 +161,7 @@ Tensor Fp8LinearState::QuantizeWith(Fp8Slot& slot, const Recipe& recipe, const T
   const Tensor scale = slot.NeedsAmaxFirst(recipe) ? slot.CurrentScale(recipe, octet::Amax(x)) : slot.scale_tensor();
   // NOTE [fp8 linear layouts]: the GEMM layer decides whether a column-wise copy is made.
   const Tensor q = QuantizeForGemm(x, slot.dtype(), scale, columnwise, Fp8Saturation::kSatFinite, dbias);
+  PropagateNonFiniteAmax(q);  // NOTE [non-finite fp8 linear operands]
   // The quantized tensor owns a copy of the scale: later slot updates leave it alone.
   const ScaleMeta& meta = *q.scale_meta();
   if (record) slot.Record(meta.amax);  // the update comes once per step (nn/fp8_state.h)
@@ -154,6 +186,7 @@ Tensor Fp8LinearState::UsePrequantized(Fp8Slot& slot, const Tensor& q, bool reco
               slot.name(), " scaling state is on ", slot.device());
   // NOTE [fp8 linear layouts]: the column-wise copy is a byte transpose here.
   const Tensor out = columnwise ? WithColumnwiseForGemm(q) : q;
+  PropagateNonFiniteAmax(out);  // NOTE [non-finite fp8 linear operands]
   const ScaleMeta& meta = *out.scale_meta();
   if (record) slot.Record(meta.amax);
   ClipCounts clip;

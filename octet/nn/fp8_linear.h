@@ -14,6 +14,10 @@
 // The input saved for backward is the 1-byte FP8 copy, not the 2- or 4-byte
 // x: that is where O1 saves activation memory. The roles (fprop, dgrad,
 // wgrad) go to ScaledMatmul: on CUDA fprop runs with FAST_ACCUM.
+// Finite values past the FP8 range saturate (kSatFinite); a NaN or inf in
+// x, w or dy makes every GEMM that reads it give NaN throughout, so the
+// overflow reaches y, dx, dw and the loss scaler's found_inf (NOTE
+// [non-finite fp8 linear operands] in nn/fp8_linear.cc).
 //
 // NOTE [fp8 linear layouts]: X and W are each read twice, once as they are
 // and once transposed (X in fprop and, as Xᵀ, in wgrad; W in fprop and

@@ -119,19 +119,21 @@ Tensor GPT::Generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
               Describe(idx));
   OCTET_CHECK(temperature > 0.0, "GPT::Generate: temperature must be > 0, got ", temperature);
   OCTET_CHECK(max_new_tokens >= 0, "GPT::Generate: max_new_tokens must be >= 0, got ", max_new_tokens);
+  const int64_t B = idx.size(0), T0 = idx.size(1), V = config_.vocab_size;
+  // No rows: the documented (B, T0 + max_new_tokens) shape, without running the model.
+  if (B == 0) return Empty({0, T0 + max_new_tokens}, {.dtype = DType::kInt64, .device = idx.device()});
   NoGradGuard no_grad;
   const bool was_training = is_training();
   Eval();
-  const int64_t B = idx.size(0), V = config_.vocab_size;
   std::vector<std::vector<int64_t>> seqs(B);
   {
     const std::vector<double> v = idx.To(kCPU).ToDoubles();
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < idx.size(1); ++t) seqs[b].push_back(static_cast<int64_t>(v[b * idx.size(1) + t]));
+      for (int64_t t = 0; t < T0; ++t) seqs[b].push_back(static_cast<int64_t>(v[b * T0 + t]));
   }
   const int64_t k = (top_k <= 0 || top_k > V) ? V : top_k;
   for (int64_t step = 0; step < max_new_tokens; ++step) {
-    const int64_t T = std::min<int64_t>(static_cast<int64_t>(seqs[0].size()), config_.block_size);
+    const int64_t T = std::min<int64_t>(T0 + step, config_.block_size);
     // NOTE [generation shapes]: the context is right-padded (with token 0) to
     // a multiple of 32 (at most block_size). Attention is causal, so the
     // logits at position T-1 do not see the padding; the padding keeps the
@@ -146,6 +148,14 @@ Tensor GPT::Generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
     const std::vector<double> u = Rand({B}, 0.0, 1.0, {.dtype = DType::kFloat64}, gen).ToDoubles();
     for (int64_t b = 0; b < B; ++b) {
       std::vector<double> l(last.begin() + b * V, last.begin() + (b + 1) * V);
+      // A NaN/inf logit would make the softmax below NaN and the pick token V-1.
+      const auto bad = std::find_if(l.begin(), l.end(), [](double x) { return !std::isfinite(x); });
+      if (bad != l.end()) {
+        Train(was_training);
+        OCTET_FAIL("GPT::Generate: the logits of batch row ", b, " at step ", step, " (new token ", step + 1, " of ",
+                   max_new_tokens, ") are not finite: logit ", *bad, " for token ", bad - l.begin(),
+                   "; the model or its inputs produce NaN/inf");
+      }
       for (double& x : l) x /= temperature;
       if (k < V) {
         std::vector<double> sorted = l;
@@ -173,7 +183,7 @@ Tensor GPT::Generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
   Train(was_training);
   std::vector<int64_t> flat;
   for (const auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
-  return FromVector(flat, {B, static_cast<int64_t>(seqs[0].size())}).To(idx.device());
+  return FromVector(flat, {B, T0 + max_new_tokens}).To(idx.device());
 }
 
 int64_t GPT::TrainingFlopsPerToken(int64_t seq_len) const {

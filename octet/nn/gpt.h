@@ -68,7 +68,10 @@ class GPT : public Module {
   // divides the last logits by temperature (> 0), keeps the top_k largest
   // (top_k <= 0 or >= V: all) and samples from the softmax with `gen` (null:
   // the default generator). Runs without grad and in eval mode (restored
-  // afterwards).
+  // afterwards). B = 0 gives the empty (0,T0+max_new_tokens) result without
+  // running the model. Errors: idx not (B,T0) with T0 >= 1, temperature not
+  // > 0, max_new_tokens < 0, and non-finite logits (naming the step and the
+  // batch row: NaN/inf cannot be sampled from).
   Tensor Generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
                   Generator* gen = nullptr);
 
@@ -78,7 +81,12 @@ class GPT : public Module {
   // The generator used for initialisation and then for dropout (save its
   // state with the training state when dropout > 0).
   Generator& generator() { return gen_; }
-  TransformerBlock& block(int64_t i) { return h_.at<TransformerBlock>(static_cast<size_t>(i)); }
+  // Block i of n_layer; error: i outside [0, n_layer).
+  TransformerBlock& block(int64_t i) {
+    OCTET_CHECK(i >= 0 && i < static_cast<int64_t>(h_.size()), "GPT::block: index ", i, " is out of range for ",
+                h_.size(), " blocks (n_layer)");
+    return h_.at<TransformerBlock>(static_cast<size_t>(i));
+  }
   std::vector<amp::Fp8LinearState*> Fp8States() override;
 
   // Forward FLOPs per token of the matmuls (6x for forward+backward, as in

@@ -12,7 +12,9 @@
 //       made by SetAmp(kO1) (or lazily at the first O1 forward under an
 //       Autocast scope) and holds six non-persistent buffers
 //       fp8_{input,weight,grad_output}_{amax_history,scale}. Amax histories are
-//       updated only in training mode with grad mode on.
+//       updated only in training mode with grad mode on. A NaN/inf in x, w
+//       or the output gradient gives an all-NaN y / dx / dw (finite values
+//       past the FP8 range saturate).
 //
 // NOTE [layer norm fused into the fp8 linear]: a pre-LN block feeds a
 // LayerNorm's output straight into a Linear (GPT's ln_1 -> attn.qkv,

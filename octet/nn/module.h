@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include <octet/core/error.h>
 #include <octet/core/tensor.h>
 #include <octet/nn/amp_recipe.h>
 
@@ -168,13 +169,18 @@ class ModuleList : public Module {
     return m;
   }
   size_t size() const { return items_.size(); }
-  Module& operator[](size_t i) const { return *items_.at(i); }
+  // Errors (both): i >= size().
+  Module& operator[](size_t i) const { return *items_[CheckIndex(i)]; }
   template <typename T>
   T& at(size_t i) const {
-    return static_cast<T&>(*items_.at(i));
+    return static_cast<T&>(*items_[CheckIndex(i)]);
   }
 
  private:
+  size_t CheckIndex(size_t i) const {
+    OCTET_CHECK(i < items_.size(), "ModuleList: index ", i, " is out of range for ", items_.size(), " modules");
+    return i;
+  }
   std::vector<Module*> items_;
 };
 

@@ -209,6 +209,7 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
                              const std::map<std::string, std::string>& user_metadata, uint32_t* digest) {
   NoGradGuard no_grad;
   const std::string where = Prefix(path);
+  if (path.empty()) return absl::InvalidArgumentError(where + "the path is empty");
   for (const auto& [k, v] : user_metadata) {
     if (k.rfind(kChecksumPrefix, 0) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(where, "metadata key '", k, "' is reserved (keys starting with '",
@@ -246,6 +247,19 @@ absl::Status SaveSafetensors(const std::string& path, const std::vector<std::pai
     const float amax = meta->amax.defined() ? static_cast<float>(meta->amax.Item()) : 0.0f;
     if (absl::Status s = add(name + kScaleInvSuffix, Full({1}, scale_inv)); !s.ok()) return s;
     if (absl::Status s = add(name + kAmaxSuffix, Full({1}, amax)); !s.ok()) return s;
+  }
+  // An FP8 tensor saved without ScaleMeta next to a tensor of the caller named
+  // like one of its companions: a load would take that tensor as the FP8
+  // tensor's scale (or refuse the file), so the file would not round-trip.
+  for (const auto& [name, t] : tensors) {
+    if (!IsFp8(t.dtype()) || t.scale_meta() != nullptr) continue;
+    for (const char* suffix : {kScaleInvSuffix, kAmaxSuffix}) {
+      if (names.count(name + suffix)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "the name '", name, suffix,
+                                                       "' collides with the FP8 scale companion of the FP8 tensor '",
+                                                       name, "' (a load would read it as that tensor's scale)"));
+      }
+    }
   }
 
   // NOTE [safetensors checksums]

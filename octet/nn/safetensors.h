@@ -91,11 +91,13 @@ struct SafetensorsFile {
   const Tensor* Find(const std::string& name) const;
 };
 
-// Errors (octet::Error): an undefined tensor, an empty or repeated name, the
-// name "__metadata__", a name colliding with an FP8 companion, FP8 scale
-// metadata that is not per-tensor, a header over the limit, and any I/O
-// failure (message names the path and the errno text), a metadata key
-// starting with "octet.crc32c." (reserved for the checksums). Tensors may be
+// Errors (octet::Error): an empty path, an undefined tensor, an empty or
+// repeated name, the name "__metadata__", a name colliding with an FP8
+// companion ("X.scale_inv" or "X.amax" beside an FP8 tensor "X", with or
+// without ScaleMeta), FP8 scale metadata that is not per-tensor, a header over
+// the limit, and any I/O failure (message names the path and the errno text),
+// a metadata key starting with "octet.crc32c." (reserved for the checksums).
+// Tensors may be
 // on any device and non-contiguous (they are copied to contiguous CPU bytes
 // first). `digest`, when given, gets SafetensorsFile::digest of the file.
 void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

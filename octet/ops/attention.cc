@@ -1,6 +1,7 @@
 #include <octet/ops/attention.h>
 
 #include <cmath>
+#include <limits>
 
 #include <octet/autograd/function.h>
 #include <octet/ops/attention_kernels.h>
@@ -40,9 +41,15 @@ double ResolvedScale(double scale, int64_t head_size) {
   return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_size)) : scale;
 }
 
-// 0 picks 1 / sqrt(D); an infinite or NaN scale would make every output NaN.
+// 0 picks 1 / sqrt(D); an infinite or NaN scale would make every output NaN,
+// and so would a finite double beyond float32's range: the kernels take
+// scale and scale * log2(e) in float32 (for every dtype but float64), where
+// it becomes inf. The bound, half of float32's max, keeps both finite.
 void CheckScale(const char* op, double scale) {
   OCTET_CHECK(std::isfinite(scale), op, ": scale must be finite (0: 1 / sqrt(D)), got ", scale);
+  constexpr double kMaxScale = std::numeric_limits<float>::max() / 2.0;
+  OCTET_CHECK(std::fabs(scale) <= kMaxScale, op, ": scale ", scale, " is out of range: |scale| must be at most ",
+              kMaxScale, " (half of float32's max; 0: 1 / sqrt(D))");
 }
 
 // Runs the forward kernel into `out` ((B,H,T,D), any strides) and saves

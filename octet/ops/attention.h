@@ -25,7 +25,8 @@ namespace octet {
 //
 // Errors (octet::Error naming the op and the shapes/dtypes): rank != 4,
 // shapes of q, k, v differ, dtypes or devices differ, non-float or FP8 dtype,
-// D == 0, a scale that is not finite (0 picks 1 / sqrt(D)).
+// D == 0, a scale that is not finite or |scale| > 1.7e38 (half of float32's
+// max; 0 picks 1 / sqrt(D)).
 Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
 
 // CausalAttention on the heads of a fused projection, with the heads of the

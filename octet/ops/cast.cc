@@ -129,6 +129,10 @@ Tensor Quantize(const Tensor& x, DType fp8, float scale, Fp8Saturation sat) {
   CheckDefined("quantize", x, "x");
   OCTET_CHECK(std::isfinite(scale) && scale > 0.0f, "quantize: scale must be positive and finite, got ", scale,
               " (input ", Describe(x), ")");
+  // A subnormal scale passes the check above but 1/scale overflows: scale_inv
+  // would be inf and every dequantized value NaN (0 * inf) or inf.
+  OCTET_CHECK(std::isfinite(1.0f / scale), "quantize: scale ", scale,
+              " is too small: its reciprocal (scale_inv) overflows float32 (input ", Describe(x), ")");
   return Quantize(x, fp8, Full({1}, scale, {.dtype = DType::kFloat32, .device = x.device()}), sat);
 }
 

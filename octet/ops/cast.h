@@ -27,7 +27,8 @@
 // Errors (octet::Error naming the op, shapes and dtypes): x not one of the
 // four float dtypes (FP8 or integer), a target dtype that is not FP8, a scale
 // that is not float32 with one element on x's device, a non-positive or
-// non-finite float scale, CastTranspose of a tensor that is not 2-D,
+// non-finite float scale or one whose reciprocal overflows (below about
+// 2.9e-39), CastTranspose of a tensor that is not 2-D,
 // Dequantize of a non-FP8 tensor or to a non-float dtype, FP8 tensors with
 // scale granularity other than per-tensor.
 #pragma once
@@ -47,7 +48,9 @@ namespace octet {
 // kNoSat gives NaN for E4M3 and inf for E5M2). NaN inputs give NaN codes.
 Tensor Quantize(const Tensor& x, DType fp8, const Tensor& scale,
                 Fp8Saturation sat = Fp8Saturation::kSatFinite);
-// The same with a host scale (must be positive and finite).
+// The same with a host scale (must be positive and finite, with a finite
+// reciprocal). A scale tensor is not read on the host: its values are the
+// caller's to keep in that range (delayed scaling's ComputeScale does).
 Tensor Quantize(const Tensor& x, DType fp8, float scale, Fp8Saturation sat = Fp8Saturation::kSatFinite);
 
 // y = float(q) * scale_inv, computed in float32 and rounded to `out`

@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include <octet/core/error.h>
 #include <octet/core/scaling.h>
 #include <octet/optim/optimizer.h>
 
@@ -97,13 +98,18 @@ class AdamW : public Optimizer {
   void SyncMasterFromParams();
 
   // Per-parameter state, for inspection (tests, telemetry). index follows params().
+  // Error: index >= params().size().
   struct ParamState {
     Tensor master;  // f32, or undefined
     Tensor m, v;
     std::shared_ptr<ScaleMeta> m_meta, v_meta;  // kFp8Fp16 only
     double weight_decay = 0.0;                  // 0 when the parameter is not decayed
   };
-  const ParamState& state(size_t index) const { return states_.at(index); }
+  const ParamState& state(size_t index) const {
+    OCTET_CHECK(index < states_.size(), "AdamW::state: index ", index, " is out of range for ", states_.size(),
+                " parameters");
+    return states_[index];
+  }
   // Index of a parameter by name; throws if there is none.
   size_t IndexOf(const std::string& name) const;
 

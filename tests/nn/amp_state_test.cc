@@ -292,6 +292,40 @@ TEST(AmpScalingState, RoundTripsAndReportsMismatches) {
   EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(b, twice); }), HasSubstr("LoadScalingState: repeated names"));
 }
 
+// The values LoadTrainingState rejects are rejected here too (they used to
+// make every later forward NaN), naming the entry; nothing is loaded.
+TEST(AmpScalingState, RejectsNonFiniteNegativeAndZeroValues) {
+  Linear a({.in = 8, .out = 8});
+  a.SetAmp(amp::Level::kO1);
+  a(RandomTensor({4, 8}, 1, DType::kFloat32));
+  const NamedTensors good = amp::ScalingState(a);
+  const auto with = [&](const std::string& name, int64_t element, double value) {
+    NamedTensors st;
+    for (const auto& [n, t] : good) {
+      Tensor c = t.Clone();
+      if (n == name) c.Flatten().Slice(0, element, element + 1).Fill_(value);
+      st.emplace_back(n, c);
+    }
+    return st;
+  };
+  const Tensor history_before = good[0].second.Clone();
+  const std::string e = ErrorOf([&] { amp::LoadScalingState(a, with("fp8_input_amax_history", 2, NAN)); });
+  EXPECT_THAT(e, HasSubstr("LoadScalingState: entry 'fp8_input_amax_history' holds nan at element 2; "
+                           "FP8 scaling state must hold finite values; nothing was loaded"));
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(a, with("fp8_input_amax_history", 1, -1.0)); }),
+              HasSubstr("entry 'fp8_input_amax_history' holds -1 at element 1; an amax must be >= 0"));
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(a, with("fp8_weight_scale", 0, 0.0)); }),
+              HasSubstr("entry 'fp8_weight_scale' holds 0 at element 0; a scale must be > 0"));
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(a, with("fp8_weight_scale", 0, -2.0)); }),
+              HasSubstr("entry 'fp8_weight_scale' holds -2 at element 0; a scale must be > 0"));
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(a, with("fp8_grad_output_scale", 0, INFINITY)); }),
+              HasSubstr("entry 'fp8_grad_output_scale' holds inf at element 0"));
+  EXPECT_THAT(ErrorOf([&] { amp::LoadScalingState(a, with("fp8_weight_scale", 0, 1e-45)); }),
+              HasSubstr("a scale must have a finite reciprocal"));
+  EXPECT_EQ(amp::ScalingState(a)[0].second.ToDoubles(), history_before.ToDoubles());
+  ASSERT_NO_THROW(amp::LoadScalingState(a, good));
+}
+
 TEST(AmpAutocast, ScopeTurnsOnFp8ForAModelWithoutSetAmp) {
   Linear lin({.in = 16, .out = 16});
   const Tensor x = RandomTensor({4, 16}, 1, DType::kFloat32);

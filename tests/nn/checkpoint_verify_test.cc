@@ -193,6 +193,8 @@ TEST_F(CheckpointVerifyTest, ValuesThatCannotBeRightAreRefused) {
        "tensor 'extra/h.0.fc.fp8_input_amax_history' holds -2 at element 1; an amax must be >= 0"},
       {"zero scale", [](TrainingState* s) { s->extra[1].second = Zeros({1}); },
        "tensor 'extra/h.0.fc.fp8_input_scale' holds 0 at element 0; a scale must be > 0"},
+      {"subnormal scale", [](TrainingState* s) { s->extra[1].second = Full({1}, 1e-45); },
+       "tensor 'extra/h.0.fc.fp8_input_scale' holds 1.4013e-45 at element 0; a scale must have a finite reciprocal"},
       {"nan weight", [nan](TrainingState* s) { s->model[0].second = FromVector(std::vector<double>{0, 1, nan}, {3}); },
        "tensor 'wte' holds nan at element 2; a checkpoint must hold finite values"},
       {"inf moment", [](TrainingState* s) {

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include <octet/autograd/gradcheck.h>
 #include <octet/nn/amp.h>
@@ -172,6 +174,38 @@ TEST(GPT, GenerateIsDeterministicAndTopOneIsGreedy) {
   }
   const std::vector<double> gv = greedy.ToDoubles();
   for (size_t i = 0; i < seq.size(); ++i) EXPECT_EQ(static_cast<int64_t>(gv[i]), seq[i]);
+}
+
+TEST(GPT, GenerateWithNoRowsGivesTheEmptyDocumentedShape) {
+  GPT model(Tiny());
+  const Tensor out = model.Generate(FromVector(std::vector<int64_t>{}, {0, 3}), 4);
+  EXPECT_EQ(out.shape(), (Shape{0, 7}));
+  EXPECT_EQ(out.dtype(), DType::kInt64);
+  EXPECT_TRUE(model.is_training());
+}
+
+// NaN logits used to sample token V-1 silently.
+TEST(GPT, GenerateOnNonFiniteLogitsNamesTheStepAndTheRow) {
+  GPTConfig config = Tiny();
+  config.tie_weights = false;  // a NaN wte row then poisons only the rows that contain its token
+  GPT model(config);
+  {
+    NoGradGuard ng;
+    Tensor row = model.wte().weight().Select(0, 3);
+    row.Fill_(NAN);
+  }
+  Generator g(3);
+  const std::string e = ErrorOf([&] { model.Generate(Tokens({1, 2, 3, 4}, 2, 2), 2, 1.0, 0, &g); });
+  EXPECT_THAT(e, HasSubstr("GPT::Generate: the logits of batch row 1 at step 0"));
+  EXPECT_THAT(e, HasSubstr("are not finite: logit nan for token 0"));
+  EXPECT_TRUE(model.is_training());  // restored on the error too
+}
+
+TEST(GPT, BlockIndexOutOfRangeIsAnError) {
+  GPT model(Tiny());
+  EXPECT_THAT(ErrorOf([&] { model.block(99); }), HasSubstr("GPT::block: index 99 is out of range for 2 blocks"));
+  EXPECT_THAT(ErrorOf([&] { model.block(-1); }), HasSubstr("GPT::block: index -1 is out of range"));
+  EXPECT_NO_THROW(model.block(1));
 }
 
 TEST(GPT, BadInputsAreReported) {

@@ -106,6 +106,13 @@ TEST(Module, RegistrationErrorsNameTheProblem) {
   EXPECT_THAT(ErrorOf([&] { m.RegisterModule<Affine>("count", {}); }), HasSubstr("\"count\" is already a buffer"));
 }
 
+TEST(Module, ModuleListIndexOutOfRangeIsAnError) {
+  ModuleList list;
+  list.Append<ModuleList>({});
+  EXPECT_THAT(ErrorOf([&] { list[1]; }), HasSubstr("ModuleList: index 1 is out of range for 1 modules"));
+  EXPECT_THAT(ErrorOf([&] { list.at<ModuleList>(5); }), HasSubstr("ModuleList: index 5 is out of range"));
+}
+
 TEST(Module, ForwardAndBackwardThroughChildren) {
   Net net({});
   const Tensor x = RandomTensor({2, 3}, 1, DType::kFloat32);

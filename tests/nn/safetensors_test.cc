@@ -402,7 +402,19 @@ TEST_F(SafetensorsTest, SaveRejectsBadNames) {
   Tensor fp8 = Zeros({2}, {.dtype = DType::kFloat8E4M3}).WithScaleMeta(Scale(1.0f, 0.0f));
   EXPECT_NE(msg({{"w", fp8}, {"w.scale_inv", t}}).find("collides with an FP8 scale companion"), std::string::npos);
   EXPECT_NE(msg({{"u", Tensor()}}).find("tensor 'u' is undefined"), std::string::npos);
+  // An FP8 tensor without ScaleMeta beside a tensor named like its companion
+  // (either order): a load would read that tensor as the FP8 tensor's scale.
+  const Tensor q = Ones({2}, {.dtype = DType::kFloat8E4M3});
+  ASSERT_EQ(q.scale_meta(), nullptr);
+  EXPECT_NE(msg({{"q", q}, {"q.scale_inv", Full({1}, 2.0f)}})
+                .find("the name 'q.scale_inv' collides with the FP8 scale companion of the FP8 tensor 'q'"),
+            std::string::npos);
+  EXPECT_NE(msg({{"q.amax", t}, {"q", q}}).find("the name 'q.amax' collides with the FP8 scale companion"),
+            std::string::npos);
   EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(internal::SaveSafetensors(path, {{"q", q}, {"p.scale_inv", t}}).ok());  // not q's companion
+  const std::string empty = std::string(internal::SaveSafetensors("", {{"x", t}}).message());
+  EXPECT_EQ(empty, "safetensors file '': the path is empty");
 }
 
 TEST_F(SafetensorsTest, FailedWriteLeavesTheOldFileIntact) {

@@ -493,6 +493,13 @@ TEST(Attention, ErrorsNameOpAndShapes) {
   EXPECT_NE(e.find("causal_attention: scale must be finite (0: 1 / sqrt(D)), got nan"), std::string::npos) << e;
   e = ErrorOf([&] { CausalAttentionQkv(Zeros({1, 5, 24}), 2, INFINITY); });
   EXPECT_NE(e.find("causal_attention_qkv: scale must be finite"), std::string::npos) << e;
+  // Finite as a double but inf in the kernels' float32: all-NaN output before.
+  e = ErrorOf([&] { CausalAttention(q, q, q, 1e300); });
+  EXPECT_NE(e.find("causal_attention: scale 1e+300 is out of range: |scale| must be at most 1.70141e+38"),
+            std::string::npos)
+      << e;
+  e = ErrorOf([&] { CausalAttentionQkvFp8(Zeros({1, 5, 24}).To(DType::kFloat8E4M3), 2, DType::kFloat32, -1e39); });
+  EXPECT_NE(e.find("causal_attention_qkv_fp8: scale -1e+39 is out of range"), std::string::npos) << e;
   e = ErrorOf([&] { CausalAttention(Zeros({2, 5, 4}), q, q); });
   EXPECT_NE(e.find("causal_attention"), std::string::npos) << e;
   EXPECT_NE(e.find("rank 4"), std::string::npos) << e;

@@ -274,6 +274,13 @@ TEST(Cast, ErrorMessages) {
   msg = ErrorOf([] { Quantize(Ones({2, 3}), kE4M3, 0.0f); });
   EXPECT_NE(msg.find("quantize: scale must be positive and finite, got 0 (input float32[2, 3])"), std::string::npos)
       << msg;
+  // A subnormal scale is positive and finite, but 1/scale is inf: every
+  // dequantized value would be NaN.
+  msg = ErrorOf([] { Quantize(Ones({2, 3}), kE4M3, 1e-45f); });
+  EXPECT_NE(msg.find("quantize: scale 1.4013e-45 is too small: its reciprocal (scale_inv) overflows float32"),
+            std::string::npos)
+      << msg;
+  EXPECT_NO_THROW(Quantize(Ones({2, 3}), kE4M3, 3e-39f));  // 1/scale ~ 3.3e38 is finite
   msg = ErrorOf([] { Quantize(Ones({2, 3}, {.dtype = DType::kInt32}), kE4M3, 1.0f); });
   EXPECT_NE(msg.find("quantize: argument 'x' is int32[2, 3]"), std::string::npos) << msg;
   msg = ErrorOf([] { CastTranspose(Ones({2, 3, 4}), kE4M3, Full({1}, 1.0)); });

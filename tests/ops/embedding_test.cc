@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <octet/autograd/gradcheck.h>
@@ -90,6 +91,21 @@ TEST(Embedding, NonContiguousWeightAndIndices) {
   const Tensor idx = all.Slice(1, 0, 4, 2);  // (2, 2): {8, 0}, {8, 7}
   ASSERT_FALSE(idx.is_contiguous());
   EXPECT_TRUE(AllClose(Embedding(w, idx), Embedding(w.Contiguous(), idx.Contiguous()), 0, 0));
+}
+
+// A (V, 0) weight has no storage (null data): the gather and the scatter-add
+// must not hand its pointer to memcpy (UB found by UBSan), and the indices are
+// still checked against V.
+TEST(Embedding, ZeroColumnsGivesEmptyRowsAndAnEmptyGradient) {
+  Tensor w = Zeros({4, 0});
+  w.requires_grad_();
+  const Tensor out = Embedding(w, FromVector(std::vector<int64_t>{3, 0}, {2}));
+  EXPECT_EQ(out.shape(), (Shape{2, 0}));
+  Sum(out).Backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().shape(), (Shape{4, 0}));
+  const std::string e = ErrorOf([&] { Embedding(w, FromVector(std::vector<int64_t>{4}, {1})); });
+  EXPECT_NE(e.find("embedding: index 4 at position [0]"), std::string::npos) << e;
 }
 
 TEST(EmbeddingGrad, PassesGradcheckWithRepeatedAndUnusedRows) {

@@ -257,6 +257,13 @@ TEST(AdamW, IndexOfFindsAParameterByNameOrNamesTheMissingOne) {
   EXPECT_NE(ErrorOf([&] { opt.IndexOf("b"); }).find("adamw: no parameter named 'b'"), std::string::npos);
 }
 
+TEST(AdamW, StateIndexOutOfRangeNamesTheIndexAndTheCount) {
+  Tensor a = Param({1.0}, {1}, DType::kFloat32);
+  AdamW opt({{"a", a}}, {});
+  EXPECT_NE(ErrorOf([&] { opt.state(99); }).find("AdamW::state: index 99 is out of range for 1 parameters"),
+            std::string::npos);
+}
+
 TEST(AdamW, Bf16GradientsForBf16Params) {
   Tensor w = Param({0.5, -0.25}, {2}, DType::kBFloat16);
   AdamW opt({{"w", w}}, {.lr = 0.125, .eps = 0.0, .weight_decay = 0.0});

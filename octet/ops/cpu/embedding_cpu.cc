@@ -27,6 +27,9 @@ EmbeddingFwdResult EmbeddingFwdTyped(const Tensor& weight,   // (V,C)
       return r;
     }
   }
+  // A (V, 0) weight has no storage (null data): nothing to copy, and memcpy
+  // must not see the null pointer even for zero bytes.
+  if (c == 0) return r;
   const T* w = weight.data<T>();
   T* o = out.data<T>();
   ParallelFor(n, RowGrain(c), [&](int64_t i0, int64_t i1) {
@@ -51,6 +54,7 @@ void EmbeddingBwdTyped(const Tensor& dout,       // (N,C)
                        const Tensor& dweight) {  // (V,C)
   using A = AccType<T>;
   const int64_t v = dweight.shape()[0], c = dweight.shape()[1], n = indices.numel();
+  if (c == 0) return;  // a (V, 0) dweight has no elements to write
   const I* ip = indices.data<I>();
   std::vector<int64_t> start(v + 1, 0);  // positions of row k: order[start[k], start[k+1])
   for (int64_t i = 0; i < n; ++i) ++start[static_cast<int64_t>(ip[i]) + 1];
