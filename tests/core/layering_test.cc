@@ -59,6 +59,8 @@ constexpr AllowedDeviceTest kAllowedDeviceTests[] = {
     {"octet/core/tensor.cc", "return To(kCPU).At(idx)", "data movement: At() copies a device tensor to the host"},
     {"octet/core/tensor.cc", "return To(kCPU).ToDoubles()", "data movement: ToDoubles() copies to the host"},
     {"octet/core/tensor.cc", "s.append(\" \").append(ToString(t.device()))", "Describe() names a non-CPU device"},
+    {"octet/autograd/engine.cc", "if (!m.device.is_cpu()) target.append(\" \").append(ToString(m.device));",
+     "a hook's error names a non-CPU device, as Describe() does"},
     {"octet/core/tensor.cc", "return *t.data<float>()",
      "data movement: a CPU scale is a plain load, a device one a counted host read"},
     {"octet/core/tensor.cc", "!src.device().is_cpu()) return;",

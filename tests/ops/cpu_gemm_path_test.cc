@@ -229,10 +229,13 @@ TEST_P(GemmPathTest, ConvertedOperandIsReusedOnlyForTheSameBytes) {
   EXPECT_TRUE(MatchesReference(ScaledMatmul(top, b, DType::kFloat32), AsF64(top), AsF64(b), Tensor(), false));
   EXPECT_TRUE(MatchesReference(ScaledMatmul(bottom, b, DType::kFloat32), AsF64(bottom), AsF64(b), Tensor(), false))
       << "the other half of the storage";
-  // Rewritten in place: the copy bumps the version.
+  // Rewritten in place: the copy bumps the version. New codes under a's own
+  // scale (a copy of codes between FP8 tensors of different scales throws:
+  // NOTE [fp8 copies] in ops/shape.cc).
   const std::vector<double> before = a.ToDoubles();
   Tensor target = a;
-  target.CopyFrom_(QuantizeCurrent(RandomTensor({M, K}, 2, DType::kFloat32, -3, 3), DType::kFloat8E5M2));
+  const Tensor next = QuantizeCurrent(RandomTensor({M, K}, 2, DType::kFloat32, -3, 3), DType::kFloat8E5M2);
+  target.WithScaleMeta(nullptr).CopyFrom_(next.WithScaleMeta(nullptr));
   ASSERT_NE(a.ToDoubles(), before);
   EXPECT_TRUE(MatchesReference(ScaledMatmul(a, b, DType::kFloat32), AsF64(a), AsF64(b), Tensor(), false))
       << "after an in-place write";
