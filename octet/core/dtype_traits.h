@@ -103,11 +103,24 @@ OCTET_HOST_DEVICE constexpr F Pow2(int n) {
 // such values up front instead (To, FromVector, Full: CheckIntegerConvertible
 // and CheckRepresentable in core/tensor.h); this is the element-level floor
 // under every kernel. Integer -> integer stays modular (static_cast).
+//
+// An integer type To's range as values of a float type F, exactly:
+// [IntegerLo, IntegerHiExclusive), both powers of two (or 0). The one
+// definition behind SaturatingCast and the host-side checks of core/tensor.cc.
+template <typename To, typename F>
+OCTET_HOST_DEVICE constexpr F IntegerLo() {
+  constexpr int kDigits = static_cast<int>(sizeof(To)) * 8 - 1;
+  return std::is_signed_v<To> ? -Pow2<F>(kDigits) : F(0);
+}
+template <typename To, typename F>
+OCTET_HOST_DEVICE constexpr F IntegerHiExclusive() {  // the type's max + 1
+  return Pow2<F>(static_cast<int>(sizeof(To)) * 8 - (std::is_signed_v<To> ? 1 : 0));
+}
+
 template <typename To, typename F>
 OCTET_HOST_DEVICE inline To SaturatingCast(F v) {
-  constexpr int kDigits = static_cast<int>(sizeof(To)) * 8 - (std::is_signed_v<To> ? 1 : 0);
-  constexpr F kLo = std::is_signed_v<To> ? -Pow2<F>(kDigits) : F(0);  // exact: a power of two, or 0
-  constexpr F kHiExclusive = Pow2<F>(kDigits);                         // the type's max + 1, exact
+  constexpr F kLo = IntegerLo<To, F>();
+  constexpr F kHiExclusive = IntegerHiExclusive<To, F>();
   if (!(v == v)) return To(0);
   if (v >= kHiExclusive) return std::numeric_limits<To>::max();
   // kLo - 1 may round to kLo (float vs int64); v == kLo gives the minimum either way.

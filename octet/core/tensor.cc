@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <limits>
 #include <sstream>
+#include <string>
+#include <type_traits>
 
 #include <octet/core/graph_internal.h>
 #include <octet/core/host_reads.h>
@@ -217,26 +220,29 @@ size_t StorageBytes(const Shape& shape, DType dtype, const char* op) {
 }
 
 // Whether `value` truncated toward zero lies in integer dtype's range (false
-// for NaN and infinities); true for every other dtype.
+// for NaN and infinities); true for every other dtype. The bounds are
+// SaturatingCast's (NOTE [float to integer] in core/dtype_traits.h).
 bool FitsDType(double value, DType dtype) {
-  double lo = 0, hi_exclusive = 0;  // both exact powers of two (or 0)
-  switch (dtype) {
-    case DType::kInt32: lo = -0x1p31, hi_exclusive = 0x1p31; break;
-    case DType::kInt64: lo = -0x1p63, hi_exclusive = 0x1p63; break;
-    case DType::kUInt8: lo = 0, hi_exclusive = 0x1p8; break;
-    default: return true;
-  }
-  const double t = std::trunc(value);
-  return t >= lo && t < hi_exclusive;
+  bool fits = true;
+  DispatchAll(dtype, "FitsDType", [&]<typename T>() {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const double t = std::trunc(value);
+      fits = t >= internal::IntegerLo<T, double>() && t < internal::IntegerHiExclusive<T, double>();
+    }
+  });
+  return fits;
 }
 
+// An integer dtype's range as "[min, max]"; "any" for every other dtype.
 std::string RangeStr(DType dtype) {
-  switch (dtype) {
-    case DType::kInt32: return "[-2147483648, 2147483647]";
-    case DType::kInt64: return "[-9223372036854775808, 9223372036854775807]";
-    case DType::kUInt8: return "[0, 255]";
-    default: return "any";
-  }
+  std::string range = "any";
+  DispatchAll(dtype, "RangeStr", [&]<typename T>() {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      range = "[" + std::to_string(static_cast<long long>(std::numeric_limits<T>::min())) + ", " +
+              std::to_string(static_cast<long long>(std::numeric_limits<T>::max())) + "]";
+    }
+  });
+  return range;
 }
 
 }  // namespace

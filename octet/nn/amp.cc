@@ -80,7 +80,11 @@ void LoadScalingState(Module& model, const NamedTensors& state) {
   std::vector<std::string> missing, unexpected, mismatched;
   std::set<std::string> given;
   for (const auto& [n, t] : state) given.insert(n);
-  std::vector<std::pair<Tensor, Tensor>> copies;
+  struct Copy {
+    std::string name;
+    Tensor dst, src;
+  };
+  std::vector<Copy> copies;
   for (const auto& [n, t] : mine) {
     const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == n; });
     if (it == state.end()) {
@@ -93,7 +97,7 @@ void LoadScalingState(Module& model, const NamedTensors& state) {
                                         src.defined() ? Describe(src) : std::string("undefined"), ")"));
       continue;
     }
-    copies.emplace_back(t, src);
+    copies.push_back({n, t, src});
   }
   for (const auto& [n, t] : state) {
     const bool known = std::any_of(mine.begin(), mine.end(), [&](const auto& e) { return e.first == n; });
@@ -110,15 +114,14 @@ void LoadScalingState(Module& model, const NamedTensors& state) {
   }
   // The values LoadTrainingState rejects (one check for both): a NaN, inf,
   // negative amax or non-positive scale would make every later step NaN.
-  for (const auto& [n, t] : mine) {
-    const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == n; });
-    const std::string bad = nn::internal::BadValue(n, it->second, /*scaling_state=*/true, "FP8 scaling state");
-    if (!bad.empty()) OCTET_FAIL("LoadScalingState: entry '", n, "' ", bad, "; nothing was loaded");
+  for (const Copy& c : copies) {
+    const std::string bad = nn::internal::BadValue(c.name, c.src, /*scaling_state=*/true, "FP8 scaling state");
+    if (!bad.empty()) OCTET_FAIL("LoadScalingState: entry '", c.name, "' ", bad, "; nothing was loaded");
   }
   NoGradGuard no_grad;
-  for (auto& [dst, src] : copies) {
-    Tensor d = dst;
-    d.CopyFrom_(src);
+  for (const Copy& c : copies) {
+    Tensor d = c.dst;
+    d.CopyFrom_(c.src);
   }
   // NOTE [initialised on the host]: a load decides from the loaded histories
   // (one read of them, at load time, not in a training step).
